@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh clone: npm packages, Debian's tor (without its system
+# service), gcc for the testnet's LD_PRELOAD shim, curl for the end-to-end tests, and
+# chromium for the browser tests. Safe to run repeatedly; it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+# npm packages: reinstall when node_modules is missing or older than the lock file.
+if [ ! -d node_modules ] || [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  log "installing npm packages (npm ci)"
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+
+need=()
+command -v tor >/dev/null 2>&1 || need+=(tor tor-geoipdb)
+command -v tor-gencert >/dev/null 2>&1 || need+=(tor)
+command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+if [ "${EXITPOOL_SKIP_BROWSER:-0}" != 1 ]; then
+  command -v chromium >/dev/null 2>&1 || need+=(chromium)
+fi
+
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    SUDO=sudo
+  else
+    SUDO=
+  fi
+  log "installing Debian packages: ${need[*]}"
+  # Debian's tor package would start a system tor that joins the public network: a
+  # policy-rc.d that exits 101 forbids starting any service during this install.
+  created_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod +x /usr/sbin/policy-rc.d
+    created_policy=1
+  fi
+  trap '[ "$created_policy" = 1 ] && $SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi

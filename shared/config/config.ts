@@ -1,0 +1,79 @@
+import os from 'node:os';
+import path from 'node:path';
+import type { LogLevel } from '../logger.js';
+import { LOG_LEVELS } from '../logger.js';
+import type { RateLimit } from './values.js';
+
+export type DefaultSessionMode = 'ip' | 'random' | 'shared';
+export const DEFAULT_SESSION_MODES: readonly DefaultSessionMode[] = ['ip', 'random', 'shared'];
+
+/** The effective configuration, parsed once in the supervisor and handed to every worker. */
+export interface Config {
+  poolSize: number;
+  minReady: number;
+  defaultSession: DefaultSessionMode;
+  sessionTtlMs: number;
+  maxSessions: number;
+  quarantineFailures: number;
+  quarantineConsecutive: number;
+  failureWindowMs: number;
+  pinExitRelay: boolean;
+  torMaxCircuitDirtinessMs: number;
+  torConflux: boolean;
+  torExitNodes: string[];
+  torStrictNodes: boolean;
+  torBinary: string;
+  torExtraConfig: string[];
+  authDisabled: boolean;
+  drainOnRotate: boolean;
+  adminUser: string;
+  adminPassword: string | null;
+  proxyToken: string | null;
+  loginTtlMs: number;
+  loginRateLimit: RateLimit;
+  sessionPortBase: number | null;
+  socksPort: number;
+  httpPort: number;
+  apiPort: number;
+  bindHost: string;
+  instancePortBase: number;
+  dataDir: string;
+  logLevel: LogLevel;
+  logFormat: 'text' | 'json';
+  bootstrapStallTimeoutMs: number;
+  spawnStaggerMs: number;
+  proxyWorkers: number;
+  remediationBackoffBaseMs: number;
+  remediationBackoffMaxMs: number;
+  remediationRecurrenceWindowMs: number;
+  rotationGraceMs: number;
+}
+
+/** Upper bound of POOL_SIZE and of a resize; it sizes the instance and session port blocks. */
+export const MAX_POOL_SIZE = 64;
+/** Each instance takes PORTS_PER_INSTANCE ports from INSTANCE_PORT_BASE: its SOCKS port and its control port. */
+export const PORTS_PER_INSTANCE = 2;
+
+export function instanceSocksPort(config: Pick<Config, 'instancePortBase'>, index: number): number {
+  return config.instancePortBase + index * PORTS_PER_INSTANCE;
+}
+
+export function instanceControlPort(config: Pick<Config, 'instancePortBase'>, index: number): number {
+  return config.instancePortBase + index * PORTS_PER_INSTANCE + 1;
+}
+
+export function sessionPort(config: Pick<Config, 'sessionPortBase'>, index: number): number | null {
+  return config.sessionPortBase === null ? null : config.sessionPortBase + index;
+}
+
+export function defaultProxyWorkers(): number {
+  return Math.max(1, os.availableParallelism());
+}
+
+export function resolveDataDir(raw: string): string {
+  return path.resolve(raw);
+}
+
+export function isLogLevel(v: string): v is LogLevel {
+  return (LOG_LEVELS as readonly string[]).includes(v);
+}

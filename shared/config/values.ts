@@ -1,0 +1,107 @@
+import { parseDuration } from './duration.js';
+
+/** Value parsers shared by the variable table. Each throws a plain Error whose message names the problem. */
+
+export function parseBoolean(raw: string): boolean {
+  const v = raw.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+  if (['0', 'false', 'no', 'off', ''].includes(v)) return false;
+  throw new Error(`not a boolean: ${JSON.stringify(raw)} (use true/false, 1/0, yes/no, on/off)`);
+}
+
+export function integerIn(min: number, max: number): (raw: string) => number {
+  return (raw) => {
+    const v = raw.trim();
+    if (!/^-?\d+$/.test(v)) throw new Error(`not an integer: ${JSON.stringify(raw)}`);
+    const n = Number(v);
+    if (n < min || n > max) throw new Error(`must be between ${min} and ${max}, got ${n}`);
+    return n;
+  };
+}
+
+export function durationIn(minMs: number, maxMs: number): (raw: string) => number {
+  return (raw) => {
+    let ms: number;
+    try {
+      ms = parseDuration(raw);
+    } catch (e) {
+      throw new Error((e as Error).message);
+    }
+    if (ms < minMs || ms > maxMs) throw new Error(`must be between ${minMs} ms and ${maxMs} ms, got ${ms} ms`);
+    return ms;
+  };
+}
+
+export function oneOf<T extends string>(values: readonly T[]): (raw: string) => T {
+  return (raw) => {
+    const v = raw.trim().toLowerCase();
+    if ((values as readonly string[]).includes(v)) return v as T;
+    throw new Error(`must be one of ${values.join(', ')}, got ${JSON.stringify(raw)}`);
+  };
+}
+
+export function port(raw: string): number {
+  return integerIn(1, 65535)(raw);
+}
+
+const COUNTRY = /^\{[a-zA-Z]{2}\}$/;
+const FINGERPRINT = /^\$?[0-9A-Fa-f]{40}$/;
+const NICKNAME = /^[A-Za-z0-9]{1,19}$/;
+
+/** Tor node lists as ExitNodes accepts them: braced country codes ({de}), fingerprints, nicknames. */
+export function nodeList(raw: string): string[] {
+  const items = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  for (const item of items) {
+    if (!COUNTRY.test(item) && !FINGERPRINT.test(item) && !NICKNAME.test(item)) {
+      throw new Error(`not a country code like {de}, a relay fingerprint or a nickname: ${JSON.stringify(item)}`);
+    }
+  }
+  return items.map((s) => (COUNTRY.test(s) ? s.toLowerCase() : s));
+}
+
+/** Extra torrc lines: newline-separated (a literal "\n" also separates, for one-line env files). */
+export function torrcLines(raw: string): string[] {
+  const lines = raw
+    .split(/\r?\n|\\n/)
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'));
+  for (const line of lines) {
+    if (/[\0]/.test(line)) throw new Error('torrc lines must not contain NUL bytes');
+  }
+  return lines;
+}
+
+export interface RateLimit {
+  attempts: number;
+  windowMs: number;
+}
+
+/** "N/DURATION" (e.g. 10/5m): N failures per window; a bare N uses the default window. */
+export function rateLimit(defaultWindowMs: number): (raw: string) => RateLimit {
+  return (raw) => {
+    const [count, window] = raw.trim().split('/', 2);
+    const attempts = integerIn(1, 1_000_000)(count ?? '');
+    const windowMs = window === undefined ? defaultWindowMs : durationIn(1000, 24 * 3_600_000)(window);
+    return { attempts, windowMs };
+  };
+}
+
+export function nonEmptyText(maxLength: number): (raw: string) => string {
+  return (raw) => {
+    if (raw.length === 0) throw new Error('must not be empty');
+    if (raw.length > maxLength) throw new Error(`must be at most ${maxLength} characters`);
+    if (/[\0-\x1f\x7f]/.test(raw)) throw new Error('must not contain control characters');
+    return raw;
+  };
+}
+
+export function tokenSecret(raw: string): string {
+  const v = raw.trim();
+  if (!/^tp_[A-Za-z0-9_-]{16,128}$/.test(v)) {
+    throw new Error('must be a token: tp_ followed by 16 to 128 letters, digits, - or _');
+  }
+  return v;
+}

@@ -1,0 +1,120 @@
+import type { Config } from './config.js';
+import { DEFAULT_SESSION_MODES, MAX_POOL_SIZE, defaultProxyWorkers, resolveDataDir } from './config.js';
+import { LOG_LEVELS } from '../logger.js';
+import {
+  durationIn,
+  integerIn,
+  nodeList,
+  nonEmptyText,
+  oneOf,
+  parseBoolean,
+  port,
+  rateLimit,
+  tokenSecret,
+  torrcLines,
+} from './values.js';
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+/**
+ * One environment variable. The table below is the single source of truth: the loader, the
+ * tests and docs/configuration.md all read it, so the three cannot drift apart.
+ */
+export interface VariableDefinition<K extends keyof Config = keyof Config> {
+  name: string;
+  /** Other accepted spellings (the SPEC writes NET_ where tor's real name says TOR_). */
+  aliases?: readonly string[];
+  key: K;
+  /** The default as a user would write it; null when unset means "none" (the value is null). */
+  defaultText: string | null;
+  /** How the default is shown in the docs when it is computed rather than a literal. */
+  defaultDoc?: string;
+  secret?: boolean;
+  description: string;
+  parse(raw: string): NonNullable<Config[K]>;
+  /** Computed default when defaultText is null but the value must not be null. */
+  computeDefault?(): Config[K];
+}
+
+function def<K extends keyof Config>(d: VariableDefinition<K>): VariableDefinition<K> {
+  return d;
+}
+
+export const VARIABLES: readonly VariableDefinition[] = [
+  def({ name: 'POOL_SIZE', key: 'poolSize', defaultText: '5', parse: integerIn(1, MAX_POOL_SIZE),
+    description: `Number of tor instances in the pool (1 to MAX_POOL_SIZE). Each uses about 30 to 40 MB.` }),
+  def({ name: 'MIN_READY', key: 'minReady', defaultText: '1', parse: integerIn(1, MAX_POOL_SIZE),
+    description: 'The proxies serve once this many instances have bootstrapped. At most POOL_SIZE.' }),
+  def({ name: 'DEFAULT_SESSION', key: 'defaultSession', defaultText: 'ip', parse: oneOf(DEFAULT_SESSION_MODES),
+    description: 'Pinning of an authenticated caller that names no session: ip (per client IP), random (per connection), shared (one session for all).' }),
+  def({ name: 'SESSION_TTL', key: 'sessionTtlMs', defaultText: '10m', parse: durationIn(SECOND, 30 * DAY),
+    description: 'A session idle this long (no request, no live connection) is unpinned and forgotten.' }),
+  def({ name: 'MAX_SESSIONS', key: 'maxSessions', defaultText: '100000', parse: integerIn(1, 10_000_000),
+    description: 'Upper bound of the session table. New keys beyond it are refused; sessions with live connections are never evicted.' }),
+  def({ name: 'QUARANTINE_FAILURES', key: 'quarantineFailures', defaultText: '5', parse: integerIn(1, 1000),
+    description: 'Quarantine score, in whole unclassified failures within FAILURE_WINDOW; a captcha spends several, a rate limit less than one.' }),
+  def({ name: 'QUARANTINE_CONSECUTIVE', key: 'quarantineConsecutive', defaultText: '3', parse: integerIn(1, 1000),
+    description: 'Exit-blaming failures in a row (no success between, any kind except rate_limited) that quarantine an instance.' }),
+  def({ name: 'FAILURE_WINDOW', key: 'failureWindowMs', defaultText: '5m', parse: durationIn(SECOND, DAY),
+    description: 'Sliding window over which failures are weighed for quarantine.' }),
+  def({ name: 'PIN_EXIT_RELAY', key: 'pinExitRelay', defaultText: 'false', parse: parseBoolean,
+    description: 'Lock each instance to one exit relay, so one session means exactly one exit IP until rotated.' }),
+  def({ name: 'TOR_MAX_CIRCUIT_DIRTINESS', aliases: ['NET_MAX_CIRCUIT_DIRTINESS'], key: 'torMaxCircuitDirtinessMs', defaultText: '1h', parse: durationIn(10 * SECOND, 30 * DAY),
+    description: "Tor's MaxCircuitDirtiness: how long a circuit that carried traffic is reused." }),
+  def({ name: 'TOR_CONFLUX', aliases: ['NET_CONFLUX'], key: 'torConflux', defaultText: 'false', parse: parseBoolean,
+    description: "Tor's ConfluxEnabled. Off keeps one exit per instance (conflux can switch exits mid-session)." }),
+  def({ name: 'TOR_EXIT_NODES', aliases: ['NET_EXIT_NODES'], key: 'torExitNodes', defaultText: '', parse: nodeList,
+    description: 'Restrict exits: comma-separated braced country codes ({de},{nl}), fingerprints or nicknames.' }),
+  def({ name: 'TOR_STRICT_NODES', aliases: ['NET_STRICT_NODES'], key: 'torStrictNodes', defaultText: 'false', parse: parseBoolean,
+    description: "Tor's StrictNodes: never fall back to exits outside TOR_EXIT_NODES." }),
+  def({ name: 'TOR_BINARY', key: 'torBinary', defaultText: 'tor', parse: nonEmptyText(4096),
+    description: 'The tor executable (name on PATH or absolute path).' }),
+  def({ name: 'TOR_EXTRA_CONFIG', key: 'torExtraConfig', defaultText: '', parse: torrcLines,
+    description: 'torrc lines appended to every instance (newline or a literal \\n separates them): how a private network or bridges plug in.' }),
+  def({ name: 'AUTH_DISABLED', key: 'authDisabled', defaultText: 'false', parse: parseBoolean,
+    description: 'Turn off every credential check on the proxies and the API. Logged as a warning at startup.' }),
+  def({ name: 'DRAIN_ON_ROTATE', key: 'drainOnRotate', defaultText: 'true', parse: parseBoolean,
+    description: 'An instance rotate first moves the sessions off the instance and answers once they have moved.' }),
+  def({ name: 'ADMIN_USER', key: 'adminUser', defaultText: 'admin', parse: nonEmptyText(128),
+    description: 'User name for the dashboard sign-in. Changing it invalidates every outstanding sign-in.' }),
+  def({ name: 'ADMIN_PASSWORD', key: 'adminPassword', defaultText: null, defaultDoc: 'generated on first boot', secret: true, parse: nonEmptyText(1024),
+    description: 'Dashboard password. Wins over the generated one at once, is never written to disk, and clears the stored digest.' }),
+  def({ name: 'PROXY_TOKEN', key: 'proxyToken', defaultText: null, defaultDoc: 'none (a token is generated on first boot)', secret: true, parse: tokenSecret,
+    description: 'An extra proxy-scoped token from configuration: verified like any token, never persisted, cannot be revoked through the API.' }),
+  def({ name: 'LOGIN_TTL', key: 'loginTtlMs', defaultText: '12h', parse: durationIn(MINUTE, 30 * DAY),
+    description: 'Lifetime of a sign-in credential from POST /api/auth/login.' }),
+  def({ name: 'LOGIN_RATE_LIMIT', key: 'loginRateLimit', defaultText: '10/5m', parse: rateLimit(5 * MINUTE),
+    description: 'Failed sign-ins allowed per client address per window (N/DURATION); further attempts get 429 with Retry-After.' }),
+  def({ name: 'SESSION_PORT_BASE', key: 'sessionPortBase', defaultText: null, defaultDoc: 'unset (no session ports)', parse: integerIn(1, 65535 - MAX_POOL_SIZE),
+    description: 'Open one credential-free SOCKS listener per instance N at this base + N. Requires AUTH_DISABLED.' }),
+  def({ name: 'SOCKS_PORT', key: 'socksPort', defaultText: '9250', parse: port, description: 'SOCKS5 listener port.' }),
+  def({ name: 'HTTP_PORT', key: 'httpPort', defaultText: '9251', parse: port, description: 'HTTP proxy listener port.' }),
+  def({ name: 'API_PORT', key: 'apiPort', defaultText: '8080', parse: port, description: 'Management API and dashboard port.' }),
+  def({ name: 'BIND_HOST', key: 'bindHost', defaultText: '127.0.0.1', parse: nonEmptyText(255),
+    description: 'Address the proxy and API listeners bind. There is no TLS: publish on loopback unless a TLS terminator sits in front.' }),
+  def({ name: 'INSTANCE_PORT_BASE', key: 'instancePortBase', defaultText: '19050', parse: integerIn(1024, 65535 - MAX_POOL_SIZE * 2),
+    description: 'Start of the loopback port block of the instances: instance N uses base+2N (SOCKS) and base+2N+1 (control).' }),
+  def({ name: 'DATA_DIR', key: 'dataDir', defaultText: './data', parse: (raw) => resolveDataDir(nonEmptyText(4096)(raw)),
+    description: 'State directory: auth.json and one tor DataDirectory per instance. Make it persistent to keep credentials.' }),
+  def({ name: 'LOG_LEVEL', key: 'logLevel', defaultText: 'info', parse: oneOf(LOG_LEVELS),
+    description: "error, warn, info or debug. debug also shows tor's own notice lines, tagged with the instance." }),
+  def({ name: 'LOG_FORMAT', key: 'logFormat', defaultText: 'text', parse: oneOf(['text', 'json'] as const),
+    description: 'text (one readable line with fields) or json (one JSON object per line).' }),
+  def({ name: 'BOOTSTRAP_STALL_TIMEOUT', key: 'bootstrapStallTimeoutMs', defaultText: '2m', parse: durationIn(SECOND, HOUR),
+    description: 'A bootstrap with no progress for this long is restarted: first keeping state, the next time wiping it.' }),
+  def({ name: 'SPAWN_STAGGER', key: 'spawnStaggerMs', defaultText: '250ms', parse: durationIn(0, MINUTE),
+    description: 'Delay between starting two instances (at start and when growing the pool).' }),
+  def({ name: 'PROXY_WORKERS', key: 'proxyWorkers', defaultText: null, defaultDoc: 'number of CPU cores', parse: integerIn(1, 256),
+    computeDefault: defaultProxyWorkers, description: 'Proxy worker processes sharing the SOCKS5 and HTTP listeners.' }),
+  def({ name: 'REMEDIATION_BACKOFF_BASE', key: 'remediationBackoffBaseMs', defaultText: '30s', parse: durationIn(SECOND, HOUR),
+    description: 'First delay of the restart-with-backoff rung of the remediation ladder; it doubles per attempt at that rung.' }),
+  def({ name: 'REMEDIATION_BACKOFF_MAX', key: 'remediationBackoffMaxMs', defaultText: '10m', parse: durationIn(SECOND, DAY),
+    description: 'Ceiling of the restart-with-backoff delay.' }),
+  def({ name: 'REMEDIATION_RECURRENCE_WINDOW', key: 'remediationRecurrenceWindowMs', defaultText: '30m', parse: durationIn(SECOND, 7 * DAY),
+    description: 'A quarantine within this long of the previous remediation climbs one rung; after a longer quiet period the ladder starts again at the cheapest rung.' }),
+  def({ name: 'ROTATION_GRACE', key: 'rotationGraceMs', defaultText: '5s', parse: durationIn(0, 10 * MINUTE),
+    description: "Failures within an instance's rotation window plus this grace are not scored against it." }),
+];

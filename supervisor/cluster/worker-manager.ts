@@ -1,0 +1,190 @@
+import cluster, { type Worker } from 'node:cluster';
+import { EventEmitter } from 'node:events';
+import type { Logger } from 'winston';
+import { IpcEndpoint, channelToWorker } from '../../shared/ipc/index.js';
+import {
+  ROLE_ENV,
+  SLOT_ENV,
+  type SupervisorEndpoint,
+  type SupervisorNotices,
+  type WorkerRole,
+} from '../../shared/ipc/protocol.js';
+
+export interface WorkerSpec {
+  role: WorkerRole;
+  count: number;
+}
+
+export interface RestartBackoff {
+  /** Delay before the first re-fork of a slot that crashed. */
+  baseMs: number;
+  /** Ceiling of the doubling delay. */
+  maxMs: number;
+  /** A worker that lived this long counts as healthy: its slot's crash streak resets. */
+  resetAfterMs: number;
+}
+
+export const DEFAULT_RESTART_BACKOFF: RestartBackoff = { baseMs: 100, maxMs: 10_000, resetAfterMs: 30_000 };
+/** How long a worker may take to close its listeners after the shutdown notice before SIGKILL. */
+export const WORKER_SHUTDOWN_GRACE_MS = 5_000;
+
+export interface WorkerManagerOptions {
+  /** The compiled worker entry point. */
+  exec: string;
+  specs: readonly WorkerSpec[];
+  /** Extra environment for every worker (the encoded configuration). */
+  env: Record<string, string>;
+  log: Logger;
+  backoff?: RestartBackoff;
+  ipcTimeoutMs?: number;
+  /** Called for every new worker before it can send anything: register IPC handlers here. */
+  attach?(handle: WorkerHandle): void;
+}
+
+export interface WorkerHandle {
+  readonly role: WorkerRole;
+  readonly slot: number;
+  readonly worker: Worker;
+  readonly endpoint: SupervisorEndpoint;
+  readonly startedAt: number;
+  ready: boolean;
+}
+
+interface SlotState {
+  role: WorkerRole;
+  slot: number;
+  crashStreak: number;
+  handle: WorkerHandle | null;
+  restartTimer: NodeJS.Timeout | null;
+}
+
+/**
+ * Owns the worker processes: forks them, knows when they are ready, re-forks one that dies
+ * (doubling the delay while a slot keeps crashing), and stops them all on shutdown.
+ * Events: 'ready' (handle), 'exit' (handle, code, signal), 'restart' (role, slot, delayMs).
+ */
+export class WorkerManager extends EventEmitter {
+  private readonly slots: SlotState[] = [];
+  private stopping = false;
+  private readonly backoff: RestartBackoff;
+  private restartCount = 0;
+
+  constructor(private readonly options: WorkerManagerOptions) {
+    super();
+    this.backoff = options.backoff ?? DEFAULT_RESTART_BACKOFF;
+    let slot = 0;
+    for (const spec of options.specs) {
+      for (let i = 0; i < spec.count; i++) {
+        this.slots.push({ role: spec.role, slot: slot++, crashStreak: 0, handle: null, restartTimer: null });
+      }
+    }
+  }
+
+  /** Re-forks so far, across all slots (a metric). */
+  get restarts(): number {
+    return this.restartCount;
+  }
+
+  /** Forks every worker and resolves once all have reported ready. */
+  async start(readyTimeoutMs = 30_000): Promise<void> {
+    // The kernel hands connections to the workers directly: with the default round-robin
+    // policy the primary would accept every connection itself and pass it over IPC, which
+    // costs latency and puts the proxy hot path on the supervisor's event loop.
+    cluster.schedulingPolicy = cluster.SCHED_NONE;
+    cluster.setupPrimary({ exec: this.options.exec, args: [], silent: false });
+    const ready = this.slots.map(
+      (s) =>
+        new Promise<void>((resolve, reject) => {
+          const timer = setTimeout(
+            () => reject(new Error(`${s.role} worker ${s.slot} not ready within ${readyTimeoutMs} ms`)),
+            readyTimeoutMs,
+          );
+          const onReady = (h: WorkerHandle): void => {
+            if (h.slot !== s.slot) return;
+            clearTimeout(timer);
+            this.off('ready', onReady);
+            resolve();
+          };
+          this.on('ready', onReady);
+        }),
+    );
+    for (const s of this.slots) this.fork(s);
+    await Promise.all(ready);
+  }
+
+  handles(role?: WorkerRole): WorkerHandle[] {
+    return this.slots
+      .map((s) => s.handle)
+      .filter((h): h is WorkerHandle => h !== null && h.ready && (role === undefined || h.role === role));
+  }
+
+  broadcast<T extends keyof SupervisorNotices & string>(topic: T, data: SupervisorNotices[T], role?: WorkerRole): void {
+    for (const h of this.handles(role)) h.endpoint.notify(topic, data);
+  }
+
+  /** Stops re-forking, asks every worker to shut down, and SIGKILLs those still alive after the grace. */
+  async stop(graceMs = WORKER_SHUTDOWN_GRACE_MS): Promise<void> {
+    this.stopping = true;
+    const exits: Promise<void>[] = [];
+    for (const s of this.slots) {
+      if (s.restartTimer) clearTimeout(s.restartTimer);
+      s.restartTimer = null;
+      const h = s.handle;
+      if (!h || h.worker.isDead()) continue;
+      exits.push(
+        new Promise<void>((resolve) => {
+          const kill = setTimeout(() => {
+            this.options.log.warn('worker did not exit in time; killing it', { worker: h.role, slot: h.slot, pid: h.worker.process.pid });
+            h.worker.process.kill('SIGKILL');
+          }, graceMs);
+          h.worker.once('exit', () => {
+            clearTimeout(kill);
+            resolve();
+          });
+          h.endpoint.notify('shutdown', { graceMs: Math.max(0, graceMs - 500) });
+        }),
+      );
+    }
+    await Promise.all(exits);
+  }
+
+  private fork(state: SlotState): void {
+    state.restartTimer = null;
+    const worker = cluster.fork({
+      ...this.options.env,
+      [ROLE_ENV]: state.role,
+      [SLOT_ENV]: String(state.slot),
+    });
+    const endpoint: SupervisorEndpoint = new IpcEndpoint(channelToWorker(worker), this.options.ipcTimeoutMs);
+    const handle: WorkerHandle = { role: state.role, slot: state.slot, worker, endpoint, startedAt: Date.now(), ready: false };
+    state.handle = handle;
+    this.options.attach?.(handle);
+    endpoint.onNotice('ready', () => {
+      handle.ready = true;
+      this.options.log.debug('worker ready', { worker: state.role, slot: state.slot, pid: worker.process.pid });
+      this.emit('ready', handle);
+    });
+    worker.once('exit', (code: number | null, signal: string | null) => {
+      endpoint.close();
+      if (state.handle === handle) state.handle = null;
+      this.emit('exit', handle, code, signal);
+      if (this.stopping) return;
+      const lived = Date.now() - handle.startedAt;
+      state.crashStreak = lived >= this.backoff.resetAfterMs ? 0 : state.crashStreak + 1;
+      const delay = Math.min(this.backoff.maxMs, this.backoff.baseMs * 2 ** Math.max(0, state.crashStreak - 1));
+      this.options.log.error('worker died; re-forking', {
+        worker: state.role,
+        slot: state.slot,
+        pid: worker.process.pid,
+        code,
+        signal,
+        delayMs: delay,
+      });
+      this.restartCount += 1;
+      this.emit('restart', state.role, state.slot, delay);
+      state.restartTimer = setTimeout(() => {
+        if (!this.stopping) this.fork(state);
+      }, delay);
+    });
+  }
+}

@@ -1,0 +1,224 @@
+import type { Session } from './session.js';
+
+/** What the table needs to know about an instance to place a session on it. */
+export interface Placement {
+  /** Instances that take new traffic now (ready, not quarantined, not mid-rotation, not draining). */
+  routable: readonly number[];
+  /** Used only when nothing is routable and the pool has a single instance mid-rotation. */
+  lastResort: number | null;
+}
+
+export type AssignReason = 'new' | 'unroutable' | 'rotate' | 'drain' | 'quarantine' | 'deleted' | 'retired';
+
+export interface Assignment {
+  key: string;
+  from: number | null;
+  to: number;
+  reason: AssignReason;
+}
+
+export type RouteOutcome =
+  | { ok: true; session: Session; assignment: Assignment | null }
+  | { ok: false; reason: 'no_routable_instance' | 'session_limit' };
+
+export interface CloseRecord {
+  bytesUp: number;
+  bytesDown: number;
+  ok: boolean;
+}
+
+/**
+ * The session table: same key, same instance until moved; new keys spread to the instance
+ * with the fewest sessions (random tie-break). Map order doubles as an LRU (a touched session
+ * is re-inserted at the end), so expiry and eviction look at the oldest entries first.
+ */
+export class SessionTable {
+  private readonly sessions = new Map<string, Session>();
+  private readonly byInstance = new Map<number, Set<string>>();
+
+  constructor(
+    private readonly options: { maxSessions: number; ttlMs: number; random?: () => number },
+  ) {}
+
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  get(key: string): Session | undefined {
+    return this.sessions.get(key);
+  }
+
+  all(): IterableIterator<Session> {
+    return this.sessions.values();
+  }
+
+  countOn(instance: number): number {
+    return this.byInstance.get(instance)?.size ?? 0;
+  }
+
+  keysOn(instance: number): string[] {
+    return [...(this.byInstance.get(instance) ?? [])];
+  }
+
+  /**
+   * Finds or creates the session for a key and counts one new connection on it. A session
+   * whose instance stopped being routable is moved first, so no connection is routed to an
+   * instance mid-rotation or in quarantine.
+   */
+  route(key: string, placement: Placement, now: number): RouteOutcome {
+    const existing = this.sessions.get(key);
+    if (existing) {
+      let assignment: Assignment | null = null;
+      if (!placement.routable.includes(existing.instance)) {
+        const to = this.pick(placement, existing.instance);
+        if (to === null) return { ok: false, reason: 'no_routable_instance' };
+        if (to !== existing.instance) assignment = this.move(existing, to, 'unroutable');
+      }
+      existing.lastSeen = now;
+      existing.active += 1;
+      this.touch(existing);
+      return { ok: true, session: existing, assignment };
+    }
+    const to = this.pick(placement, null);
+    if (to === null) return { ok: false, reason: 'no_routable_instance' };
+    if (this.sessions.size >= this.options.maxSessions && !this.evictOne()) {
+      return { ok: false, reason: 'session_limit' };
+    }
+    const session: Session = {
+      key,
+      instance: to,
+      createdAt: now,
+      lastSeen: now,
+      requests: 0,
+      failures: 0,
+      bytesUp: 0,
+      bytesDown: 0,
+      active: 1,
+    };
+    this.sessions.set(key, session);
+    this.index(key, to);
+    return { ok: true, session, assignment: { key, from: null, to, reason: 'new' } };
+  }
+
+  /** A connection routed by route() ended; counters are exact, active never goes negative. */
+  close(key: string, record: CloseRecord, now: number): void {
+    const s = this.sessions.get(key);
+    if (!s) return;
+    s.active = Math.max(0, s.active - 1);
+    s.requests += 1;
+    if (!record.ok) s.failures += 1;
+    s.bytesUp += record.bytesUp;
+    s.bytesDown += record.bytesDown;
+    s.lastSeen = now;
+    this.touch(s);
+  }
+
+  /** Drops connections a dead worker held without counting them as requests. */
+  forgetConnections(key: string, count: number): void {
+    const s = this.sessions.get(key);
+    if (s) s.active = Math.max(0, s.active - count);
+  }
+
+  /** Moves one session to another routable instance; null when there is nowhere else to go. */
+  rotate(key: string, placement: Placement): Assignment | null {
+    const s = this.sessions.get(key);
+    if (!s) return null;
+    const others = placement.routable.filter((i) => i !== s.instance);
+    const to = this.pick({ routable: others, lastResort: null }, s.instance);
+    if (to === null) return null;
+    return this.move(s, to, 'rotate');
+  }
+
+  /** Moves every session off an instance (drain, quarantine, retire). */
+  moveOff(instance: number, placement: Placement, reason: AssignReason): Assignment[] {
+    const others = { routable: placement.routable.filter((i) => i !== instance), lastResort: null };
+    const moved: Assignment[] = [];
+    for (const key of this.keysOn(instance)) {
+      const s = this.sessions.get(key) as Session;
+      const to = this.pick(others, instance);
+      if (to === null) break; // nowhere to go: they stay and are moved on their next request
+      moved.push(this.move(s, to, reason));
+    }
+    return moved;
+  }
+
+  delete(key: string): boolean {
+    const s = this.sessions.get(key);
+    if (!s) return false;
+    this.sessions.delete(key);
+    this.unindex(key, s.instance);
+    return true;
+  }
+
+  /** Removes sessions idle for longer than the TTL; a session with a live connection is never idle. */
+  expire(now: number): string[] {
+    const removed: string[] = [];
+    for (const s of this.sessions.values()) {
+      // Entries are in last-seen order, so the first one still inside the TTL ends the scan.
+      if (now - s.lastSeen < this.options.ttlMs) break;
+      if (s.active > 0) continue;
+      this.sessions.delete(s.key);
+      this.unindex(s.key, s.instance);
+      removed.push(s.key);
+    }
+    return removed;
+  }
+
+  private evictOne(): boolean {
+    for (const s of this.sessions.values()) {
+      if (s.active > 0) continue;
+      this.sessions.delete(s.key);
+      this.unindex(s.key, s.instance);
+      return true;
+    }
+    return false;
+  }
+
+  private pick(placement: Placement, avoid: number | null): number | null {
+    const candidates = placement.routable.length > 0 ? placement.routable : placement.lastResort !== null ? [placement.lastResort] : [];
+    if (candidates.length === 0) return null;
+    let best: number[] = [];
+    let bestCount = Infinity;
+    for (const id of candidates) {
+      // The instance being left counts as fuller than it is, so a move really moves.
+      const count = this.countOn(id) + (id === avoid ? 0.5 : 0);
+      if (count < bestCount) {
+        bestCount = count;
+        best = [id];
+      } else if (count === bestCount) {
+        best.push(id);
+      }
+    }
+    const r = this.options.random ?? Math.random;
+    return best[Math.floor(r() * best.length)] as number;
+  }
+
+  private move(s: Session, to: number, reason: AssignReason): Assignment {
+    const from = s.instance;
+    this.unindex(s.key, from);
+    s.instance = to;
+    this.index(s.key, to);
+    return { key: s.key, from, to, reason };
+  }
+
+  private touch(s: Session): void {
+    this.sessions.delete(s.key);
+    this.sessions.set(s.key, s);
+  }
+
+  private index(key: string, instance: number): void {
+    let set = this.byInstance.get(instance);
+    if (!set) {
+      set = new Set();
+      this.byInstance.set(instance, set);
+    }
+    set.add(key);
+  }
+
+  private unindex(key: string, instance: number): void {
+    const set = this.byInstance.get(instance);
+    if (!set) return;
+    set.delete(key);
+    if (set.size === 0) this.byInstance.delete(instance);
+  }
+}

@@ -1,0 +1,269 @@
+import { expect } from 'chai';
+import fc from 'fast-check';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  ConfigError,
+  VARIABLES,
+  configForWorkers,
+  decodeWorkerConfig,
+  encodeWorkerConfig,
+  formatDuration,
+  loadConfig,
+  parseDuration,
+  type Config,
+} from '../../shared/config/index.js';
+
+function problemsOf(env: Record<string, string>): { variable: string; message: string }[] {
+  try {
+    loadConfig(env);
+  } catch (e) {
+    expect(e).to.be.instanceOf(ConfigError);
+    return [...(e as ConfigError).problems];
+  }
+  return [];
+}
+
+describe('configuration', () => {
+  describe('durations', () => {
+    const cases: [string, number][] = [
+      ['10m', 600_000],
+      ['90s', 90_000],
+      ['1h30m', 5_400_000],
+      ['1.5h', 5_400_000],
+      ['300ms', 300],
+      ['2h0m0s', 7_200_000],
+      ['45', 45_000],
+      ['0', 0],
+    ];
+    for (const [text, ms] of cases) {
+      it(`parses ${text} as ${ms} ms`, () => expect(parseDuration(text)).to.equal(ms));
+    }
+    for (const bad of ['', 'ten', '10x', 'm', '10m5', '-5s', '1h 30m']) {
+      it(`refuses ${JSON.stringify(bad)}`, () => expect(() => parseDuration(bad)).to.throw(/not a duration/));
+    }
+    it('prints Go style', () => {
+      expect(formatDuration(600_000)).to.equal('10m0s');
+      expect(formatDuration(3_600_000)).to.equal('1h0m0s');
+      expect(formatDuration(5_400_000)).to.equal('1h30m0s');
+      expect(formatDuration(90_000)).to.equal('1m30s');
+      expect(formatDuration(5_000)).to.equal('5s');
+      expect(formatDuration(250)).to.equal('250ms');
+      expect(formatDuration(0)).to.equal('0s');
+    });
+    it('round-trips every whole-second duration (property)', () => {
+      fc.assert(
+        fc.property(fc.integer({ min: 0, max: 10_000_000 }), (secs) => {
+          expect(parseDuration(formatDuration(secs * 1000))).to.equal(secs * 1000);
+        }),
+      );
+    });
+    it('never throws anything but its own error on arbitrary text (property)', () => {
+      fc.assert(
+        fc.property(fc.string(), (s) => {
+          try {
+            const ms = parseDuration(s);
+            expect(Number.isInteger(ms)).to.equal(true);
+          } catch (e) {
+            expect((e as Error).name).to.equal('DurationSyntaxError');
+          }
+        }),
+      );
+    });
+  });
+
+  describe('defaults', () => {
+    const config = loadConfig({});
+    // Written out by hand (not derived from the table) so a changed default fails here.
+    const expected: Omit<Config, 'proxyWorkers' | 'dataDir'> = {
+      poolSize: 5,
+      minReady: 1,
+      defaultSession: 'ip',
+      sessionTtlMs: 600_000,
+      maxSessions: 100_000,
+      quarantineFailures: 5,
+      quarantineConsecutive: 3,
+      failureWindowMs: 300_000,
+      pinExitRelay: false,
+      torMaxCircuitDirtinessMs: 3_600_000,
+      torConflux: false,
+      torExitNodes: [],
+      torStrictNodes: false,
+      torBinary: 'tor',
+      torExtraConfig: [],
+      authDisabled: false,
+      drainOnRotate: true,
+      adminUser: 'admin',
+      adminPassword: null,
+      proxyToken: null,
+      loginTtlMs: 12 * 3_600_000,
+      loginRateLimit: { attempts: 10, windowMs: 300_000 },
+      sessionPortBase: null,
+      socksPort: 9250,
+      httpPort: 9251,
+      apiPort: 8080,
+      bindHost: '127.0.0.1',
+      instancePortBase: 19050,
+      logLevel: 'info',
+      logFormat: 'text',
+      bootstrapStallTimeoutMs: 120_000,
+      spawnStaggerMs: 250,
+      remediationBackoffBaseMs: 30_000,
+      remediationBackoffMaxMs: 600_000,
+      remediationRecurrenceWindowMs: 1_800_000,
+      rotationGraceMs: 5_000,
+    };
+    for (const [key, value] of Object.entries(expected)) {
+      it(`${key} defaults to ${JSON.stringify(value)}`, () => {
+        expect(config[key as keyof Config]).to.deep.equal(value);
+      });
+    }
+    it('proxyWorkers defaults to the number of cores', () => {
+      expect(config.proxyWorkers).to.equal(os.availableParallelism());
+    });
+    it('dataDir defaults to ./data, made absolute', () => {
+      expect(config.dataDir).to.equal(path.resolve('data'));
+    });
+    it('every variable of the table has a default test above', () => {
+      const covered = new Set([...Object.keys(expected), 'proxyWorkers', 'dataDir']);
+      for (const v of VARIABLES) expect(covered.has(v.key), v.name).to.equal(true);
+    });
+  });
+
+  describe('every variable parses a valid value and names itself on a bad one', () => {
+    // [name, valid text, expected value, invalid text]
+    const table: [string, string, unknown, string][] = [
+      ['POOL_SIZE', '10', 10, '0'],
+      ['MIN_READY', '2', 2, 'two'],
+      ['DEFAULT_SESSION', 'shared', 'shared', 'sticky'],
+      ['SESSION_TTL', '1h30m', 5_400_000, '10 minutes'],
+      ['MAX_SESSIONS', '50', 50, '-1'],
+      ['QUARANTINE_FAILURES', '1', 1, '0'],
+      ['QUARANTINE_CONSECUTIVE', '8', 8, 'x'],
+      ['FAILURE_WINDOW', '90s', 90_000, '0s'],
+      ['PIN_EXIT_RELAY', 'yes', true, 'maybe'],
+      ['TOR_MAX_CIRCUIT_DIRTINESS', '10m', 600_000, '1s'],
+      ['TOR_CONFLUX', '1', true, '2'],
+      ['TOR_EXIT_NODES', '{DE}, {nl}', ['{de}', '{nl}'], '{germany}'],
+      ['TOR_STRICT_NODES', 'on', true, 'strict'],
+      ['TOR_BINARY', '/usr/sbin/tor', '/usr/sbin/tor', 'tor\u0007'],
+      ['TOR_EXTRA_CONFIG', 'UseBridges 1\\nBridge obfs4 x', ['UseBridges 1', 'Bridge obfs4 x'], 'A\u0000B'],
+      ['AUTH_DISABLED', 'true', true, 'disabled'],
+      ['DRAIN_ON_ROTATE', 'off', false, 'nope'],
+      ['ADMIN_USER', 'operator', 'operator', 'a\nb'],
+      ['ADMIN_PASSWORD', 'correct horse', 'correct horse', 'x'.repeat(1025)],
+      ['PROXY_TOKEN', 'tp_abcdefghijklmnopqrstuv', 'tp_abcdefghijklmnopqrstuv', 'secret'],
+      ['LOGIN_TTL', '30m', 1_800_000, '5s'],
+      ['LOGIN_RATE_LIMIT', '3/1m', { attempts: 3, windowMs: 60_000 }, 'many'],
+      ['SESSION_PORT_BASE', '30000', 30000, '70000'],
+      ['SOCKS_PORT', '1080', 1080, '65536'],
+      ['HTTP_PORT', '3128', 3128, '0'],
+      ['API_PORT', '8081', 8081, 'http'],
+      ['BIND_HOST', '0.0.0.0', '0.0.0.0', ''],
+      ['INSTANCE_PORT_BASE', '40000', 40000, '80'],
+      ['DATA_DIR', '/var/lib/exitpool', '/var/lib/exitpool', 'a\u0001'],
+      ['LOG_LEVEL', 'debug', 'debug', 'verbose'],
+      ['LOG_FORMAT', 'json', 'json', 'xml'],
+      ['BOOTSTRAP_STALL_TIMEOUT', '45s', 45_000, '2d'],
+      ['SPAWN_STAGGER', '0', 0, '5min'],
+      ['PROXY_WORKERS', '2', 2, '0'],
+      ['REMEDIATION_BACKOFF_BASE', '10s', 10_000, 'soon'],
+      ['REMEDIATION_BACKOFF_MAX', '20m', 1_200_000, '0'],
+      ['REMEDIATION_RECURRENCE_WINDOW', '1h', 3_600_000, 'later'],
+      ['ROTATION_GRACE', '2s', 2_000, '1y'],
+    ];
+    it('the table names every variable', () => {
+      expect(table.map((r) => r[0]).sort()).to.deep.equal(VARIABLES.map((v) => v.name).sort());
+    });
+    // Variables whose valid value needs a companion to pass the cross-checks.
+    const companions: Record<string, Record<string, string>> = {
+      SESSION_PORT_BASE: { AUTH_DISABLED: 'true' },
+      MIN_READY: { POOL_SIZE: '5' },
+      BIND_HOST: {},
+    };
+    for (const [name, valid, value, invalid] of table) {
+      const def = VARIABLES.find((v) => v.name === name);
+      it(`${name}: accepts ${JSON.stringify(valid)}`, () => {
+        const config = loadConfig({ ...companions[name], [name]: valid });
+        expect(config[def!.key]).to.deep.equal(value);
+      });
+      it(`${name}: refuses ${JSON.stringify(invalid)} naming the variable`, () => {
+        // BIND_HOST='' means unset; test the refusal of a control character instead.
+        const bad = name === 'BIND_HOST' ? 'local\u0000host' : invalid;
+        const problems = problemsOf({ ...companions[name], [name]: bad });
+        expect(problems.map((p) => p.variable)).to.include(name);
+      });
+    }
+  });
+
+  describe('cross-checks and aliases', () => {
+    it('reports every problem at once', () => {
+      const problems = problemsOf({ POOL_SIZE: 'x', SOCKS_PORT: '0', LOG_LEVEL: 'loud' });
+      expect(problems.map((p) => p.variable).sort()).to.deep.equal(['LOG_LEVEL', 'POOL_SIZE', 'SOCKS_PORT']);
+      try {
+        loadConfig({ POOL_SIZE: 'x' });
+      } catch (e) {
+        expect((e as Error).message).to.match(/POOL_SIZE: not an integer/);
+      }
+    });
+    it('refuses SESSION_PORT_BASE while AUTH_DISABLED is off', () => {
+      const problems = problemsOf({ SESSION_PORT_BASE: '30000' });
+      expect(problems).to.have.length(1);
+      expect(problems[0]!.variable).to.equal('SESSION_PORT_BASE');
+      expect(problems[0]!.message).to.match(/AUTH_DISABLED/);
+    });
+    it('refuses MIN_READY above POOL_SIZE', () => {
+      expect(problemsOf({ POOL_SIZE: '2', MIN_READY: '3' })[0]!.variable).to.equal('MIN_READY');
+    });
+    it('refuses a backoff base above its maximum', () => {
+      const p = problemsOf({ REMEDIATION_BACKOFF_BASE: '20m', REMEDIATION_BACKOFF_MAX: '10m' });
+      expect(p[0]!.variable).to.equal('REMEDIATION_BACKOFF_BASE');
+    });
+    it('refuses colliding listener ports', () => {
+      const p = problemsOf({ HTTP_PORT: '9250' });
+      expect(p[0]!.variable).to.equal('HTTP_PORT');
+      expect(p[0]!.message).to.match(/collide with SOCKS_PORT/);
+    });
+    it('refuses a listener inside the instance port block', () => {
+      const p = problemsOf({ API_PORT: '19060' });
+      expect(p.map((x) => x.variable)).to.include('INSTANCE_PORT_BASE');
+    });
+    it('refuses a session port block over a listener', () => {
+      const p = problemsOf({ AUTH_DISABLED: '1', SESSION_PORT_BASE: '9200' });
+      expect(p.map((x) => x.variable)).to.include('SESSION_PORT_BASE');
+    });
+    it('accepts the SPEC NET_ spellings', () => {
+      const c = loadConfig({ NET_EXIT_NODES: '{se}', NET_STRICT_NODES: '1', NET_MAX_CIRCUIT_DIRTINESS: '20m', NET_CONFLUX: '1' });
+      expect(c.torExitNodes).to.deep.equal(['{se}']);
+      expect(c.torStrictNodes).to.equal(true);
+      expect(c.torMaxCircuitDirtinessMs).to.equal(1_200_000);
+      expect(c.torConflux).to.equal(true);
+    });
+    it('refuses a NET_ and a TOR_ spelling that disagree', () => {
+      const p = problemsOf({ NET_CONFLUX: '1', TOR_CONFLUX: '0' });
+      expect(p[0]!.variable).to.equal('TOR_CONFLUX');
+    });
+    it('treats an empty value as unset', () => {
+      expect(loadConfig({ POOL_SIZE: '', ADMIN_PASSWORD: '' }).poolSize).to.equal(5);
+    });
+    it('keeps secrets out of what workers receive', () => {
+      const c = loadConfig({ ADMIN_PASSWORD: 'hunter22', PROXY_TOKEN: 'tp_abcdefghijklmnopqrstuv' });
+      const text = encodeWorkerConfig(c);
+      expect(text).not.to.contain('hunter22');
+      expect(text).not.to.contain('tp_abcdefghijklmnopqrstuv');
+      expect(decodeWorkerConfig(text)).to.deep.equal(configForWorkers(c));
+    });
+    it('never throws anything but ConfigError for arbitrary values (property)', () => {
+      fc.assert(
+        fc.property(fc.constantFrom(...VARIABLES.map((v) => v.name)), fc.string(), (name, value) => {
+          try {
+            loadConfig({ [name]: value });
+          } catch (e) {
+            expect(e).to.be.instanceOf(ConfigError);
+          }
+        }),
+        { numRuns: 500 },
+      );
+    });
+  });
+});

@@ -1,0 +1,172 @@
+import { expect } from 'chai';
+import fc from 'fast-check';
+import { SessionTable, type Placement } from '../../supervisor/sessions/session-table.js';
+
+const TTL = 60_000;
+const all = (...routable: number[]): Placement => ({ routable, lastResort: null });
+
+function table(maxSessions = 1000): SessionTable {
+  let seed = 1;
+  // Deterministic tie-breaks.
+  const random = (): number => {
+    seed = (seed * 16807) % 2147483647;
+    return seed / 2147483647;
+  };
+  return new SessionTable({ maxSessions, ttlMs: TTL, random });
+}
+
+function routeOk(t: SessionTable, key: string, p: Placement, now = 0): number {
+  const r = t.route(key, p, now);
+  if (!r.ok) throw new Error(`refused: ${r.reason}`);
+  return r.session.instance;
+}
+
+describe('session table', () => {
+  it('keeps a key on its instance', () => {
+    const t = table();
+    const first = routeOk(t, 'alice', all(0, 1, 2, 3));
+    for (let i = 0; i < 20; i++) expect(routeOk(t, 'alice', all(0, 1, 2, 3), i)).to.equal(first);
+  });
+
+  it('spreads new keys over the instances with the fewest sessions', () => {
+    const t = table();
+    const seen = new Map<number, number>();
+    for (let i = 0; i < 8; i++) {
+      const inst = routeOk(t, `k${i}`, all(0, 1, 2, 3));
+      seen.set(inst, (seen.get(inst) ?? 0) + 1);
+    }
+    expect([...seen.keys()].sort()).to.deep.equal([0, 1, 2, 3]);
+    expect([...seen.values()]).to.deep.equal([2, 2, 2, 2]);
+  });
+
+  it('records the assignment of a new key', () => {
+    const t = table();
+    const r = t.route('k', all(3), 5);
+    expect(r.ok && r.assignment).to.deep.equal({ key: 'k', from: null, to: 3, reason: 'new' });
+  });
+
+  it('moves a session whose instance stopped being routable on its next request', () => {
+    const t = table();
+    const first = routeOk(t, 'k', all(0, 1));
+    const other = first === 0 ? 1 : 0;
+    const r = t.route('k', all(other), 1);
+    expect(r.ok).to.equal(true);
+    if (!r.ok) return;
+    expect(r.session.instance).to.equal(other);
+    expect(r.assignment).to.deep.equal({ key: 'k', from: first, to: other, reason: 'unroutable' });
+  });
+
+  it('refuses at once when nothing is routable', () => {
+    const t = table();
+    expect(t.route('k', all(), 0)).to.deep.equal({ ok: false, reason: 'no_routable_instance' });
+  });
+
+  it('uses a single instance mid-rotation only as a last resort', () => {
+    const t = table();
+    const r = t.route('k', { routable: [], lastResort: 0 }, 0);
+    expect(r.ok && r.session.instance).to.equal(0);
+  });
+
+  it('counts requests, failures and bytes exactly, and active never goes negative', () => {
+    const t = table();
+    routeOk(t, 'k', all(0));
+    routeOk(t, 'k', all(0));
+    expect(t.get('k')!.active).to.equal(2);
+    t.close('k', { bytesUp: 10, bytesDown: 100, ok: true }, 1);
+    t.close('k', { bytesUp: 1, bytesDown: 0, ok: false }, 2);
+    t.close('k', { bytesUp: 0, bytesDown: 0, ok: true }, 3);
+    const s = t.get('k')!;
+    expect([s.active, s.requests, s.failures, s.bytesUp, s.bytesDown]).to.deep.equal([0, 3, 1, 11, 100]);
+  });
+
+  it('expires idle sessions after the TTL but never one with a live connection', () => {
+    const t = table();
+    routeOk(t, 'idle', all(0), 0);
+    t.close('idle', { bytesUp: 0, bytesDown: 0, ok: true }, 0);
+    routeOk(t, 'busy', all(0), 0);
+    routeOk(t, 'fresh', all(0), TTL);
+    t.close('fresh', { bytesUp: 0, bytesDown: 0, ok: true }, TTL);
+    expect(t.expire(TTL - 1)).to.deep.equal([]);
+    expect(t.expire(TTL)).to.deep.equal(['idle']);
+    expect(t.get('busy')).to.not.equal(undefined);
+    t.close('busy', { bytesUp: 0, bytesDown: 0, ok: true }, TTL);
+    expect(t.expire(2 * TTL).sort()).to.deep.equal(['busy', 'fresh']);
+    expect(t.size).to.equal(0);
+  });
+
+  it('rotates a session to a different instance, or reports nowhere to go', () => {
+    const t = table();
+    const first = routeOk(t, 'k', all(0, 1, 2));
+    const a = t.rotate('k', all(0, 1, 2));
+    expect(a).to.not.equal(null);
+    expect(a!.from).to.equal(first);
+    expect(a!.to).to.not.equal(first);
+    expect(t.get('k')!.instance).to.equal(a!.to);
+    expect(t.rotate('k', all(a!.to))).to.equal(null);
+    expect(t.rotate('missing', all(0, 1))).to.equal(null);
+  });
+
+  it('moves every session off an instance, spreading them', () => {
+    const t = table();
+    for (let i = 0; i < 6; i++) routeOk(t, `k${i}`, all(0));
+    const moved = t.moveOff(0, all(0, 1, 2), 'drain');
+    expect(moved).to.have.length(6);
+    expect(t.countOn(0)).to.equal(0);
+    expect(t.countOn(1)).to.equal(3);
+    expect(t.countOn(2)).to.equal(3);
+    expect(moved.every((m) => m.reason === 'drain' && m.from === 0)).to.equal(true);
+  });
+
+  it('deletes a session so the next request assigns it afresh', () => {
+    const t = table();
+    routeOk(t, 'k', all(0, 1));
+    expect(t.delete('k')).to.equal(true);
+    expect(t.delete('k')).to.equal(false);
+    const r = t.route('k', all(0, 1), 1);
+    expect(r.ok && r.assignment?.reason).to.equal('new');
+  });
+
+  it('is bounded: evicts the least recently seen idle session, never one with a live connection', () => {
+    const t = table(2);
+    routeOk(t, 'a', all(0), 0); // stays active
+    routeOk(t, 'b', all(0), 1);
+    t.close('b', { bytesUp: 0, bytesDown: 0, ok: true }, 1);
+    routeOk(t, 'c', all(0), 2);
+    expect(t.get('b')).to.equal(undefined);
+    expect(t.get('a')).to.not.equal(undefined);
+    // a and c both have live connections now: a new key is refused.
+    expect(t.route('d', all(0), 3)).to.deep.equal({ ok: false, reason: 'session_limit' });
+  });
+
+  it('keeps its indexes consistent under any sequence of operations (property)', () => {
+    const op = fc.oneof(
+      fc.record({ t: fc.constant('route' as const), key: fc.integer({ min: 0, max: 9 }), inst: fc.subarray([0, 1, 2, 3]) }),
+      fc.record({ t: fc.constant('close' as const), key: fc.integer({ min: 0, max: 9 }) }),
+      fc.record({ t: fc.constant('delete' as const), key: fc.integer({ min: 0, max: 9 }) }),
+      fc.record({ t: fc.constant('moveOff' as const), inst: fc.integer({ min: 0, max: 3 }) }),
+      fc.record({ t: fc.constant('expire' as const) }),
+    );
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 60 }), (ops) => {
+        const t = table(6);
+        let now = 0;
+        for (const o of ops) {
+          now += 7_000;
+          if (o.t === 'route') t.route(`k${o.key}`, all(...o.inst), now);
+          else if (o.t === 'close') t.close(`k${o.key}`, { bytesUp: 1, bytesDown: 1, ok: true }, now);
+          else if (o.t === 'delete') t.delete(`k${o.key}`);
+          else if (o.t === 'moveOff') t.moveOff(o.inst, all(0, 1, 2, 3), 'drain');
+          else t.expire(now);
+        }
+        let indexed = 0;
+        for (let i = 0; i < 4; i++) {
+          for (const key of t.keysOn(i)) expect(t.get(key)!.instance).to.equal(i);
+          indexed += t.countOn(i);
+        }
+        expect(indexed).to.equal(t.size);
+        expect(t.size).to.be.at.most(6);
+        for (const s of t.all()) expect(s.active).to.be.at.least(0);
+      }),
+    );
+  });
+});
