@@ -1,3 +1,14 @@
+import type { AuditEvent } from '../api/audit-event.js';
+import type {
+  FailureResult,
+  InstanceView,
+  PoolRotateResult,
+  PoolSummary,
+  ResizeResult,
+  SessionRotateResult,
+  SessionView,
+  StatsSample,
+} from '../api/views.js';
 import type { IpcEndpoint, MethodMap, NoticeMap } from './endpoint.js';
 
 /**
@@ -5,10 +16,72 @@ import type { IpcEndpoint, MethodMap, NoticeMap } from './endpoint.js';
  * Requests are typed per direction; notices are one-way (broadcasts, accounting batches).
  */
 export type WorkerRole = 'proxy' | 'api';
+export type ListenerKind = 'socks' | 'http' | 'session-port';
+
+export interface RouteParams {
+  /** The session key the caller named, or null (then DEFAULT_SESSION decides). */
+  key: string | null;
+  clientIp: string;
+  listener: ListenerKind;
+  /** Session ports only: the instance the port is pinned to. */
+  instance?: number;
+}
+
+export type RouteResult =
+  | { ok: true; instance: number; host: string; port: number; key: string | null }
+  | { ok: false; reason: 'no_routable_instance' | 'session_limit' };
+
+/** How a transport-level failure is classified by the proxy worker. */
+export interface TransportFailureRecord {
+  kind: 'dial' | 'reset' | 'timeout' | 'socks_refused';
+  socksReply?: number;
+  /** false for destinations the network refuses without blaming the exit (private, loopback). */
+  scored: boolean;
+}
+
+/** One finished connection (SOCKS) or request (HTTP), sent in batches. */
+export interface CloseRecord {
+  key: string | null;
+  instance: number;
+  bytesUp: number;
+  bytesDown: number;
+  ok: boolean;
+  failure?: TransportFailureRecord;
+  /** Time from routing to the instance's SOCKS success, ms; null when the dial failed. */
+  latencyMs: number | null;
+}
+
+export type InstanceAction = 'rotate' | 'restart' | 'quarantine' | 'release' | 'drain';
+
+/** An action refused by the supervisor: mapped by the API worker to an HTTP status. */
+export interface ActionRefusal {
+  status: 400 | 404 | 409 | 503;
+  message: string;
+}
+
+export type ActionResult<T> = { ok: true; value: T } | { ok: false; error: ActionRefusal };
 
 /** Requests a worker sends to the supervisor. */
 export interface WorkerRequests extends MethodMap {
   ping: { params: { sentAt: number }; result: { receivedAt: number } };
+  route: { params: RouteParams; result: RouteResult };
+  'pool.summary': { params: null; result: PoolSummary };
+  'pool.resize': { params: { size: number }; result: ActionResult<ResizeResult> };
+  'pool.rotate': { params: null; result: PoolRotateResult };
+  'instances.list': { params: null; result: InstanceView[] };
+  'instances.get': { params: { id: number }; result: ActionResult<InstanceView> };
+  'instances.action': {
+    params: { id: number; action: InstanceAction; wipe?: boolean };
+    result: ActionResult<InstanceView>;
+  };
+  'sessions.list': { params: null; result: SessionView[] };
+  'sessions.get': { params: { key: string }; result: ActionResult<SessionView> };
+  'sessions.rotate': { params: { key: string; newnym: boolean }; result: ActionResult<SessionRotateResult> };
+  'sessions.failure': { params: { key: string; body: unknown }; result: ActionResult<FailureResult> };
+  'sessions.delete': { params: { key: string }; result: ActionResult<null> };
+  'events.recent': { params: { limit: number }; result: AuditEvent[] };
+  'stats.history': { params: { range: 'fine' | 'long' }; result: StatsSample[] };
+  'metrics.text': { params: null; result: { contentType: string; text: string } };
 }
 
 /** Requests the supervisor sends to a worker. */
@@ -16,16 +89,31 @@ export interface SupervisorRequests extends MethodMap {
   ping: { params: { sentAt: number }; result: { receivedAt: number } };
 }
 
+/** The live-stream snapshot pushed to the API worker about every second. */
+export interface StateSnapshot {
+  pool: PoolSummary;
+  instances: InstanceView[];
+  stats: StatsSample | null;
+}
+
 /** Notices from a worker. */
 export interface WorkerNotices extends NoticeMap {
   /** The worker's listeners are up (or, for a worker without listeners, it is initialised). */
   ready: { role: WorkerRole; pid: number };
+  /** Finished connections since the last batch (proxy workers, every ACCOUNTING_FLUSH_MS). */
+  accounting: { closes: CloseRecord[] };
 }
 
 /** Notices from the supervisor (sent to one worker, or to all as a broadcast). */
 export interface SupervisorNotices extends NoticeMap {
   /** Stop accepting, finish or drop what is in flight within graceMs, then exit 0. */
   shutdown: { graceMs: number };
+  /** API worker: the periodic snapshot for the live stream. */
+  state: StateSnapshot;
+  /** API worker: one audit event as it happens. */
+  event: AuditEvent;
+  /** Proxy workers: session ports to open or close (instance ids present in the pool). */
+  'session-ports': { instances: number[] };
 }
 
 export type SupervisorEndpoint = IpcEndpoint<SupervisorRequests, WorkerRequests, SupervisorNotices, WorkerNotices>;
@@ -34,3 +122,5 @@ export type WorkerEndpoint = IpcEndpoint<WorkerRequests, SupervisorRequests, Wor
 /** Environment variables through which the supervisor tells a forked worker what it is. */
 export const ROLE_ENV = 'EXITPOOL_PROCESS_ROLE';
 export const SLOT_ENV = 'EXITPOOL_WORKER_SLOT';
+/** How often a proxy worker sends its batch of finished connections. */
+export const ACCOUNTING_FLUSH_MS = 250;

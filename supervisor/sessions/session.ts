@@ -1,3 +1,5 @@
+import type { SessionView } from '../../shared/api/views.js';
+
 /** One pinned session: a key, the instance serving it, and its counters. */
 export interface Session {
   readonly key: string;
@@ -10,20 +12,6 @@ export interface Session {
   bytesDown: number;
   /** Connections currently attached (exact: incremented when routed, decremented on close). */
   active: number;
-}
-
-/** The API shape of a session (SPEC "Session"). */
-export interface SessionView {
-  key: string;
-  instance: number;
-  created_at: string;
-  last_seen: string;
-  requests: number;
-  failures: number;
-  bytes_up: number;
-  bytes_down: number;
-  active: number;
-  session_port?: number;
 }
 
 export function viewOf(s: Session): SessionView {

@@ -1,0 +1,29 @@
+/** Audit event types (SPEC "Audit log"). */
+export type AuditType = 'assignment' | 'rotate' | 'quarantine' | 'remediation' | 'restart' | 'resize' | 'instance' | 'auth';
+export const AUDIT_TYPES: readonly AuditType[] = [
+  'assignment',
+  'rotate',
+  'quarantine',
+  'remediation',
+  'restart',
+  'resize',
+  'instance',
+  'auth',
+];
+
+/** One audit-log record as the API returns it (documented in docs/api.md). */
+export interface AuditEvent {
+  /** Monotonic sequence number, unique for the life of the supervisor. */
+  id: number;
+  /** ISO 8601 UTC timestamp. */
+  time: string;
+  type: AuditType;
+  /** Instance concerned, or null. */
+  instance: number | null;
+  /** Session key concerned, or null. */
+  session: string | null;
+  /** One human-readable line. */
+  message: string;
+  /** Structured details (e.g. from/to instance, kind, reason, wipe); always an object. */
+  details: Record<string, unknown>;
+}

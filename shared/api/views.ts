@@ -1,0 +1,117 @@
+/** API resource shapes (SPEC "Resources and their fields"), shared by supervisor and API worker. */
+
+export interface Totals {
+  requests: number;
+  failures: number;
+  bytes_up: number;
+  bytes_down: number;
+}
+
+export interface PoolSummary {
+  version: string;
+  size: number;
+  ready: number;
+  routable: number;
+  sessions: number;
+  totals: Totals;
+  socks_port: number;
+  http_port: number;
+  config: {
+    pool_size: number;
+    session_ttl: string;
+    default_session: string;
+    [key: string]: unknown;
+  };
+}
+
+export type HealthState = 'starting' | 'healthy' | 'degraded' | 'probation' | 'quarantined' | 'remediating';
+
+export interface HealthView {
+  state: HealthState;
+  failures_in_window: number;
+  consecutive_failures: number;
+  failure_score: number;
+  quarantine_score: number;
+  transport_failures: number;
+  client_failures: number;
+  failures_by_kind: Record<string, number>;
+  remediations: number;
+  remediation_rung: string;
+}
+
+export interface InstanceView {
+  id: number;
+  ready: boolean;
+  running: boolean;
+  bootstrap: number;
+  pid: number;
+  uptime_secs: number;
+  sessions: number;
+  socks_addr: string;
+  exit_ip: string;
+  exit_country: string;
+  exit_nickname: string;
+  retired_exit_ip: string;
+  exit_confirmed: boolean;
+  pinned_exit: string;
+  health: HealthView;
+  totals: Totals & { latency_ms: number };
+}
+
+export interface SessionRotateResult {
+  session: string;
+  instance: number;
+  exit_ip: string;
+  exit_confirmed: boolean;
+}
+
+export interface FailureResult {
+  session: string;
+  instance: number;
+  kind: string;
+}
+
+export interface PoolRotateResult {
+  rotating: number;
+  in_progress: boolean;
+}
+
+/** 202 body of POST /api/pool/resize (the SPEC leaves it to us; documented in docs/api.md). */
+export interface ResizeResult {
+  size: number;
+  previous: number;
+  adding: number[];
+  removing: number[];
+}
+
+/** One point of GET /api/stats/history (documented in docs/api.md). */
+export interface StatsSample {
+  /** End of the interval, ISO 8601 UTC. */
+  time: string;
+  /** Interval length in seconds (1 for the fine series, 60 for the long one). */
+  interval_secs: number;
+  requests: number;
+  failures: number;
+  bytes_up: number;
+  bytes_down: number;
+  latency_ms: { p50: number; p90: number; p99: number };
+  /** Sessions and routable instances at the end of the interval (gauges). */
+  sessions: number;
+  routable: number;
+}
+
+
+/** The API shape of a session (SPEC "Session"). */
+export interface SessionView {
+  key: string;
+  instance: number;
+  created_at: string;
+  last_seen: string;
+  requests: number;
+  failures: number;
+  bytes_up: number;
+  bytes_down: number;
+  active: number;
+  session_port?: number;
+}
+

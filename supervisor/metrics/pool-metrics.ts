@@ -1,0 +1,96 @@
+import client from 'prom-client';
+import type { InstanceView } from '../../shared/api/views.js';
+
+export interface MetricsSource {
+  instanceViews(): InstanceView[];
+  lifetime(id: number): { transport: number; client: number; byKind: Record<string, number>; remediations: number } | null;
+  quarantineScore(): number;
+  totals(): { requests: number; failures: number; bytesUp: number; bytesDown: number };
+  sessionCount(): number;
+  routableCount(): number;
+  workerRestarts(): number;
+}
+
+/**
+ * The one metrics registry, in the supervisor: it owns all state, so /metrics is a single
+ * consistent view. Pool figures are read at scrape time; latencies are observed as they
+ * arrive in the workers' accounting batches.
+ */
+export class PoolMetrics {
+  readonly registry = new client.Registry();
+  readonly dialLatency: client.Histogram;
+  readonly ipcRoundTrip: client.Histogram;
+
+  constructor(source: MetricsSource) {
+    const r = this.registry;
+    client.collectDefaultMetrics({ register: r, prefix: 'pool_process_' });
+    const gauge = (name: string, help: string, labelNames: string[], collect: (g: client.Gauge) => void): void => {
+      new client.Gauge({ name, help, labelNames, registers: [r], collect() { this.reset(); collect(this); } });
+    };
+    const counter = (name: string, help: string, labelNames: string[], collect: (c: client.Counter) => void): void => {
+      new client.Counter({ name, help, labelNames, registers: [r], collect() { this.reset(); collect(this); } });
+    };
+    gauge('pool_instances_routable', 'Instances that take traffic now', [], (g) => g.set(source.routableCount()));
+    gauge('pool_instances_total', 'Instances in the pool', [], (g) => g.set(source.instanceViews().length));
+    gauge('pool_instances_ready', 'Bootstrapped instances', [], (g) => g.set(source.instanceViews().filter((i) => i.ready).length));
+    gauge('pool_instance_bootstrap_percent', 'Bootstrap progress per instance', ['instance'], (g) => {
+      for (const i of source.instanceViews()) g.set({ instance: String(i.id) }, i.bootstrap);
+    });
+    gauge('pool_instance_failure_score', 'Weighted failures in the window per instance', ['instance'], (g) => {
+      for (const i of source.instanceViews()) g.set({ instance: String(i.id) }, i.health.failure_score);
+    });
+    gauge('pool_instance_state', 'Health state per instance (1 for the current state)', ['instance', 'state'], (g) => {
+      for (const i of source.instanceViews()) g.set({ instance: String(i.id), state: i.health.state }, 1);
+    });
+    gauge('pool_instance_sessions', 'Sessions pinned per instance', ['instance'], (g) => {
+      for (const i of source.instanceViews()) g.set({ instance: String(i.id) }, i.sessions);
+    });
+    gauge('pool_quarantine_score', 'Failure score that quarantines an instance', [], (g) => g.set(source.quarantineScore()));
+    gauge('pool_sessions', 'Sessions in the table', [], (g) => g.set(source.sessionCount()));
+    counter('pool_instance_failures_total', 'Failures per instance by source (transport or client)', ['instance', 'source'], (c) => {
+      for (const i of source.instanceViews()) {
+        const l = source.lifetime(i.id);
+        if (!l) continue;
+        c.inc({ instance: String(i.id), source: 'transport' }, l.transport);
+        c.inc({ instance: String(i.id), source: 'client' }, l.client);
+      }
+    });
+    counter('pool_instance_failure_kinds_total', 'Failures per instance by kind', ['instance', 'kind'], (c) => {
+      for (const i of source.instanceViews()) {
+        const l = source.lifetime(i.id);
+        if (!l) continue;
+        for (const [kind, n] of Object.entries(l.byKind)) c.inc({ instance: String(i.id), kind }, n);
+      }
+    });
+    counter('pool_instance_remediations_total', 'Remediations per instance', ['instance'], (c) => {
+      for (const i of source.instanceViews()) {
+        const l = source.lifetime(i.id);
+        if (l) c.inc({ instance: String(i.id) }, l.remediations);
+      }
+    });
+    counter('pool_requests_total', 'Proxied connections and requests', [], (c) => c.inc(source.totals().requests));
+    counter('pool_request_failures_total', 'Proxied connections and requests that failed', [], (c) => c.inc(source.totals().failures));
+    counter('pool_bytes_total', 'Bytes relayed by direction', ['direction'], (c) => {
+      const t = source.totals();
+      c.inc({ direction: 'up' }, t.bytesUp);
+      c.inc({ direction: 'down' }, t.bytesDown);
+    });
+    counter('pool_worker_restarts_total', 'Worker processes re-forked after dying', [], (c) => c.inc(source.workerRestarts()));
+    this.dialLatency = new client.Histogram({
+      name: 'pool_dial_latency_seconds',
+      help: 'Time from routing to the instance accepting the connection',
+      buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers: [r],
+    });
+    this.ipcRoundTrip = new client.Histogram({
+      name: 'pool_ipc_roundtrip_seconds',
+      help: 'Route request round trip between a proxy worker and the supervisor',
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25],
+      registers: [r],
+    });
+  }
+
+  async text(): Promise<{ contentType: string; text: string }> {
+    return { contentType: this.registry.contentType, text: await this.registry.metrics() };
+  }
+}

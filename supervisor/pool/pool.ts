@@ -1,0 +1,529 @@
+import { EventEmitter } from 'node:events';
+import type { Logger } from 'winston';
+import type { InstanceView, PoolRotateResult, PoolSummary, ResizeResult, SessionRotateResult, SessionView } from '../../shared/api/views.js';
+import { formatDuration, MAX_POOL_SIZE, type Config } from '../../shared/config/index.js';
+import type { ActionResult, CloseRecord, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
+import { serviceVersion } from '../../shared/version.js';
+import type { AuditLog } from '../audit/audit-log.js';
+import { viewOf } from '../sessions/session.js';
+import { SessionTable, type Assignment, type Placement } from '../sessions/session-table.js';
+import { StatsHistory } from '../stats/stats-history.js';
+import type { FailureKind, HealthTracker } from './health-tracker.js';
+import type { PoolInstance } from './pool-instance.js';
+
+/** Session keys that DEFAULT_SESSION gives callers who name none. */
+export const IP_SESSION_PREFIX = 'ip:';
+export const SHARED_SESSION_KEY = 'shared';
+/** Weight of the newest dial latency in an instance's moving average. */
+const LATENCY_EWMA_WEIGHT = 0.2;
+/** A pool-rotate sweep waits at most this long for one instance's new exit before moving on. */
+export const SWEEP_STEP_TIMEOUT_MS = 60_000;
+
+interface Entry {
+  instance: PoolInstance;
+  health: HealthTracker;
+  /** Out of rotation until released (drain) or removed (retire). */
+  draining: boolean;
+  retiring: boolean;
+  /** Failures before this time fall in a rotation window (plus grace) and are not scored. */
+  rotationGraceUntil: number;
+  active: number;
+  requests: number;
+  failures: number;
+  bytesUp: number;
+  bytesDown: number;
+  latencyMs: number;
+}
+
+export interface PoolDeps {
+  config: Config;
+  createInstance(id: number): PoolInstance;
+  createHealth(id: number, instance: PoolInstance): HealthTracker;
+  audit: AuditLog;
+  log: Logger;
+  now?: () => number;
+}
+
+type Refusal = { ok: false; error: { status: 400 | 404 | 409 | 503; message: string } };
+const refuse = (status: 400 | 404 | 409 | 503, message: string): Refusal => ({ ok: false, error: { status, message } });
+
+/**
+ * The pool: instances with their health, the session table, routing, accounting and the
+ * operations of the API. Lives in the supervisor only; workers reach it over IPC.
+ * Events: 'ready-count' (n), 'instances-changed' (ids, after a resize step).
+ */
+export class Pool extends EventEmitter {
+  readonly sessions: SessionTable;
+  readonly stats = new StatsHistory();
+  private readonly entries = new Map<number, Entry>();
+  private readonly openByWorker = new Map<number, Map<string, number>>();
+  private readonly now: () => number;
+  private targetSize: number;
+  private sweeping = false;
+  private stopped = false;
+  private readonly totals = { requests: 0, failures: 0, bytesUp: 0, bytesDown: 0 };
+  private growTimer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly deps: PoolDeps) {
+    super();
+    this.now = deps.now ?? Date.now;
+    this.targetSize = deps.config.poolSize;
+    this.sessions = new SessionTable({ maxSessions: deps.config.maxSessions, ttlMs: deps.config.sessionTtlMs });
+  }
+
+  /** Spawns the configured instances (staggered); resolves at once, bootstrap goes on. */
+  start(): void {
+    this.grow();
+  }
+
+  readyCount(): number {
+    let n = 0;
+    for (const e of this.entries.values()) if (e.instance.ready()) n++;
+    return n;
+  }
+
+  instanceIds(): number[] {
+    return [...this.entries.keys()].sort((a, b) => a - b);
+  }
+
+  // ---- routing (hot path: no awaits, no I/O) ----
+
+  placement(): Placement {
+    const routable: number[] = [];
+    let single: number | null = null;
+    for (const [id, e] of this.entries) {
+      if (this.isRoutable(e)) routable.push(id);
+    }
+    if (routable.length === 0 && this.entries.size === 1) {
+      const [id, e] = [...this.entries][0] as [number, Entry];
+      // A single-instance pool keeps serving through its own rotation as a last resort.
+      if (e.instance.ready() && e.health.routable() && !e.draining && !e.retiring) single = id;
+    }
+    return { routable, lastResort: single };
+  }
+
+  private isRoutable(e: Entry): boolean {
+    return e.instance.ready() && !e.instance.rotating() && e.health.routable() && !e.draining && !e.retiring;
+  }
+
+  route(p: RouteParams, workerSlot: number): RouteResult {
+    const now = this.now();
+    if (p.listener === 'session-port') {
+      const e = p.instance === undefined ? undefined : this.entries.get(p.instance);
+      if (!e || !this.isRoutable(e)) return { ok: false, reason: 'no_routable_instance' };
+      e.active += 1;
+      return { ok: true, instance: e.instance.id, host: e.instance.socksHost, port: e.instance.socksPort, key: null };
+    }
+    const mode = this.deps.config.defaultSession;
+    let key = p.key;
+    if (key === null && mode === 'ip') key = IP_SESSION_PREFIX + p.clientIp;
+    if (key === null && mode === 'shared') key = SHARED_SESSION_KEY;
+    const placement = this.placement();
+    if (key === null) {
+      // random: a fresh pick per connection, accounted under the instance only.
+      const ids = placement.routable.length > 0 ? placement.routable : placement.lastResort !== null ? [placement.lastResort] : [];
+      if (ids.length === 0) return { ok: false, reason: 'no_routable_instance' };
+      const e = this.entries.get(ids[Math.floor(Math.random() * ids.length)] as number) as Entry;
+      e.active += 1;
+      return { ok: true, instance: e.instance.id, host: e.instance.socksHost, port: e.instance.socksPort, key: null };
+    }
+    const outcome = this.sessions.route(key, placement, now);
+    if (!outcome.ok) return { ok: false, reason: outcome.reason };
+    if (outcome.assignment) this.auditAssignment(outcome.assignment);
+    const e = this.entries.get(outcome.session.instance) as Entry;
+    e.active += 1;
+    let open = this.openByWorker.get(workerSlot);
+    if (!open) this.openByWorker.set(workerSlot, (open = new Map()));
+    open.set(key, (open.get(key) ?? 0) + 1);
+    return { ok: true, instance: e.instance.id, host: e.instance.socksHost, port: e.instance.socksPort, key };
+  }
+
+  /** A batch of finished connections from one worker. */
+  recordCloses(records: readonly CloseRecord[], workerSlot: number): void {
+    const now = this.now();
+    const open = this.openByWorker.get(workerSlot);
+    for (const r of records) {
+      this.totals.requests += 1;
+      if (!r.ok) this.totals.failures += 1;
+      this.totals.bytesUp += r.bytesUp;
+      this.totals.bytesDown += r.bytesDown;
+      this.stats.record(r);
+      if (r.key !== null) {
+        this.sessions.close(r.key, r, now);
+        const n = open?.get(r.key) ?? 0;
+        if (n <= 1) open?.delete(r.key);
+        else open?.set(r.key, n - 1);
+      }
+      const e = this.entries.get(r.instance);
+      if (!e) continue;
+      e.active = Math.max(0, e.active - 1);
+      e.requests += 1;
+      e.bytesUp += r.bytesUp;
+      e.bytesDown += r.bytesDown;
+      if (r.latencyMs !== null) e.latencyMs = e.latencyMs === 0 ? r.latencyMs : e.latencyMs + LATENCY_EWMA_WEIGHT * (r.latencyMs - e.latencyMs);
+      if (r.ok) {
+        e.health.success(now);
+      } else {
+        e.failures += 1;
+        const scored = (r.failure?.scored ?? true) && now >= e.rotationGraceUntil;
+        e.health.failure('transport', 'transport', scored, now);
+      }
+    }
+  }
+
+  /** A proxy worker died: its connections are gone without a close record. */
+  workerGone(workerSlot: number): void {
+    const open = this.openByWorker.get(workerSlot);
+    if (!open) return;
+    for (const [key, n] of open) this.sessions.forgetConnections(key, n);
+    this.openByWorker.delete(workerSlot);
+  }
+
+  // ---- periodic work ----
+
+  tick(): void {
+    const now = this.now();
+    for (const e of this.entries.values()) e.health.tick(now);
+    this.sessions.expire(now);
+    this.stats.tick(now, { sessions: this.sessions.size, routable: this.placement().routable.length });
+  }
+
+  // ---- views ----
+
+  summary(): PoolSummary {
+    const c = this.deps.config;
+    return {
+      version: serviceVersion(),
+      size: this.entries.size,
+      ready: this.readyCount(),
+      routable: this.placement().routable.length,
+      sessions: this.sessions.size,
+      totals: {
+        requests: this.totals.requests,
+        failures: this.totals.failures,
+        bytes_up: this.totals.bytesUp,
+        bytes_down: this.totals.bytesDown,
+      },
+      socks_port: c.socksPort,
+      http_port: c.httpPort,
+      config: {
+        pool_size: this.targetSize,
+        session_ttl: formatDuration(c.sessionTtlMs),
+        default_session: c.defaultSession,
+        min_ready: c.minReady,
+        max_sessions: c.maxSessions,
+        pin_exit_relay: c.pinExitRelay,
+        drain_on_rotate: c.drainOnRotate,
+        auth_disabled: c.authDisabled,
+        quarantine_failures: c.quarantineFailures,
+        quarantine_consecutive: c.quarantineConsecutive,
+        failure_window: formatDuration(c.failureWindowMs),
+        session_port_base: c.sessionPortBase,
+      },
+    };
+  }
+
+  instanceViews(): InstanceView[] {
+    return this.instanceIds().map((id) => this.viewOfEntry(this.entries.get(id) as Entry));
+  }
+
+  instanceView(id: number): ActionResult<InstanceView> {
+    const e = this.entries.get(id);
+    return e ? { ok: true, value: this.viewOfEntry(e) } : refuse(404, `no instance ${id}`);
+  }
+
+  private viewOfEntry(e: Entry): InstanceView & { draining: boolean; rotating: boolean } {
+    const i = e.instance;
+    const x = i.exit();
+    return {
+      id: i.id,
+      ready: i.ready(),
+      running: i.running(),
+      bootstrap: i.bootstrap(),
+      pid: i.pid() ?? 0,
+      uptime_secs: i.uptimeSecs(),
+      sessions: this.sessions.countOn(i.id),
+      socks_addr: `${i.socksHost}:${i.socksPort}`,
+      exit_ip: x.ip,
+      exit_country: x.country,
+      exit_nickname: x.nickname,
+      retired_exit_ip: x.ip === '' ? x.retiredIp : '',
+      exit_confirmed: x.ip !== '' && x.confirmed,
+      pinned_exit: x.pinned,
+      health: e.health.view(),
+      totals: {
+        requests: e.requests,
+        failures: e.failures,
+        bytes_up: e.bytesUp,
+        bytes_down: e.bytesDown,
+        latency_ms: Math.round(e.latencyMs * 10) / 10,
+      },
+      draining: e.draining,
+      rotating: i.rotating(),
+    };
+  }
+
+  sessionViews(): SessionView[] {
+    return [...this.sessions.all()].map(viewOf);
+  }
+
+  sessionView(key: string): ActionResult<SessionView> {
+    const s = this.sessions.get(key);
+    if (!s) return refuse(404, 'no such session');
+    const view = viewOf(s);
+    const base = this.deps.config.sessionPortBase;
+    if (base !== null) view.session_port = base + s.instance;
+    return { ok: true, value: view };
+  }
+
+  // ---- instance actions ----
+
+  async instanceAction(id: number, action: 'rotate' | 'restart' | 'quarantine' | 'release' | 'drain', wipe = true): Promise<ActionResult<InstanceView>> {
+    const e = this.entries.get(id);
+    if (!e) return refuse(404, `no instance ${id}`);
+    if (e.retiring) return refuse(409, `instance ${id} is being removed by a resize`);
+    const now = this.now();
+    switch (action) {
+      case 'rotate': {
+        if (!e.instance.ready()) return refuse(409, `instance ${id} has not bootstrapped; it cannot be rotated yet`);
+        const r = await this.rotateInstance(e, 'api');
+        if (!r.ok) return r;
+        break;
+      }
+      case 'restart':
+        this.deps.audit.record({ type: 'restart', instance: id, message: `instance ${id} restarting (${wipe ? 'wipe' : 'keep state'})`, details: { wipe } });
+        this.moveOff(e, 'drain');
+        e.instance.restart(wipe).catch((err: unknown) => this.deps.log.error('restart failed', { instance: id, error: (err as Error).message }));
+        break;
+      case 'quarantine':
+        if (!e.health.quarantine(now)) return refuse(409, `instance ${id} is ${e.health.view().state}; only a routable instance can be quarantined`);
+        this.moveOff(e, 'quarantine');
+        break;
+      case 'release':
+        e.draining = false;
+        e.health.release(now);
+        this.deps.audit.record({ type: 'instance', instance: id, message: `instance ${id} released` });
+        break;
+      case 'drain':
+        e.draining = true;
+        this.deps.audit.record({ type: 'instance', instance: id, message: `instance ${id} draining` });
+        this.moveOff(e, 'drain');
+        break;
+    }
+    return { ok: true, value: this.viewOfEntry(e) };
+  }
+
+  private async rotateInstance(e: Entry, by: 'api' | 'session' | 'sweep'): Promise<ActionResult<null>> {
+    const id = e.instance.id;
+    try {
+      await e.instance.rotate();
+    } catch (err) {
+      if ((err as Error).name === 'NotBootstrappedError') return refuse(409, `instance ${id} has not bootstrapped; it cannot be rotated yet`);
+      throw err;
+    }
+    e.rotationGraceUntil = Number.POSITIVE_INFINITY;
+    this.deps.audit.record({ type: 'rotate', instance: id, message: `instance ${id} rotating to a new circuit`, details: { by } });
+    if (this.deps.config.drainOnRotate) this.moveOff(e, 'rotate');
+    return { ok: true, value: null };
+  }
+
+  /** Called by the instance wiring when a rotation ends (new exit known or abandoned). */
+  rotationEnded(id: number): void {
+    const e = this.entries.get(id);
+    if (e) e.rotationGraceUntil = this.now() + this.deps.config.rotationGraceMs;
+  }
+
+  /** Health moved an instance to quarantine on its own (scoring): its sessions move at once. */
+  quarantined(id: number): void {
+    const e = this.entries.get(id);
+    if (e) this.moveOff(e, 'quarantine');
+  }
+
+  private moveOff(e: Entry, reason: 'rotate' | 'drain' | 'quarantine' | 'retired'): Assignment[] {
+    const moved = this.sessions.moveOff(e.instance.id, this.placement(), reason);
+    for (const a of moved) this.auditAssignment(a);
+    return moved;
+  }
+
+  private auditAssignment(a: Assignment): void {
+    const message =
+      a.from === null ? `session assigned to instance ${a.to}` : `session moved from instance ${a.from} to ${a.to} (${a.reason})`;
+    this.deps.audit.record({ type: 'assignment', instance: a.to, session: a.key, message, details: { from: a.from, to: a.to, reason: a.reason } });
+  }
+
+  // ---- session actions ----
+
+  async rotateSession(key: string, newnym: boolean): Promise<ActionResult<SessionRotateResult>> {
+    const s = this.sessions.get(key);
+    if (!s) return refuse(404, 'no such session');
+    const vacated = s.instance;
+    const moved = this.sessions.rotate(key, this.placement());
+    if (moved) {
+      this.deps.audit.record({ type: 'rotate', session: key, instance: moved.to, message: `session rotated from instance ${moved.from} to ${moved.to}`, details: { from: moved.from, to: moved.to, newnym } });
+      const old = this.entries.get(vacated);
+      if (newnym && old?.instance.ready()) {
+        this.rotateInstance(old, 'session').catch((err: unknown) => this.deps.log.warn('newnym after session rotate failed', { instance: vacated, error: (err as Error).message }));
+      }
+    } else {
+      // Nowhere else to go: the session stays and its instance gets a new circuit instead.
+      const e = this.entries.get(s.instance);
+      if (!e || !e.instance.ready()) return refuse(503, 'no routable instance to rotate to');
+      const r = await this.rotateInstance(e, 'session');
+      if (!r.ok) return r;
+    }
+    const e = this.entries.get(s.instance) as Entry;
+    const x = e.instance.exit();
+    return { ok: true, value: { session: key, instance: s.instance, exit_ip: x.ip, exit_confirmed: x.ip !== '' && x.confirmed } };
+  }
+
+  reportFailure(key: string, kind: FailureKind, reason: string): ActionResult<{ session: string; instance: number; kind: string }> {
+    const s = this.sessions.get(key);
+    if (!s) return refuse(404, 'no such session');
+    const e = this.entries.get(s.instance);
+    const now = this.now();
+    if (e) e.health.failure(kind, 'client', now >= e.rotationGraceUntil, now);
+    s.failures += 1;
+    this.deps.audit.record({
+      type: 'instance',
+      instance: s.instance,
+      session: key,
+      message: `failure reported on instance ${s.instance}: ${kind}${reason ? ` (${reason})` : ''}`,
+      details: { kind, reason },
+    });
+    return { ok: true, value: { session: key, instance: s.instance, kind } };
+  }
+
+  deleteSession(key: string): ActionResult<null> {
+    return this.sessions.delete(key) ? { ok: true, value: null } : refuse(404, 'no such session');
+  }
+
+  // ---- pool actions ----
+
+  rotatePool(): PoolRotateResult {
+    if (this.sweeping) return { rotating: 0, in_progress: true };
+    const ids = this.instanceIds().filter((id) => (this.entries.get(id) as Entry).instance.ready());
+    if (ids.length === 0) return { rotating: 0, in_progress: false };
+    this.sweeping = true;
+    this.deps.audit.record({ type: 'rotate', message: `pool rotate: sweeping ${ids.length} instances`, details: { instances: ids } });
+    void this.sweep(ids).finally(() => {
+      this.sweeping = false;
+    });
+    return { rotating: ids.length, in_progress: true };
+  }
+
+  private async sweep(ids: number[]): Promise<void> {
+    for (const id of ids) {
+      const e = this.entries.get(id);
+      if (this.stopped) return;
+      if (!e || !e.instance.ready() || e.retiring) continue;
+      try {
+        const r = await this.rotateInstance(e, 'sweep');
+        if (r.ok) await this.waitRotationEnd(e.instance, SWEEP_STEP_TIMEOUT_MS);
+      } catch (err) {
+        this.deps.log.warn('pool rotate: instance failed to rotate', { instance: id, error: (err as Error).message });
+      }
+    }
+  }
+
+  private waitRotationEnd(i: PoolInstance, timeoutMs: number): Promise<void> {
+    if (!i.rotating()) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        i.off('rotated', done);
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      i.on('rotated', done);
+    });
+  }
+
+  resize(size: number): ActionResult<ResizeResult> {
+    if (!Number.isInteger(size) || size < 1 || size > MAX_POOL_SIZE) return refuse(400, `size must be from 1 to ${MAX_POOL_SIZE}`);
+    const previous = this.targetSize;
+    this.targetSize = size;
+    const current = this.instanceIds().filter((id) => !(this.entries.get(id) as Entry).retiring);
+    const removing = current.length > size ? current.slice(size) : [];
+    const adding: number[] = [];
+    for (let id = 0; adding.length < size - current.length; id++) if (!this.entries.has(id)) adding.push(id);
+    this.deps.audit.record({ type: 'resize', message: `pool resized from ${previous} to ${size}`, details: { from: previous, to: size, adding, removing } });
+    for (const id of removing) void this.retire(id);
+    if (adding.length > 0) this.grow();
+    return { ok: true, value: { size, previous, adding, removing } };
+  }
+
+  /** Adds instances up to the target size, SPAWN_STAGGER apart; re-reads the target each step. */
+  private grow(): void {
+    if (this.growTimer) return; // a staggered grow is already running
+    const step = (): void => {
+      this.growTimer = null;
+      for (;;) {
+        if (this.stopped) return;
+        const live = [...this.entries.values()].filter((e) => !e.retiring).length;
+        if (live >= this.targetSize) return;
+        let id = 0;
+        while (this.entries.has(id)) id++;
+        this.add(id);
+        if (live + 1 >= this.targetSize) return;
+        if (this.deps.config.spawnStaggerMs > 0) {
+          this.growTimer = setTimeout(step, this.deps.config.spawnStaggerMs);
+          return;
+        }
+      }
+    };
+    step();
+  }
+
+  private add(id: number): void {
+    const instance = this.deps.createInstance(id);
+    const health = this.deps.createHealth(id, instance);
+    const entry: Entry = {
+      instance,
+      health,
+      draining: false,
+      retiring: false,
+      rotationGraceUntil: 0,
+      active: 0,
+      requests: 0,
+      failures: 0,
+      bytesUp: 0,
+      bytesDown: 0,
+      latencyMs: 0,
+    };
+    this.entries.set(id, entry);
+    instance.on('ready', () => {
+      health.bootstrapped(this.now());
+      this.emit('ready-count', this.readyCount());
+    });
+    instance.on('unready', () => {
+      health.unbootstrapped(this.now());
+      this.moveOff(entry, 'drain');
+    });
+    instance.on('rotated', () => this.rotationEnded(id));
+    this.deps.audit.record({ type: 'instance', instance: id, message: `instance ${id} starting` });
+    instance.start().catch((err: unknown) => this.deps.log.error('instance failed to start', { instance: id, error: (err as Error).message }));
+    this.emit('instances-changed', this.instanceIds());
+  }
+
+  private async retire(id: number): Promise<void> {
+    const e = this.entries.get(id);
+    if (!e || e.retiring) return;
+    e.retiring = true;
+    this.moveOff(e, 'retired');
+    e.health.stop();
+    try {
+      await e.instance.stop();
+    } finally {
+      this.entries.delete(id);
+      this.deps.audit.record({ type: 'instance', instance: id, message: `instance ${id} removed` });
+      this.emit('instances-changed', this.instanceIds());
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.growTimer) clearTimeout(this.growTimer);
+    for (const e of this.entries.values()) e.health.stop();
+    await Promise.all([...this.entries.values()].map((e) => e.instance.stop()));
+  }
+}

@@ -1,0 +1,123 @@
+import { EventEmitter } from 'node:events';
+import type { HealthView } from '../../shared/api/views.js';
+import type { FailureKind, FailureSource, HealthTracker } from '../../supervisor/pool/health-tracker.js';
+import type { InstanceExit, PoolInstance } from '../../supervisor/pool/pool-instance.js';
+
+/** An in-memory instance whose state a test sets directly. */
+export class FakeInstance extends EventEmitter implements PoolInstance {
+  readonly socksHost = '127.0.0.1';
+  readonly socksPort: number;
+  isReady = false;
+  isRotating = false;
+  started = false;
+  stopped = false;
+  rotations = 0;
+  restarts: boolean[] = [];
+  exitInfo: InstanceExit = { ip: '', country: '', nickname: '', confirmed: false, retiredIp: '', pinned: '' };
+
+  constructor(readonly id: number) {
+    super();
+    this.socksPort = 19050 + id * 2;
+  }
+  pid(): number | null {
+    return this.started ? 1000 + this.id : null;
+  }
+  running(): boolean {
+    return this.started && !this.stopped;
+  }
+  ready(): boolean {
+    return this.isReady;
+  }
+  bootstrap(): number {
+    return this.isReady ? 100 : 0;
+  }
+  uptimeSecs(): number {
+    return 0;
+  }
+  rotating(): boolean {
+    return this.isRotating;
+  }
+  exit(): InstanceExit {
+    return this.exitInfo;
+  }
+  async start(): Promise<void> {
+    this.started = true;
+  }
+  async stop(): Promise<void> {
+    this.stopped = true;
+  }
+  async rotate(): Promise<void> {
+    if (!this.isReady) {
+      const e = new Error('not bootstrapped');
+      e.name = 'NotBootstrappedError';
+      throw e;
+    }
+    this.rotations += 1;
+    this.isRotating = true;
+    this.exitInfo = { ...this.exitInfo, retiredIp: this.exitInfo.ip, ip: '' };
+  }
+  async restart(wipe: boolean): Promise<void> {
+    this.restarts.push(wipe);
+    this.setReady(false);
+  }
+  setReady(ready: boolean): void {
+    this.isReady = ready;
+    this.emit(ready ? 'ready' : 'unready');
+  }
+  finishRotation(ip: string): void {
+    this.isRotating = false;
+    this.exitInfo = { ...this.exitInfo, ip, confirmed: false, retiredIp: '' };
+    this.emit('rotated');
+  }
+}
+
+/** A health tracker that records calls; its state is set by the test. */
+export class FakeHealth implements HealthTracker {
+  state: HealthView['state'] = 'starting';
+  failures: { kind: FailureKind; source: FailureSource; scored: boolean }[] = [];
+  successes = 0;
+
+  view(): HealthView {
+    return {
+      state: this.state,
+      failures_in_window: this.failures.length,
+      consecutive_failures: 0,
+      failure_score: this.failures.filter((f) => f.scored).length,
+      quarantine_score: 5,
+      transport_failures: this.failures.filter((f) => f.source === 'transport').length,
+      client_failures: this.failures.filter((f) => f.source === 'client').length,
+      failures_by_kind: {},
+      remediations: 0,
+      remediation_rung: 'none',
+    };
+  }
+  routable(): boolean {
+    return this.state === 'healthy' || this.state === 'degraded' || this.state === 'probation';
+  }
+  bootstrapped(): void {
+    if (this.state === 'starting') this.state = 'healthy';
+  }
+  unbootstrapped(): void {
+    this.state = 'starting';
+  }
+  failure(kind: FailureKind, source: FailureSource, scored: boolean): void {
+    this.failures.push({ kind, source, scored });
+  }
+  success(): void {
+    this.successes += 1;
+  }
+  tick(): void {}
+  quarantine(): boolean {
+    if (!this.routable()) return false;
+    this.state = 'quarantined';
+    return true;
+  }
+  release(): void {
+    this.state = 'healthy';
+    this.failures = [];
+  }
+  stop(): void {}
+  lifetime(): { transport: number; client: number; byKind: Record<string, number>; remediations: number } {
+    return { transport: 0, client: 0, byKind: {}, remediations: 0 };
+  }
+}

@@ -1,0 +1,222 @@
+import { expect } from 'chai';
+import { loadConfig, type Config } from '../../shared/config/index.js';
+import { AuditLog } from '../../supervisor/audit/audit-log.js';
+import { Pool } from '../../supervisor/pool/pool.js';
+import type { RouteResult } from '../../shared/ipc/protocol.js';
+import { FakeHealth, FakeInstance } from '../support/fake-pool-parts.js';
+import { quietLogger } from '../support/quiet-logger.js';
+
+interface Rig {
+  pool: Pool;
+  instances: Map<number, FakeInstance>;
+  health: Map<number, FakeHealth>;
+  audit: AuditLog;
+}
+
+function rig(env: Record<string, string> = {}, readyAll = true): Rig {
+  const config: Config = loadConfig({ POOL_SIZE: '4', SPAWN_STAGGER: '0', ...env });
+  const instances = new Map<number, FakeInstance>();
+  const health = new Map<number, FakeHealth>();
+  const audit = new AuditLog();
+  const pool = new Pool({
+    config,
+    audit,
+    log: quietLogger(),
+    createInstance: (id) => {
+      const i = new FakeInstance(id);
+      instances.set(id, i);
+      return i;
+    },
+    createHealth: (id) => {
+      const h = new FakeHealth();
+      health.set(id, h);
+      return h;
+    },
+  });
+  pool.start();
+  if (readyAll) for (const i of instances.values()) i.setReady(true);
+  return { pool, instances, health, audit };
+}
+
+function routed(r: RouteResult): number {
+  if (!r.ok) throw new Error(`refused: ${r.reason}`);
+  return r.instance;
+}
+
+const socks = (key: string | null, clientIp = '10.1.1.1') => ({ key, clientIp, listener: 'socks' as const });
+
+describe('pool', () => {
+  it('spawns the configured instances and reports them', () => {
+    const { pool } = rig();
+    expect(pool.instanceIds()).to.deep.equal([0, 1, 2, 3]);
+    const s = pool.summary();
+    expect(s).to.include({ size: 4, ready: 4, routable: 4, sessions: 0, socks_port: 9250, http_port: 9251 });
+    expect(s.config).to.include({ pool_size: 4, session_ttl: '10m0s', default_session: 'ip' });
+    expect(s.version).to.match(/^\d+\.\d+\.\d+$/);
+  });
+
+  it('routes the same key to the same instance and spreads keys', () => {
+    const { pool } = rig();
+    const first = routed(pool.route(socks('alice'), 0));
+    for (let i = 0; i < 20; i++) expect(routed(pool.route(socks('alice'), 0))).to.equal(first);
+    const used = new Set<number>();
+    for (let i = 0; i < 8; i++) used.add(routed(pool.route(socks(`k${i}`), 0)));
+    expect(used.size).to.equal(4);
+  });
+
+  it('routes callers that name no session per DEFAULT_SESSION', () => {
+    const ip = rig({ DEFAULT_SESSION: 'ip' }).pool;
+    const a = routed(ip.route(socks(null, '10.0.0.1'), 0));
+    expect(routed(ip.route(socks(null, '10.0.0.1'), 0))).to.equal(a);
+    expect(ip.sessionView('ip:10.0.0.1').ok).to.equal(true);
+
+    const shared = rig({ DEFAULT_SESSION: 'shared' }).pool;
+    const s = routed(shared.route(socks(null, '10.0.0.1'), 0));
+    expect(routed(shared.route(socks(null, '10.0.0.2'), 0))).to.equal(s);
+
+    const random = rig({ DEFAULT_SESSION: 'random' }).pool;
+    const seen = new Set<number>();
+    for (let i = 0; i < 60; i++) seen.add(routed(random.route(socks(null), 0)));
+    expect(seen.size).to.be.greaterThan(1);
+    expect(random.summary().sessions).to.equal(0);
+  });
+
+  it('refuses at once when nothing is routable', () => {
+    const { pool } = rig({}, false);
+    expect(pool.route(socks('k'), 0)).to.deep.equal({ ok: false, reason: 'no_routable_instance' });
+  });
+
+  it('never routes to an instance mid-rotation, including sessions that arrive during it', async () => {
+    const { pool, instances } = rig();
+    const first = routed(pool.route(socks('k'), 0));
+    expect((await pool.instanceAction(first, 'rotate')).ok).to.equal(true);
+    expect(instances.get(first)!.rotations).to.equal(1);
+    expect(pool.sessionView('k').ok && (pool.sessionView('k') as { ok: true; value: { instance: number } }).value.instance).to.not.equal(first);
+    for (let i = 0; i < 20; i++) expect(routed(pool.route(socks(`new${i}`), 0))).to.not.equal(first);
+  });
+
+  it('refuses to rotate an instance that has not bootstrapped (409)', async () => {
+    const { pool, instances } = rig({}, false);
+    instances.get(0)!.setReady(false);
+    const r = await pool.instanceAction(0, 'rotate');
+    expect(r.ok).to.equal(false);
+    if (!r.ok) expect(r.error.status).to.equal(409);
+    const missing = await pool.instanceAction(99, 'rotate');
+    expect(!missing.ok && missing.error.status).to.equal(404);
+  });
+
+  it('counts accounting exactly and feeds health', () => {
+    const { pool, health } = rig();
+    const inst = routed(pool.route(socks('k'), 3));
+    pool.recordCloses(
+      [
+        { key: 'k', instance: inst, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 100 },
+        { key: 'k', instance: inst, bytesUp: 1, bytesDown: 0, ok: false, failure: { kind: 'dial', scored: false }, latencyMs: null },
+      ],
+      3,
+    );
+    const s = pool.summary();
+    expect(s.totals).to.deep.equal({ requests: 2, failures: 1, bytes_up: 11, bytes_down: 20 });
+    const h = health.get(inst)!;
+    expect(h.successes).to.equal(1);
+    expect(h.failures).to.deep.equal([{ kind: 'transport', source: 'transport', scored: false }]);
+  });
+
+  it('forgets the live connections of a worker that died', () => {
+    const { pool } = rig();
+    pool.route(socks('k'), 1);
+    pool.route(socks('k'), 1);
+    pool.route(socks('k'), 2);
+    const active = (): number => (pool.sessionView('k') as { ok: true; value: { active: number } }).value.active;
+    expect(active()).to.equal(3);
+    pool.workerGone(1);
+    expect(active()).to.equal(1);
+  });
+
+  it('drains: moves sessions off and keeps new ones away until released', async () => {
+    const { pool } = rig();
+    for (let i = 0; i < 8; i++) pool.route(socks(`k${i}`), 0);
+    const r = await pool.instanceAction(0, 'drain');
+    expect(r.ok && r.value.sessions).to.equal(0);
+    for (let i = 0; i < 10; i++) expect(routed(pool.route(socks(`n${i}`), 0))).to.not.equal(0);
+    await pool.instanceAction(0, 'release');
+    expect(pool.placement().routable).to.include(0);
+  });
+
+  it('quarantines: moves sessions at once, refuses a second time (409), and release restores', async () => {
+    const { pool, audit } = rig();
+    for (let i = 0; i < 8; i++) pool.route(socks(`k${i}`), 0);
+    const r = await pool.instanceAction(1, 'quarantine');
+    expect(r.ok && r.value.health.state).to.equal('quarantined');
+    expect(r.ok && r.value.sessions).to.equal(0);
+    expect(pool.summary().routable).to.equal(3);
+    const again = await pool.instanceAction(1, 'quarantine');
+    expect(!again.ok && again.error.status).to.equal(409);
+    expect(audit.recent().some((e) => e.type === 'assignment' && e.details.reason === 'quarantine')).to.equal(true);
+    const released = await pool.instanceAction(1, 'release');
+    expect(released.ok && released.value.health.state).to.equal('healthy');
+  });
+
+  it('rotates a session to another instance; with nowhere to go, rotates its instance', async () => {
+    const { pool, instances } = rig({ POOL_SIZE: '2' });
+    const first = routed(pool.route(socks('k'), 0));
+    const r = await pool.rotateSession('k', true);
+    expect(r.ok && r.value.instance).to.not.equal(first);
+    expect(instances.get(first)!.rotations).to.equal(1); // newnym=true rotated the vacated one
+    // Now the vacated instance is mid-rotation: nowhere else to go.
+    const again = await pool.rotateSession('k', false);
+    expect(again.ok && again.value.instance).to.equal(r.ok ? r.value.instance : -1);
+    expect(instances.get(r.ok ? r.value.instance : -1)!.rotations).to.equal(1);
+    const missing = await pool.rotateSession('nobody', false);
+    expect(!missing.ok && missing.error.status).to.equal(404);
+  });
+
+  it('sweeps a pool rotate one instance at a time; a second request starts nothing', async () => {
+    const { pool, instances } = rig({ POOL_SIZE: '3' });
+    expect(pool.rotatePool()).to.deep.equal({ rotating: 3, in_progress: true });
+    expect(pool.rotatePool()).to.deep.equal({ rotating: 0, in_progress: true });
+    await new Promise((r) => setImmediate(r));
+    const rotatingNow = [...instances.values()].filter((i) => i.isRotating).length;
+    expect(rotatingNow).to.equal(1);
+    for (let step = 0; step < 3; step++) {
+      const i = [...instances.values()].find((x) => x.isRotating)!;
+      i.finishRotation(`127.0.0.${20 + step}`);
+      await new Promise((r) => setImmediate(r));
+      await new Promise((r) => setImmediate(r));
+    }
+    expect([...instances.values()].map((i) => i.rotations)).to.deep.equal([1, 1, 1]);
+    expect(pool.rotatePool().in_progress).to.equal(true); // a new sweep may start once done
+  });
+
+  it('resizes: grows into free indexes, shrinks the highest-numbered after moving sessions', async () => {
+    const { pool, instances } = rig();
+    for (let i = 0; i < 8; i++) pool.route(socks(`k${i}`), 0);
+    const down = pool.resize(2);
+    expect(down.ok && down.value).to.deep.equal({ size: 2, previous: 4, adding: [], removing: [2, 3] });
+    await new Promise((r) => setImmediate(r));
+    expect(pool.instanceIds()).to.deep.equal([0, 1]);
+    expect(instances.get(3)!.stopped).to.equal(true);
+    for (const s of pool.sessionViews()) expect([0, 1]).to.include(s.instance);
+    const up = pool.resize(3);
+    expect(up.ok && up.value.adding).to.deep.equal([2]);
+    expect(pool.instanceIds()).to.deep.equal([0, 1, 2]);
+    const bad = pool.resize(0);
+    expect(!bad.ok && bad.error.status).to.equal(400);
+  });
+
+  it('reports session_port on the by-key read when session ports are on', () => {
+    const { pool } = rig({ AUTH_DISABLED: '1', SESSION_PORT_BASE: '30000' });
+    const inst = routed(pool.route(socks('k'), 0));
+    const v = pool.sessionView('k');
+    expect(v.ok && v.value.session_port).to.equal(30000 + inst);
+    expect(pool.sessionViews()[0]).to.not.have.property('session_port');
+  });
+
+  it('routes a session port only to its own routable instance', async () => {
+    const { pool } = rig({ AUTH_DISABLED: '1', SESSION_PORT_BASE: '30000' });
+    const r = pool.route({ key: null, clientIp: '1.1.1.1', listener: 'session-port', instance: 2 }, 0);
+    expect(routed(r)).to.equal(2);
+    await pool.instanceAction(2, 'quarantine');
+    expect(pool.route({ key: null, clientIp: '1.1.1.1', listener: 'session-port', instance: 2 }, 0).ok).to.equal(false);
+  });
+});

@@ -1,0 +1,135 @@
+import express, { type NextFunction, type Request, type Response } from 'express';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Logger } from 'winston';
+import type { WorkerEndpoint } from '../../shared/ipc/protocol.js';
+import { allows, type Access, type Authenticator, type Principal } from './access.js';
+import { HttpError, forbidden, notFound } from './http-error.js';
+import type { ApiRoute, Reply } from './route-table.js';
+import { SseHub } from './sse-hub.js';
+
+/** Largest JSON body the API reads; anything bigger is a 400 before it is parsed. */
+export const MAX_JSON_BODY_BYTES = 16 * 1024;
+
+export interface ApiAppOptions {
+  routes: readonly ApiRoute[];
+  /** Read per request: the supervisor may push a new credential snapshot at any time. */
+  authenticator(): Authenticator;
+  ipc: WorkerEndpoint;
+  hub: SseHub;
+  /** Frames sent to a new stream subscriber before live ones (the latest state). */
+  initialStreamFrames(): string[];
+  dashboardDir: string | null;
+  log: Logger;
+}
+
+function clientIp(req: Request): string {
+  return req.socket.remoteAddress ?? 'unknown';
+}
+
+function send(res: Response, reply: Reply): void {
+  for (const [k, v] of Object.entries(reply.headers ?? {})) res.setHeader(k, v);
+  res.status(reply.status);
+  if (reply.json === undefined) res.end();
+  else res.json(reply.json);
+}
+
+/**
+ * Authenticates per the route's access, then checks its scope. 401 (with a challenge)
+ * for a missing or bad credential, 403 (no challenge) for too little scope.
+ */
+function guard(access: Access, auth: () => Authenticator): (req: Request, res: Response, next: NextFunction) => void {
+  return (req, res, next) => {
+    if (access === 'public') return next();
+    const ticket = access === 'stream' && typeof req.query.ticket === 'string' ? req.query.ticket : undefined;
+    const principal = auth().authenticate(req.headers.authorization, ticket);
+    if (!allows(access, principal)) throw forbidden();
+    res.locals.principal = principal;
+    next();
+  };
+}
+
+export function createApiApp(o: ApiAppOptions): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.use('/api', express.json({ limit: MAX_JSON_BODY_BYTES, strict: false, type: ['application/json', 'application/*+json'] }));
+
+  for (const route of o.routes) {
+    const method = route.method.toLowerCase() as 'get' | 'post' | 'delete';
+    app[method](route.path, guard(route.access, o.authenticator), async (req: Request, res: Response) => {
+      const reply = await route.handler({ req, principal: res.locals.principal as Principal, ipc: o.ipc, clientIp: clientIp(req) });
+      send(res, reply);
+    });
+  }
+
+  app.get('/api/stream', guard('stream', o.authenticator), (_req, res) => {
+    o.hub.subscribe(res, o.initialStreamFrames());
+  });
+
+  // Unmatched /api/ paths: authenticated first, then 404; never the dashboard.
+  app.all('/api/{*rest}', guard('proxy', o.authenticator), () => {
+    throw notFound('no such API route');
+  });
+
+  app.get('/health', async (_req, res) => {
+    try {
+      const pool = await o.ipc.request('pool.summary', null, 1000);
+      const up = pool.routable > 0;
+      res.status(up ? 200 : 503).type('text/plain').send(up ? `ok: ${pool.routable} routable\n` : 'unavailable: no routable instance\n');
+    } catch {
+      res.status(503).type('text/plain').send('unavailable: supervisor not answering\n');
+    }
+  });
+
+  app.get('/metrics', async (_req, res) => {
+    const m = await o.ipc.request('metrics.text', null, 5000);
+    res.status(200).type(m.contentType).send(m.text);
+  });
+
+  mountDashboard(app, o.dashboardDir);
+
+  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const e = toHttpError(err);
+    if (e.status >= 500) o.log.error('API request failed', { error: (err as Error)?.message });
+    for (const [k, v] of Object.entries(e.headers)) res.setHeader(k, v);
+    res.status(e.status).type('text/plain').send(`${e.message}\n`);
+  });
+  return app;
+}
+
+function toHttpError(err: unknown): HttpError {
+  if (err instanceof HttpError) return err;
+  const t = (err as { type?: unknown; status?: unknown })?.type;
+  if (t === 'entity.parse.failed') return new HttpError(400, 'malformed JSON body');
+  if (t === 'entity.too.large') return new HttpError(400, `body larger than ${MAX_JSON_BODY_BYTES} bytes`);
+  if (typeof t === 'string' && t.startsWith('encoding.')) return new HttpError(400, 'unsupported body encoding');
+  if (t === 'charset.unsupported') return new HttpError(400, 'unsupported body charset');
+  const name = (err as Error)?.name;
+  if (name === 'IpcTimeoutError' || name === 'IpcPeerGoneError') return new HttpError(503, 'supervisor not answering');
+  return new HttpError(500, 'internal error');
+}
+
+/** Hashed assets are immutable; index.html is revalidated, so a new build shows at once. */
+function mountDashboard(app: express.Express, dir: string | null): void {
+  const index = dir ? path.join(dir, 'index.html') : null;
+  if (!dir || !index || !fs.existsSync(index)) {
+    app.get('/', (_req, res) => {
+      res.status(503).type('text/plain').send('dashboard not built: run npm run build\n');
+    });
+    return;
+  }
+  app.use(
+    '/assets',
+    express.static(path.join(dir, 'assets'), { immutable: true, maxAge: '365d', index: false, fallthrough: false }),
+  );
+  app.use(express.static(dir, { index: false, maxAge: 0, setHeaders: (res) => res.setHeader('Cache-Control', 'no-cache') }));
+  app.get('/{*rest}', (_req, res) => {
+    res.setHeader('Cache-Control', 'no-cache');
+    res.sendFile(index);
+  });
+}

@@ -1,0 +1,31 @@
+import { badRequest } from './http-error.js';
+
+/** Query and path value parsing: anything malformed is a 400 that changes nothing. */
+
+export function booleanQuery(name: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (value === 'true' || value === '1') return true;
+  if (value === 'false' || value === '0') return false;
+  throw badRequest(`${name} must be true, 1, false or 0`);
+}
+
+export function integerQuery(name: string, value: unknown, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'string' || !/^\d{1,9}$/.test(value)) throw badRequest(`${name} must be an integer from ${min} to ${max}`);
+  const n = Number(value);
+  if (n < min || n > max) throw badRequest(`${name} must be an integer from ${min} to ${max}`);
+  return n;
+}
+
+export function instanceId(value: unknown): number {
+  if (typeof value !== 'string' || !/^\d{1,6}$/.test(value)) throw badRequest('instance id must be a non-negative integer');
+  return Number(value);
+}
+
+/** Session keys are what a SOCKS5 username can carry: 1 to 255 bytes. */
+export function sessionKey(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0 || Buffer.byteLength(value) > 255) {
+    throw badRequest('session key must be 1 to 255 bytes');
+  }
+  return value;
+}

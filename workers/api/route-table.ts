@@ -1,0 +1,133 @@
+import type { Request } from 'express';
+import { MAX_POOL_SIZE } from '../../shared/config/index.js';
+import type { ActionResult, InstanceAction, WorkerEndpoint } from '../../shared/ipc/protocol.js';
+import type { Access, Principal } from './access.js';
+import { HttpError, badRequest } from './http-error.js';
+import { booleanQuery, instanceId, integerQuery, sessionKey } from './query-values.js';
+
+/** Audit ring bounds, mirrored from the supervisor's constants (asserted equal in a test). */
+export const EVENTS_DEFAULT_LIMIT = 100;
+export const EVENTS_MAX_LIMIT = 1000;
+
+export interface RouteContext {
+  req: Request;
+  principal: Principal;
+  ipc: WorkerEndpoint;
+  clientIp: string;
+}
+
+export interface Reply {
+  status: number;
+  json?: unknown;
+  headers?: Record<string, string>;
+}
+
+export interface ApiRoute {
+  method: 'GET' | 'POST' | 'DELETE';
+  /** Express path syntax (`:id`). */
+  path: string;
+  access: Access;
+  summary: string;
+  handler(ctx: RouteContext): Promise<Reply> | Reply;
+}
+
+function unwrap<T>(r: ActionResult<T>): T {
+  if (!r.ok) throw new HttpError(r.error.status, r.error.message);
+  return r.value;
+}
+
+function ok(json: unknown, status = 200): Reply {
+  return { status, json };
+}
+
+function instanceAction(action: InstanceAction): ApiRoute['handler'] {
+  return async ({ req, ipc }) => {
+    const id = instanceId(req.params.id);
+    const wipe = action === 'restart' ? booleanQuery('wipe', req.query.wipe, true) : undefined;
+    // A rotate waits for the sessions to move; a restart never waits for a bootstrap.
+    const result = await ipc.request('instances.action', { id, action, ...(wipe === undefined ? {} : { wipe }) }, 30_000);
+    return ok(unwrap(result));
+  };
+}
+
+function resizeSize(body: unknown): number {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw badRequest('body must be a JSON object {"size": N}');
+  const size = (body as { size?: unknown }).size;
+  if (typeof size !== 'number' || !Number.isInteger(size)) throw badRequest('size must be an integer');
+  if (size < 1 || size > MAX_POOL_SIZE) throw badRequest(`size must be from 1 to ${MAX_POOL_SIZE}`);
+  return size;
+}
+
+/**
+ * Every /api/ route of the pool, instances, sessions, events and statistics, with its
+ * access. Authentication routes are added by auth-routes.ts; the stream by the SSE hub.
+ */
+export const POOL_ROUTES: readonly ApiRoute[] = [
+  {
+    method: 'GET', path: '/api/pool', access: 'admin', summary: 'pool summary',
+    handler: async ({ ipc }) => ok(await ipc.request('pool.summary', null)),
+  },
+  {
+    method: 'POST', path: '/api/pool/resize', access: 'admin', summary: 'resize the pool (returns at once)',
+    handler: async ({ req, ipc }) => ok(unwrap(await ipc.request('pool.resize', { size: resizeSize(req.body) })), 202),
+  },
+  {
+    method: 'POST', path: '/api/pool/rotate', access: 'admin', summary: 'sweep a new circuit over every instance',
+    handler: async ({ ipc }) => ok(await ipc.request('pool.rotate', null)),
+  },
+  {
+    method: 'GET', path: '/api/instances', access: 'admin', summary: 'list instances',
+    handler: async ({ ipc }) => ok(await ipc.request('instances.list', null)),
+  },
+  {
+    method: 'GET', path: '/api/instances/:id', access: 'admin', summary: 'one instance',
+    handler: async ({ req, ipc }) => ok(unwrap(await ipc.request('instances.get', { id: instanceId(req.params.id) }))),
+  },
+  { method: 'POST', path: '/api/instances/:id/rotate', access: 'admin', summary: 'new circuit', handler: instanceAction('rotate') },
+  { method: 'POST', path: '/api/instances/:id/restart', access: 'admin', summary: 'restart (wipe query)', handler: instanceAction('restart') },
+  { method: 'POST', path: '/api/instances/:id/quarantine', access: 'admin', summary: 'quarantine', handler: instanceAction('quarantine') },
+  { method: 'POST', path: '/api/instances/:id/release', access: 'admin', summary: 'release', handler: instanceAction('release') },
+  { method: 'POST', path: '/api/instances/:id/drain', access: 'admin', summary: 'move sessions off', handler: instanceAction('drain') },
+  {
+    method: 'GET', path: '/api/sessions', access: 'admin', summary: 'list sessions',
+    handler: async ({ ipc }) => ok(await ipc.request('sessions.list', null, 10_000)),
+  },
+  {
+    method: 'GET', path: '/api/sessions/:key', access: 'proxy', summary: 'one session',
+    handler: async ({ req, ipc }) => ok(unwrap(await ipc.request('sessions.get', { key: sessionKey(req.params.key) }))),
+  },
+  {
+    method: 'POST', path: '/api/sessions/:key/rotate', access: 'proxy', summary: 'move the session to another exit',
+    handler: async ({ req, ipc }) => {
+      const newnym = booleanQuery('newnym', req.query.newnym, false);
+      return ok(unwrap(await ipc.request('sessions.rotate', { key: sessionKey(req.params.key), newnym }, 15_000)));
+    },
+  },
+  {
+    method: 'POST', path: '/api/sessions/:key/failure', access: 'proxy', summary: 'report a failure seen through the session',
+    handler: async ({ req, ipc }) =>
+      ok(unwrap(await ipc.request('sessions.failure', { key: sessionKey(req.params.key), body: req.body ?? null }))),
+  },
+  {
+    method: 'DELETE', path: '/api/sessions/:key', access: 'proxy', summary: 'unpin the session',
+    handler: async ({ req, ipc }) => {
+      unwrap(await ipc.request('sessions.delete', { key: sessionKey(req.params.key) }));
+      return { status: 204 };
+    },
+  },
+  {
+    method: 'GET', path: '/api/events', access: 'admin', summary: 'audit log, newest first',
+    handler: async ({ req, ipc }) => {
+      const limit = integerQuery('limit', req.query.limit, EVENTS_DEFAULT_LIMIT, 1, EVENTS_MAX_LIMIT);
+      return ok(await ipc.request('events.recent', { limit }));
+    },
+  },
+  {
+    method: 'GET', path: '/api/stats/history', access: 'admin', summary: 'statistics time series',
+    handler: async ({ req, ipc }) => {
+      const r = req.query.range;
+      if (r !== undefined && r !== 'long' && r !== 'fine') throw badRequest('range must be long or fine');
+      return ok(await ipc.request('stats.history', { range: r === 'long' ? 'long' : 'fine' }));
+    },
+  },
+];
