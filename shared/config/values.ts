@@ -21,12 +21,7 @@ export function integerIn(min: number, max: number): (raw: string) => number {
 
 export function durationIn(minMs: number, maxMs: number): (raw: string) => number {
   return (raw) => {
-    let ms: number;
-    try {
-      ms = parseDuration(raw);
-    } catch (e) {
-      throw new Error((e as Error).message);
-    }
+    const ms = parseDuration(raw);
     if (ms < minMs || ms > maxMs) throw new Error(`must be between ${minMs} ms and ${maxMs} ms, got ${ms} ms`);
     return ms;
   };

@@ -53,7 +53,7 @@ export const VARIABLES: readonly VariableDefinition[] = [
   def({ name: 'SESSION_TTL', key: 'sessionTtlMs', defaultText: '10m', parse: durationIn(SECOND, 30 * DAY),
     description: 'A session idle this long (no request, no live connection) is unpinned and forgotten.' }),
   def({ name: 'MAX_SESSIONS', key: 'maxSessions', defaultText: '100000', parse: integerIn(1, 10_000_000),
-    description: 'Upper bound of the session table. New keys beyond it are refused; sessions with live connections are never evicted.' }),
+    description: 'Upper bound of the session table. When full, the least recently seen idle session makes room; a session with a live connection is never evicted, and if all have one a new key is refused.' }),
   def({ name: 'QUARANTINE_FAILURES', key: 'quarantineFailures', defaultText: '5', parse: integerIn(1, 1000),
     description: 'Quarantine score, in whole unclassified failures within FAILURE_WINDOW; a captcha spends several, a rate limit less than one.' }),
   def({ name: 'QUARANTINE_CONSECUTIVE', key: 'quarantineConsecutive', defaultText: '3', parse: integerIn(1, 1000),

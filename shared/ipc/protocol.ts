@@ -1,4 +1,6 @@
 import type { AuditEvent } from '../api/audit-event.js';
+import type { ApiCredentialSnapshot, ProxyCredentialSnapshot } from '../auth/credential-snapshot.js';
+import type { CreatedToken, TokenRecord } from '../auth/token-record.js';
 import type {
   FailureResult,
   InstanceView,
@@ -55,7 +57,7 @@ export type InstanceAction = 'rotate' | 'restart' | 'quarantine' | 'release' | '
 
 /** An action refused by the supervisor: mapped by the API worker to an HTTP status. */
 export interface ActionRefusal {
-  status: 400 | 404 | 409 | 503;
+  status: 400 | 404 | 409 | 500 | 503;
   message: string;
 }
 
@@ -82,11 +84,18 @@ export interface WorkerRequests extends MethodMap {
   'events.recent': { params: { limit: number }; result: AuditEvent[] };
   'stats.history': { params: { range: 'fine' | 'long' }; result: StatsSample[] };
   'metrics.text': { params: null; result: { contentType: string; text: string } };
+  /** At start, before listening: the worker's credential snapshot (proxy or API, by role). */
+  'credentials.get': { params: null; result: ProxyCredentialSnapshot | ApiCredentialSnapshot };
+  'tokens.list': { params: null; result: TokenRecord[] };
+  'tokens.create': { params: { body: unknown }; result: ActionResult<CreatedToken> };
+  'tokens.delete': { params: { id: string }; result: ActionResult<null> };
 }
 
 /** Requests the supervisor sends to a worker. */
 export interface SupervisorRequests extends MethodMap {
   ping: { params: { sentAt: number }; result: { receivedAt: number } };
+  /** A new credential snapshot; answered once the worker verifies with it (revocation is immediate). */
+  'credentials.update': { params: ProxyCredentialSnapshot | ApiCredentialSnapshot; result: { version: number } };
 }
 
 /** The live-stream snapshot pushed to the API worker about every second. */
@@ -101,7 +110,9 @@ export interface WorkerNotices extends NoticeMap {
   /** The worker's listeners are up (or, for a worker without listeners, it is initialised). */
   ready: { role: WorkerRole; pid: number };
   /** Finished connections since the last batch (proxy workers, every ACCOUNTING_FLUSH_MS). */
-  accounting: { closes: CloseRecord[] };
+  accounting: { closes: CloseRecord[]; routeRttMs: number[] };
+  /** API worker: a successful sign-in, for the audit log (failures are logged, never audited). */
+  'signed-in': { user: string; address: string };
 }
 
 /** Notices from the supervisor (sent to one worker, or to all as a broadcast). */

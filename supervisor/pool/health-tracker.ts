@@ -1,7 +1,8 @@
 import type { HealthView } from '../../shared/api/views.js';
 
-export type FailureKind = 'captcha' | 'blocked' | 'transport' | 'other' | 'rate_limited';
-export type FailureSource = 'transport' | 'client';
+import type { FailureKind, FailureSource } from '../health/failure-kind.js';
+
+export type { FailureKind, FailureSource };
 
 /**
  * What the pool needs of one instance's health (scoring, state machine, remediation).
@@ -15,6 +16,9 @@ export interface HealthTracker {
   bootstrapped(now: number): void;
   /** The instance stopped (died or restarting): back to starting unless mid-remediation. */
   unbootstrapped(now: number): void;
+  /** Failures from rotationStarted until rotationEnded plus ROTATION_GRACE are not scored. */
+  rotationStarted(now: number): void;
+  rotationEnded(now: number): void;
   failure(kind: FailureKind, source: FailureSource, scored: boolean, now: number): void;
   success(now: number): void;
   tick(now: number): void;

@@ -25,8 +25,6 @@ interface Entry {
   /** Out of rotation until released (drain) or removed (retire). */
   draining: boolean;
   retiring: boolean;
-  /** Failures before this time fall in a rotation window (plus grace) and are not scored. */
-  rotationGraceUntil: number;
   active: number;
   requests: number;
   failures: number;
@@ -50,7 +48,7 @@ const refuse = (status: 400 | 404 | 409 | 503, message: string): Refusal => ({ o
 /**
  * The pool: instances with their health, the session table, routing, accounting and the
  * operations of the API. Lives in the supervisor only; workers reach it over IPC.
- * Events: 'ready-count' (n), 'instances-changed' (ids, after a resize step).
+ * Events: 'ready-count' (n), 'serving' (once MIN_READY are ready), 'instances-changed' (ids).
  */
 export class Pool extends EventEmitter {
   readonly sessions: SessionTable;
@@ -60,6 +58,8 @@ export class Pool extends EventEmitter {
   private readonly now: () => number;
   private targetSize: number;
   private sweeping = false;
+  /** Latched once MIN_READY instances have bootstrapped: before that the proxies refuse at once. */
+  private serving = false;
   private stopped = false;
   private readonly totals = { requests: 0, failures: 0, bytesUp: 0, bytesDown: 0 };
   private growTimer: NodeJS.Timeout | null = null;
@@ -88,7 +88,12 @@ export class Pool extends EventEmitter {
 
   // ---- routing (hot path: no awaits, no I/O) ----
 
+  get isServing(): boolean {
+    return this.serving;
+  }
+
   placement(): Placement {
+    if (!this.serving) return { routable: [], lastResort: null };
     const routable: number[] = [];
     let single: number | null = null;
     for (const [id, e] of this.entries) {
@@ -165,8 +170,7 @@ export class Pool extends EventEmitter {
         e.health.success(now);
       } else {
         e.failures += 1;
-        const scored = (r.failure?.scored ?? true) && now >= e.rotationGraceUntil;
-        e.health.failure('transport', 'transport', scored, now);
+        e.health.failure('transport', 'transport', r.failure?.scored ?? true, now);
       }
     }
   }
@@ -189,6 +193,14 @@ export class Pool extends EventEmitter {
   }
 
   // ---- views ----
+
+  totalsNow(): { requests: number; failures: number; bytesUp: number; bytesDown: number } {
+    return { ...this.totals };
+  }
+
+  healthLifetime(id: number): ReturnType<HealthTracker['lifetime']> | null {
+    return this.entries.get(id)?.health.lifetime() ?? null;
+  }
 
   summary(): PoolSummary {
     const c = this.deps.config;
@@ -321,7 +333,7 @@ export class Pool extends EventEmitter {
       if ((err as Error).name === 'NotBootstrappedError') return refuse(409, `instance ${id} has not bootstrapped; it cannot be rotated yet`);
       throw err;
     }
-    e.rotationGraceUntil = Number.POSITIVE_INFINITY;
+    e.health.rotationStarted(this.now());
     this.deps.audit.record({ type: 'rotate', instance: id, message: `instance ${id} rotating to a new circuit`, details: { by } });
     if (this.deps.config.drainOnRotate) this.moveOff(e, 'rotate');
     return { ok: true, value: null };
@@ -330,7 +342,7 @@ export class Pool extends EventEmitter {
   /** Called by the instance wiring when a rotation ends (new exit known or abandoned). */
   rotationEnded(id: number): void {
     const e = this.entries.get(id);
-    if (e) e.rotationGraceUntil = this.now() + this.deps.config.rotationGraceMs;
+    if (e) e.health.rotationEnded(this.now());
   }
 
   /** Health moved an instance to quarantine on its own (scoring): its sessions move at once. */
@@ -381,7 +393,7 @@ export class Pool extends EventEmitter {
     if (!s) return refuse(404, 'no such session');
     const e = this.entries.get(s.instance);
     const now = this.now();
-    if (e) e.health.failure(kind, 'client', now >= e.rotationGraceUntil, now);
+    if (e) e.health.failure(kind, 'client', true, now);
     s.failures += 1;
     this.deps.audit.record({
       type: 'instance',
@@ -482,7 +494,6 @@ export class Pool extends EventEmitter {
       health,
       draining: false,
       retiring: false,
-      rotationGraceUntil: 0,
       active: 0,
       requests: 0,
       failures: 0,
@@ -493,7 +504,12 @@ export class Pool extends EventEmitter {
     this.entries.set(id, entry);
     instance.on('ready', () => {
       health.bootstrapped(this.now());
-      this.emit('ready-count', this.readyCount());
+      const ready = this.readyCount();
+      this.emit('ready-count', ready);
+      if (!this.serving && ready >= this.deps.config.minReady) {
+        this.serving = true;
+        this.emit('serving', ready);
+      }
     });
     instance.on('unready', () => {
       health.unbootstrapped(this.now());

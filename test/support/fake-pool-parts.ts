@@ -107,6 +107,8 @@ export class FakeHealth implements HealthTracker {
     this.successes += 1;
   }
   tick(): void {}
+  rotationStarted(): void {}
+  rotationEnded(): void {}
   quarantine(): boolean {
     if (!this.routable()) return false;
     this.state = 'quarantined';

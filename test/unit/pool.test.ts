@@ -220,3 +220,18 @@ describe('pool', () => {
     expect(pool.route({ key: null, clientIp: '1.1.1.1', listener: 'session-port', instance: 2 }, 0).ok).to.equal(false);
   });
 });
+
+describe('pool before MIN_READY', () => {
+  it('refuses until MIN_READY instances have bootstrapped, then keeps serving', () => {
+    const { pool, instances } = rig({ MIN_READY: '2' }, false);
+    instances.get(0)!.setReady(true);
+    expect(pool.route(socks('k'), 0)).to.deep.equal({ ok: false, reason: 'no_routable_instance' });
+    instances.get(1)!.setReady(true);
+    expect(pool.isServing).to.equal(true);
+    expect(pool.route(socks('k'), 0).ok).to.equal(true);
+    instances.get(0)!.setReady(false);
+    instances.get(1)!.setReady(false);
+    instances.get(2)!.setReady(true);
+    expect(pool.route(socks('k2'), 0).ok).to.equal(true);
+  });
+});

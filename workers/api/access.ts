@@ -1,3 +1,10 @@
+import type { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
+import { wwwAuthenticate } from '../../shared/auth/api-authenticator.js';
+import { hasScope, type Principal } from '../../shared/auth/principal.js';
+import { HttpError } from './http-error.js';
+
+export type { Principal };
+
 /**
  * Who may call a route. `public`: anyone. `proxy`: a proxy or admin token, or a sign-in
  * credential. `admin`: an admin token or a sign-in credential. `stream`: like admin, or a
@@ -5,23 +12,28 @@
  */
 export type Access = 'public' | 'proxy' | 'admin' | 'stream';
 
-/** The authenticated caller of a request. */
-export type Principal =
-  | { kind: 'token'; id: string; scope: 'proxy' | 'admin' }
-  | { kind: 'session'; user: string }
-  | { kind: 'ticket'; user: string }
-  | { kind: 'auth-disabled' };
-
 export function allows(access: Access, p: Principal): boolean {
-  if (access === 'public' || p.kind === 'auth-disabled' || p.kind === 'session') return true;
-  if (p.kind === 'ticket') return access === 'stream';
-  if (access === 'proxy') return true;
-  return p.scope === 'admin';
+  switch (access) {
+    case 'public':
+      return true;
+    case 'stream':
+      return p.kind === 'ticket' || hasScope(p, 'admin');
+    case 'proxy':
+      return hasScope(p, 'proxy');
+    case 'admin':
+      return hasScope(p, 'admin');
+  }
 }
 
-/** Turns request credentials into a principal; a failure is an HttpError 401. */
-export interface Authenticator {
-  readonly required: boolean;
-  /** `ticket` is the stream's query credential, passed only for stream routes. */
-  authenticate(authorization: string | undefined, ticket: string | undefined): Principal;
+/**
+ * Verifies the request's credential with the API worker's current authenticator; a missing,
+ * malformed or expired one is a 401 that always carries WWW-Authenticate. Under
+ * AUTH_DISABLED the same path answers the auth-disabled principal.
+ */
+export function authenticate(auth: ApiAuthenticator, authorization: unknown, ticket: unknown, allowTicket: boolean): Principal {
+  const outcome = auth.authenticate({ authorization, ticket, allowTicket });
+  if (outcome.ok) return outcome.principal;
+  throw new HttpError(401, outcome.reason === 'missing' ? 'missing credential' : `${outcome.reason} credential`, {
+    'WWW-Authenticate': wwwAuthenticate(outcome.reason),
+  });
 }

@@ -3,7 +3,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'winston';
 import type { WorkerEndpoint } from '../../shared/ipc/protocol.js';
-import { allows, type Access, type Authenticator, type Principal } from './access.js';
+import type { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
+import { allows, authenticate, type Access, type Principal } from './access.js';
 import { HttpError, forbidden, notFound } from './http-error.js';
 import type { ApiRoute, Reply } from './route-table.js';
 import { SseHub } from './sse-hub.js';
@@ -14,7 +15,7 @@ export const MAX_JSON_BODY_BYTES = 16 * 1024;
 export interface ApiAppOptions {
   routes: readonly ApiRoute[];
   /** Read per request: the supervisor may push a new credential snapshot at any time. */
-  authenticator(): Authenticator;
+  authenticator(): ApiAuthenticator;
   ipc: WorkerEndpoint;
   hub: SseHub;
   /** Frames sent to a new stream subscriber before live ones (the latest state). */
@@ -38,11 +39,10 @@ function send(res: Response, reply: Reply): void {
  * Authenticates per the route's access, then checks its scope. 401 (with a challenge)
  * for a missing or bad credential, 403 (no challenge) for too little scope.
  */
-function guard(access: Access, auth: () => Authenticator): (req: Request, res: Response, next: NextFunction) => void {
+function guard(access: Access, auth: () => ApiAuthenticator): (req: Request, res: Response, next: NextFunction) => void {
   return (req, res, next) => {
     if (access === 'public') return next();
-    const ticket = access === 'stream' && typeof req.query.ticket === 'string' ? req.query.ticket : undefined;
-    const principal = auth().authenticate(req.headers.authorization, ticket);
+    const principal = authenticate(auth(), req.headers.authorization, req.query.ticket, access === 'stream');
     if (!allows(access, principal)) throw forbidden();
     res.locals.principal = principal;
     next();

@@ -1,0 +1,126 @@
+import path from 'node:path';
+import { InvalidTestnetOptionsError } from './errors.js';
+
+export type NodeRole = 'authority' | 'relay' | 'exit';
+
+/** One tor of the network: where it listens and where its files live. */
+export interface NodePlan {
+  readonly role: NodeRole;
+  readonly index: number;
+  readonly nickname: string;
+  /** The relay's own loopback address: Address, ORPort, and (through the shim) its source address. */
+  readonly address: string;
+  readonly orPort: number;
+  /**
+   * Every node serves a DirPort: authorities for clients' bootstrap, caches so waitUntilUsable()
+   * can check they hold every microdescriptor (a client whose first microdescriptor fetch hits
+   * a cache that lacks them retries only a voting interval later).
+   */
+  readonly dirPort: number;
+  /** Country the custom GeoIP file gives this relay's address (exits only). */
+  readonly country: string | undefined;
+  readonly dir: string;
+}
+
+export interface TestnetPlan {
+  readonly basePort: number;
+  readonly dnsPort: number;
+  readonly whoamiPort: number;
+  readonly nodes: readonly NodePlan[];
+}
+
+export const AUTHORITY_COUNT = 3;
+export const MIN_EXITS = 4;
+/** Keeps the largest network (with MAX_RELAYS) inside one PORT_BLOCK_SIZE block. */
+export const MAX_EXITS = 30;
+export const MAX_RELAYS = 8;
+export const DEFAULT_RELAYS = 3;
+export const DEFAULT_EXITS = 4;
+export const DEFAULT_EXIT_COUNTRIES: readonly string[] = ['de', 'nl', 'us', 'se', 'fr', 'ch', 'ca', 'jp'];
+
+/** Every network owns this many consecutive ports from its base; blocks are this far apart. */
+export const PORT_BLOCK_SIZE = 100;
+const FIRST_NODE_PORT_OFFSET = 10;
+
+// Authorities share 127.0.0.1 (the DirAuthority address); relays get 127.0.0.2…9 and exits
+// 127.0.0.11 upwards, so a destination can tell exits apart by source address.
+const AUTHORITY_ADDRESS = '127.0.0.1';
+const FIRST_RELAY_HOST = 2;
+const FIRST_EXIT_HOST = 11;
+
+export interface TopologyInput {
+  readonly basePort: number;
+  readonly relays: number;
+  readonly exits: number;
+  readonly exitCountries: readonly string[];
+  readonly workDir: string;
+}
+
+export function validateTopology(input: Omit<TopologyInput, 'workDir'>): void {
+  const { basePort, relays, exits, exitCountries } = input;
+  if (!Number.isInteger(exits) || exits < MIN_EXITS || exits > MAX_EXITS) {
+    throw new InvalidTestnetOptionsError(`exits must be an integer in ${MIN_EXITS}..${MAX_EXITS}, got ${exits}`);
+  }
+  if (!Number.isInteger(relays) || relays < 1 || relays > MAX_RELAYS) {
+    throw new InvalidTestnetOptionsError(`relays must be an integer in 1..${MAX_RELAYS}, got ${relays}`);
+  }
+  const lastPort = basePort + portSpan(relays, exits) - 1;
+  if (!Number.isInteger(basePort) || basePort < 1024 || lastPort > 65535) {
+    throw new InvalidTestnetOptionsError(`basePort ${basePort} does not leave room for the network's ports`);
+  }
+  if (exitCountries.length === 0) throw new InvalidTestnetOptionsError('exitCountries must not be empty');
+  for (const cc of exitCountries) {
+    if (!/^[a-z]{2}$/i.test(cc)) throw new InvalidTestnetOptionsError(`not a two-letter country code: ${cc}`);
+  }
+}
+
+/** Number of ports a network with this many relays and exits uses from its base port. */
+export function portSpan(relays: number, exits: number): number {
+  return FIRST_NODE_PORT_OFFSET + 2 * (AUTHORITY_COUNT + relays + exits);
+}
+
+export function planTopology(input: TopologyInput): TestnetPlan {
+  validateTopology(input);
+  const { basePort, relays, exits, exitCountries, workDir } = input;
+  const nodes: NodePlan[] = [];
+  const add = (role: NodeRole, index: number, address: string, country: string | undefined): void => {
+    const slot = nodes.length;
+    const nickname = `tn${role === 'authority' ? 'auth' : role}${index}`;
+    nodes.push({
+      role,
+      index,
+      nickname,
+      address,
+      orPort: basePort + FIRST_NODE_PORT_OFFSET + 2 * slot,
+      dirPort: basePort + FIRST_NODE_PORT_OFFSET + 2 * slot + 1,
+      country,
+      dir: path.join(workDir, nickname),
+    });
+  };
+  for (let i = 0; i < AUTHORITY_COUNT; i++) add('authority', i, AUTHORITY_ADDRESS, undefined);
+  for (let i = 0; i < relays; i++) add('relay', i, `127.0.0.${FIRST_RELAY_HOST + i}`, undefined);
+  for (let i = 0; i < exits; i++) {
+    const country = (exitCountries[i % exitCountries.length] ?? 'de').toLowerCase();
+    add('exit', i, `127.0.0.${FIRST_EXIT_HOST + i}`, country);
+  }
+  return { basePort, dnsPort: basePort, whoamiPort: basePort + 1, nodes };
+}
+
+export interface PlannedEndpoint {
+  readonly address: string;
+  readonly port: number;
+  readonly protocol: 'tcp' | 'udp';
+}
+
+/** Every socket the network will listen on, so they can be checked before anything starts. */
+export function plannedEndpoints(plan: TestnetPlan): PlannedEndpoint[] {
+  const endpoints: PlannedEndpoint[] = [
+    { address: '127.0.0.1', port: plan.dnsPort, protocol: 'udp' },
+    { address: '127.0.0.1', port: plan.whoamiPort, protocol: 'tcp' },
+  ];
+  for (const node of plan.nodes) {
+    endpoints.push({ address: node.address, port: node.orPort, protocol: 'tcp' });
+    endpoints.push({ address: node.address, port: node.dirPort, protocol: 'tcp' });
+  }
+  return endpoints;
+}

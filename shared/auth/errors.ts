@@ -1,0 +1,28 @@
+/** Base of the authentication errors; `status` is the HTTP status the API answers with. */
+export class AuthError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** A request body that is not what the endpoint accepts (400). The message is safe to show. */
+export class AuthBadRequestError extends AuthError {
+  constructor(message: string) {
+    super(message, 400);
+  }
+}
+
+/**
+ * Only a session credential (or anyone, under AUTH_DISABLED) may mint a ticket (403: the
+ * credential is valid, it just lacks the right). A ticket never reaches this far as a ticket:
+ * it is refused as a session credential first.
+ */
+export class TicketNotAllowedError extends AuthError {
+  constructor(readonly principalKind: string) {
+    super(`a ${principalKind} credential cannot request a stream ticket; sign in first`, 403);
+  }
+}

@@ -1,0 +1,19 @@
+import type { Scope } from './principal.js';
+
+/** `store`: issued through the API or on first boot. `config`: PROXY_TOKEN, never persisted. */
+export type TokenSource = 'store' | 'config';
+
+/** A token as GET /api/tokens lists it (SPEC "Token"); field names are the wire names. */
+export interface TokenRecord {
+  id: string;
+  name: string;
+  scope: Scope;
+  source: TokenSource;
+  /** Unix seconds. */
+  created_at: number;
+}
+
+/** Only the creation response carries the secret; nothing keeps it afterwards. */
+export interface CreatedToken extends TokenRecord {
+  secret: string;
+}

@@ -1,0 +1,37 @@
+import { MAX_POOL_SIZE } from './config.js';
+import { VARIABLES } from './variables.js';
+
+/**
+ * docs/configuration.md, rendered from the variable table. `npm run docs:config` writes it
+ * and a test fails when the file and the table differ, so the docs cannot drift.
+ */
+export function renderConfigurationDoc(): string {
+  const rows = VARIABLES.map((v) => {
+    const names = [v.name, ...(v.aliases ?? [])].map((n) => `\`${n}\``).join(' / ');
+    const def = v.defaultDoc ?? (v.defaultText === '' ? '(empty)' : `\`${v.defaultText}\``);
+    return `| ${names} | ${def} | ${v.description.replace(/\|/g, '\\|')} |`;
+  });
+  return [
+    '# Configuration',
+    '',
+    '<!-- Generated from shared/config/variables.ts by `npm run docs:config`; a test keeps them equal. -->',
+    '',
+    'exitpool reads its configuration from environment variables, once, in the supervisor.',
+    'Every problem is reported at once, naming the variable, and the service refuses to start.',
+    'An empty value counts as unset. Durations are Go-style (`90s`, `10m`, `1h30m`; a bare number',
+    'is seconds). Booleans accept `true/false`, `1/0`, `yes/no`, `on/off`. The SPEC writes `NET_`',
+    "where tor's own option names say `TOR_`: both spellings are accepted; set only one.",
+    '',
+    `\`MAX_POOL_SIZE\` (in \`shared/config/config.ts\`) is ${MAX_POOL_SIZE}: the upper bound of \`POOL_SIZE\` and of a resize.`,
+    '',
+    '| variable | default | meaning |',
+    '| --- | --- | --- |',
+    ...rows,
+    '',
+    'Cross-checks: `MIN_READY` must not exceed `POOL_SIZE`; `SESSION_PORT_BASE` requires',
+    '`AUTH_DISABLED`; the listener ports, the instance port block (`INSTANCE_PORT_BASE` …',
+    '+ 2·`MAX_POOL_SIZE`) and the session port block (`SESSION_PORT_BASE` … + `MAX_POOL_SIZE`)',
+    'must not overlap; `REMEDIATION_BACKOFF_BASE` must not exceed `REMEDIATION_BACKOFF_MAX`.',
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,109 @@
+import { BCRYPT_HASH_PATTERN } from '../../shared/auth/admin-password.js';
+import { AuthBadRequestError } from '../../shared/auth/errors.js';
+import { isScope, type Scope } from '../../shared/auth/principal.js';
+import { validateTokenName } from '../../shared/auth/token-request.js';
+import { SIGNING_SECRET_BYTES } from './signing-key.js';
+
+export const AUTH_FILE_NAME = 'auth.json';
+/** The only layout this code reads and writes; a different number is refused, not guessed at. */
+export const AUTH_FILE_VERSION = 1;
+/** A larger file cannot be ours (MAX_STORED_TOKENS tokens take a few hundred kilobytes). */
+export const MAX_AUTH_FILE_BYTES = 4 * 1024 * 1024;
+/** Most tokens the store keeps; the file, every snapshot and every worker's map stay small. */
+export const MAX_STORED_TOKENS = 1000;
+
+export interface StoredToken {
+  id: string;
+  name: string;
+  scope: Scope;
+  /** SHA-256 of the secret, lowercase hex. */
+  digest: string;
+  /** Unix seconds. */
+  createdAt: number;
+}
+
+/**
+ * auth.json, version 1. Digests only: the admin password as bcrypt over base64(SHA-256(password))
+ * (null while ADMIN_PASSWORD is set, which is never written), token secrets as SHA-256 hex. The
+ * signing secret is random, base64, SIGNING_SECRET_BYTES long.
+ */
+export interface AuthFileContents {
+  version: typeof AUTH_FILE_VERSION;
+  signingSecret: string;
+  admin: { passwordHash: string | null };
+  tokens: StoredToken[];
+}
+
+/** Why a file was refused; the store wraps it into AuthStoreCorruptError with the file name. */
+export class AuthFileShapeError extends Error {}
+
+const TOKEN_ID = /^[A-Za-z0-9]{1,32}$/;
+const DIGEST = /^[0-9a-f]{64}$/;
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+export function serializeAuthFile(contents: AuthFileContents): string {
+  return JSON.stringify(contents, null, 2) + '\n';
+}
+
+/** Parses and checks every field; throws AuthFileShapeError naming the first problem. */
+export function parseAuthFile(text: string): AuthFileContents {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    throw new AuthFileShapeError(`is not valid JSON (${(e as Error).message})`);
+  }
+  const root = objectWithKeys(value, ['version', 'signingSecret', 'admin', 'tokens'], 'the top level');
+  if (root.version !== AUTH_FILE_VERSION) {
+    throw new AuthFileShapeError(`has version ${JSON.stringify(root.version)}, and this exitpool reads only version ${AUTH_FILE_VERSION}`);
+  }
+  const signingSecret = root.signingSecret;
+  if (typeof signingSecret !== 'string' || !BASE64.test(signingSecret) || Buffer.from(signingSecret, 'base64').length !== SIGNING_SECRET_BYTES) {
+    throw new AuthFileShapeError(`has a signingSecret that is not ${SIGNING_SECRET_BYTES} bytes of base64`);
+  }
+  const admin = objectWithKeys(root.admin, ['passwordHash'], 'admin');
+  const passwordHash = admin.passwordHash;
+  if (passwordHash !== null && (typeof passwordHash !== 'string' || !BCRYPT_HASH_PATTERN.test(passwordHash))) {
+    throw new AuthFileShapeError('has an admin.passwordHash that is neither null nor a bcrypt hash');
+  }
+  if (!Array.isArray(root.tokens)) throw new AuthFileShapeError('has tokens that are not a list');
+  if (root.tokens.length > MAX_STORED_TOKENS) throw new AuthFileShapeError(`holds more than ${MAX_STORED_TOKENS} tokens`);
+  const tokens = root.tokens.map((t, i) => parseToken(t, i));
+  const ids = new Set(tokens.map((t) => t.id));
+  if (ids.size !== tokens.length) throw new AuthFileShapeError('holds two tokens with the same id');
+  if (new Set(tokens.map((t) => t.digest)).size !== tokens.length) throw new AuthFileShapeError('holds two tokens with the same digest');
+  return { version: AUTH_FILE_VERSION, signingSecret, admin: { passwordHash }, tokens };
+}
+
+function parseToken(value: unknown, index: number): StoredToken {
+  const where = `tokens[${index}]`;
+  const t = objectWithKeys(value, ['id', 'name', 'scope', 'digest', 'createdAt'], where);
+  if (typeof t.id !== 'string' || !TOKEN_ID.test(t.id)) throw new AuthFileShapeError(`has a bad id in ${where}`);
+  let name: string;
+  try {
+    name = validateTokenName(t.name);
+  } catch (e) {
+    if (e instanceof AuthBadRequestError) throw new AuthFileShapeError(`has a bad name in ${where}: ${e.message}`);
+    throw e;
+  }
+  if (!isScope(t.scope)) throw new AuthFileShapeError(`has a bad scope in ${where}`);
+  if (typeof t.digest !== 'string' || !DIGEST.test(t.digest)) throw new AuthFileShapeError(`has a bad digest in ${where}`);
+  if (typeof t.createdAt !== 'number' || !Number.isSafeInteger(t.createdAt) || t.createdAt < 0) {
+    throw new AuthFileShapeError(`has a bad createdAt in ${where}`);
+  }
+  return { id: t.id, name, scope: t.scope, digest: t.digest, createdAt: t.createdAt };
+}
+
+/** Exactly these keys: an unknown key would be dropped by the next save, so it is refused instead. */
+function objectWithKeys(value: unknown, keys: readonly string[], where: string): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new AuthFileShapeError(`has the wrong shape: ${where} is not an object`);
+  }
+  const record = value as Record<string, unknown>;
+  const present = Object.keys(record);
+  const unknown = present.filter((k) => !keys.includes(k));
+  if (unknown.length > 0) throw new AuthFileShapeError(`has the wrong shape: unknown field ${JSON.stringify(unknown[0])} in ${where}`);
+  const missing = keys.filter((k) => !Object.hasOwn(record, k));
+  if (missing.length > 0) throw new AuthFileShapeError(`has the wrong shape: field ${JSON.stringify(missing[0])} missing in ${where}`);
+  return record;
+}

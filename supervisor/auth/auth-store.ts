@@ -1,0 +1,340 @@
+import { randomBytes } from 'node:crypto';
+import * as fsp from 'node:fs/promises';
+import path from 'node:path';
+import { ADMIN_PASSWORD_BCRYPT_COST, hashAdminPassword } from '../../shared/auth/admin-password.js';
+import type { ApiCredentialSnapshot, ProxyCredentialSnapshot, SnapshotToken } from '../../shared/auth/credential-snapshot.js';
+import { AuthBadRequestError } from '../../shared/auth/errors.js';
+import { isScope, type Scope } from '../../shared/auth/principal.js';
+import { digestTokenSecret } from '../../shared/auth/token-format.js';
+import type { CreatedToken, TokenRecord, TokenSource } from '../../shared/auth/token-record.js';
+import { validateTokenName, type TokenCreateRequest } from '../../shared/auth/token-request.js';
+import type { Config } from '../../shared/config/config.js';
+import { childLogger, type Logger } from '../../shared/logger.js';
+import { writeFileAtomic, type AtomicWriteFileSystem } from './atomic-write.js';
+import {
+  AUTH_FILE_NAME,
+  AUTH_FILE_VERSION,
+  MAX_STORED_TOKENS,
+  serializeAuthFile,
+  type AuthFileContents,
+  type StoredToken,
+} from './auth-file.js';
+import { configTokenFrom, type ConfigToken } from './config-token.js';
+import { generateAdminPassword, generateTokenId, generateTokenSecret } from './credential-generator.js';
+import {
+  AuthStorePersistError,
+  ConfigTokenNotRevocableError,
+  TokenLimitError,
+  TokenNotFoundError,
+} from './errors.js';
+import { AUTH_FILE_MODE, readAuthFile } from './read-auth-file.js';
+import { SerialQueue } from './serial-queue.js';
+import { deriveSigningKey, SIGNING_SECRET_BYTES, type AdminPasswordSource } from './signing-key.js';
+
+/** Name of the proxy token generated on first boot. */
+export const FIRST_BOOT_TOKEN_NAME = 'generated on first boot';
+
+export type AuthStoreConfig = Pick<Config, 'adminUser' | 'adminPassword' | 'proxyToken' | 'authDisabled' | 'dataDir'>;
+
+export interface AuthStoreOptions {
+  config: AuthStoreConfig;
+  log?: Logger;
+  /** bcrypt cost for a generated or configured admin password; tests lower it. */
+  bcryptCost?: number;
+  /** Clock (ms) for created_at. */
+  now?: () => number;
+  /** Fault injection for tests; the real file system otherwise. */
+  fileSystem?: AtomicWriteFileSystem;
+}
+
+/** Cleartext made at this start, returned once for the caller to print; the store keeps none. */
+export interface GeneratedCredentials {
+  adminPassword: string | null;
+  proxyToken: CreatedToken | null;
+}
+
+export interface CredentialSnapshots {
+  /** For proxy workers: token digests and scopes only. */
+  proxy: ProxyCredentialSnapshot;
+  /** For the API worker only: also the admin user, the password hash and the signing key. */
+  api: ApiCredentialSnapshot;
+}
+
+export interface TokenCreation {
+  /** Carries the secret: hand it out once, then drop it. */
+  token: CreatedToken;
+  snapshots: CredentialSnapshots;
+}
+
+export interface TokenRevocation {
+  token: TokenRecord;
+  /** Already without the token: push these to the workers and await their acks. */
+  snapshots: CredentialSnapshots;
+  /** The save, already under way. Rejects with AuthStorePersistError; the revocation stands in memory. */
+  persisted: Promise<void>;
+}
+
+/** What does not change for the life of a store (the admin credentials change only by restart). */
+interface FixedCredentials {
+  signingSecret: string;
+  /** The stored digest (null while ADMIN_PASSWORD is set). */
+  storedPasswordHash: string | null;
+  /** What the API worker compares against: the stored hash, or a hash of ADMIN_PASSWORD made at start. */
+  effectivePasswordHash: string;
+  /** Derived HS256 key, base64. */
+  signingKey: string;
+}
+
+/**
+ * The supervisor's credential store: owns auth.json in DATA_DIR and produces the immutable
+ * snapshots the workers verify against.
+ *
+ * Ordering, chosen so that neither operation can leave memory and disk disagreeing dangerously:
+ * - Revoke is memory first: `revokeToken` removes the token and returns the new snapshots at
+ *   once (synchronously), with the save already started (`persisted`). The caller pushes the
+ *   snapshots, awaits the workers' acks, then awaits `persisted` and reports a failure to save.
+ *   The token stays revoked in memory either way.
+ * - Create is disk first: the token joins memory (and so any snapshot) only after auth.json holds
+ *   it. If the save fails, nothing changed and the secret is dropped, so no one ever holds a
+ *   token that a restart would forget. (An unsaved token needs no rollback because it was never
+ *   added.) The caller then pushes the snapshots before returning the secret.
+ * All saves go through one queue and write the whole current state, so concurrent creates and
+ * revokes never lose one another, and a later successful save repairs an earlier failed one.
+ */
+export class AuthStore {
+  private version = 1;
+  private cached: CredentialSnapshots | null = null;
+  private readonly queue = new SerialQueue();
+
+  /** auth.json's path. */
+  readonly file: string;
+  private readonly config: AuthStoreConfig;
+  private readonly fixed: FixedCredentials;
+  private readonly tokens: Map<string, StoredToken>;
+  private readonly configToken: ConfigToken | null;
+  private readonly log: Logger;
+  private readonly now: () => number;
+  private readonly fileSystem: AtomicWriteFileSystem | undefined;
+
+  private constructor(parts: {
+    file: string;
+    config: AuthStoreConfig;
+    fixed: FixedCredentials;
+    tokens: StoredToken[];
+    configToken: ConfigToken | null;
+    log: Logger;
+    now: () => number;
+    fileSystem: AtomicWriteFileSystem | undefined;
+  }) {
+    this.file = parts.file;
+    this.config = parts.config;
+    this.fixed = parts.fixed;
+    this.tokens = new Map(parts.tokens.map((t) => [t.id, t]));
+    this.configToken = parts.configToken;
+    this.log = parts.log;
+    this.now = parts.now;
+    this.fileSystem = parts.fileSystem;
+  }
+
+  /**
+   * Reads auth.json (creating it on first boot), applies ADMIN_PASSWORD, and returns the store
+   * with any cleartext generated at this start. Throws AuthStoreCorruptError for an unusable
+   * file (never touching it) and AuthStorePersistError when a needed save fails.
+   */
+  static async open(options: AuthStoreOptions): Promise<{ store: AuthStore; generated: GeneratedCredentials }> {
+    const { config } = options;
+    const log = options.log ?? childLogger({ component: 'auth' });
+    const now = options.now ?? Date.now;
+    const cost = options.bcryptCost ?? ADMIN_PASSWORD_BCRYPT_COST;
+    const file = path.join(config.dataDir, AUTH_FILE_NAME);
+    const generated: GeneratedCredentials = { adminPassword: null, proxyToken: null };
+
+    await fsp.mkdir(config.dataDir, { recursive: true, mode: 0o700 });
+    const existing = await readAuthFile(file, log);
+    const configToken = config.proxyToken === null ? null : configTokenFrom(config.proxyToken, now());
+    let changed = false;
+    let contents: AuthFileContents;
+    if (existing === null) {
+      const secret = generateTokenSecret();
+      const taken = new Set(configToken === null ? [] : [configToken.id]);
+      const token: StoredToken = {
+        id: generateTokenId(taken),
+        name: FIRST_BOOT_TOKEN_NAME,
+        scope: 'proxy',
+        digest: digestTokenSecret(secret),
+        createdAt: unixSeconds(now()),
+      };
+      contents = {
+        version: AUTH_FILE_VERSION,
+        signingSecret: randomBytes(SIGNING_SECRET_BYTES).toString('base64'),
+        admin: { passwordHash: null },
+        tokens: [token],
+      };
+      generated.proxyToken = { ...toRecord(token, 'store'), secret };
+      changed = true;
+    } else {
+      contents = existing;
+    }
+
+    let passwordSource: AdminPasswordSource;
+    let effectivePasswordHash: string;
+    if (config.adminPassword !== null) {
+      if (contents.admin.passwordHash !== null) {
+        contents = { ...contents, admin: { passwordHash: null } };
+        changed = true;
+        log.info('ADMIN_PASSWORD is set: cleared the stored password digest', { file });
+      }
+      passwordSource = { kind: 'env', password: config.adminPassword };
+      effectivePasswordHash = await hashAdminPassword(config.adminPassword, cost);
+    } else {
+      if (contents.admin.passwordHash === null) {
+        generated.adminPassword = generateAdminPassword();
+        contents = { ...contents, admin: { passwordHash: await hashAdminPassword(generated.adminPassword, cost) } };
+        changed = true;
+      }
+      const hash = contents.admin.passwordHash as string;
+      passwordSource = { kind: 'stored', hash };
+      effectivePasswordHash = hash;
+    }
+
+    if (changed) {
+      try {
+        await writeFileAtomic(file, serializeAuthFile(contents), { mode: AUTH_FILE_MODE, fileSystem: options.fileSystem });
+      } catch (e) {
+        throw new AuthStorePersistError(file, e);
+      }
+      log.info(existing === null ? 'created credential store' : 'updated credential store', { file });
+    }
+
+    const signingKey = deriveSigningKey(
+      Buffer.from(contents.signingSecret, 'base64'),
+      config.adminUser,
+      passwordSource,
+      config.authDisabled,
+    ).toString('base64');
+    const store = new AuthStore({
+      file,
+      config,
+      fixed: {
+        signingSecret: contents.signingSecret,
+        storedPasswordHash: contents.admin.passwordHash,
+        effectivePasswordHash,
+        signingKey,
+      },
+      tokens: contents.tokens,
+      configToken,
+      log,
+      now,
+      fileSystem: options.fileSystem,
+    });
+    return { store, generated };
+  }
+
+  /** The current snapshots; the same frozen objects until the next change. */
+  snapshots(): CredentialSnapshots {
+    if (this.cached === null) {
+      const all = this.configToken === null ? [...this.tokens.values()] : [this.configToken, ...this.tokens.values()];
+      const tokens: SnapshotToken[] = all.map((t) => Object.freeze({ id: t.id, scope: t.scope, digest: t.digest }));
+      Object.freeze(tokens);
+      const proxy: ProxyCredentialSnapshot = Object.freeze({ version: this.version, authDisabled: this.config.authDisabled, tokens });
+      const api: ApiCredentialSnapshot = Object.freeze({
+        version: this.version,
+        authDisabled: this.config.authDisabled,
+        tokens,
+        adminUser: this.config.adminUser,
+        passwordHash: this.fixed.effectivePasswordHash,
+        signingKey: this.fixed.signingKey,
+      });
+      this.cached = { proxy, api };
+    }
+    return this.cached;
+  }
+
+  /** GET /api/tokens: PROXY_TOKEN first (source `config`), then issued tokens oldest first. */
+  listTokens(): TokenRecord[] {
+    const stored = [...this.tokens.values()].map((t) => toRecord(t, 'store'));
+    return this.configToken === null ? stored : [toRecord(this.configToken, 'config'), ...stored];
+  }
+
+  /**
+   * POST /api/tokens. Resolves after auth.json holds the token. Throws AuthBadRequestError (400),
+   * TokenLimitError (409) or AuthStorePersistError (nothing changed).
+   */
+  async createToken(request: TokenCreateRequest): Promise<TokenCreation> {
+    const name = validateTokenName(request.name);
+    if (!isScope(request.scope)) throw new AuthBadRequestError("scope must be 'proxy' or 'admin'");
+    const scope: Scope = request.scope;
+    return this.queue.run(async () => {
+      if (this.tokens.size >= MAX_STORED_TOKENS) throw new TokenLimitError(MAX_STORED_TOKENS);
+      const secret = generateTokenSecret();
+      const taken = new Set(this.tokens.keys());
+      if (this.configToken !== null) taken.add(this.configToken.id);
+      const token: StoredToken = {
+        id: generateTokenId(taken),
+        name,
+        scope,
+        digest: digestTokenSecret(secret),
+        createdAt: unixSeconds(this.now()),
+      };
+      await this.save([...this.tokens.values(), token]);
+      this.tokens.set(token.id, token);
+      this.changed();
+      this.log.info('token issued', { id: token.id, scope });
+      return { token: { ...toRecord(token, 'store'), secret }, snapshots: this.snapshots() };
+    });
+  }
+
+  /**
+   * DELETE /api/tokens/{id}: revoked in memory at once, saved in the background (see the class
+   * comment). Throws TokenNotFoundError (404) or ConfigTokenNotRevocableError (409) synchronously.
+   */
+  revokeToken(id: string): TokenRevocation {
+    if (this.configToken !== null && this.configToken.id === id && !this.tokens.has(id)) {
+      throw new ConfigTokenNotRevocableError(id);
+    }
+    const token = this.tokens.get(id);
+    if (token === undefined) throw new TokenNotFoundError(id);
+    this.tokens.delete(id);
+    this.changed();
+    this.log.info('token revoked', { id, scope: token.scope });
+    const persisted = this.queue.coalesced(() => this.save([...this.tokens.values()]));
+    // The caller awaits this only after pushing the snapshots; meanwhile a failure must not
+    // count as an unhandled rejection. The caller still sees it when it awaits.
+    persisted.catch(() => undefined);
+    return { token: toRecord(token, 'store'), snapshots: this.snapshots(), persisted };
+  }
+
+  /** Resolves when every save queued so far has finished (for shutdown). */
+  idle(): Promise<void> {
+    return this.queue.idle();
+  }
+
+  private changed(): void {
+    this.version++;
+    this.cached = null;
+  }
+
+  private async save(tokens: StoredToken[]): Promise<void> {
+    const contents: AuthFileContents = {
+      version: AUTH_FILE_VERSION,
+      signingSecret: this.fixed.signingSecret,
+      admin: { passwordHash: this.fixed.storedPasswordHash },
+      tokens,
+    };
+    try {
+      await writeFileAtomic(this.file, serializeAuthFile(contents), { mode: AUTH_FILE_MODE, fileSystem: this.fileSystem });
+    } catch (e) {
+      const error = new AuthStorePersistError(this.file, e);
+      this.log.error('could not save the credential store', { file: this.file, error: error.message });
+      throw error;
+    }
+  }
+}
+
+function unixSeconds(ms: number): number {
+  return Math.floor(ms / 1000);
+}
+
+function toRecord(token: StoredToken, source: TokenSource): TokenRecord {
+  return { id: token.id, name: token.name, scope: token.scope, source, created_at: token.createdAt };
+}

@@ -1,0 +1,70 @@
+import path from 'node:path';
+import { startTestnet } from '../internal/testnet/index.js';
+import { loadConfig, type Environment } from '../shared/config/index.js';
+import { createRootLogger } from '../shared/logger.js';
+import { Service } from './service.js';
+
+/** Pool size of the demo unless POOL_SIZE says otherwise: one instance per testnet exit. */
+const DEMO_POOL_SIZE = '4';
+
+/**
+ * `exitpool demo`: a private Tor network on loopback (no internet needed), exitpool on top of
+ * it, a printout of where to connect, and a clean stop of everything on Ctrl-C.
+ */
+export async function runDemo(env: Environment): Promise<number> {
+  const probe = loadConfig(env);
+  const log = createRootLogger(probe.logLevel, probe.logFormat);
+  log.info('demo: starting a private Tor network on 127.0.0.x (this takes about half a minute)');
+  const net = await startTestnet({ log: log.child({ component: 'testnet' }) });
+  let service: Service | null = null;
+  const stopAll = async (): Promise<void> => {
+    if (service) await service.stop();
+    await net.stop();
+  };
+  try {
+    await net.waitUntilUsable();
+    log.info('demo: private network usable', { seconds: Math.round((net.usableAfterMs ?? 0) / 1000), exits: net.exits.length });
+    const config = loadConfig({
+      POOL_SIZE: DEMO_POOL_SIZE,
+      ...env,
+      DATA_DIR: env.DATA_DIR ?? path.join(net.workDir, 'exitpool-data'),
+      TOR_BINARY: net.torBinary,
+      TOR_EXTRA_CONFIG: [...net.clientTorrcLines, ...(env.TOR_EXTRA_CONFIG ? [env.TOR_EXTRA_CONFIG] : [])].join('\n'),
+    });
+    service = await Service.start(config, {
+      allowPublicNetwork: false,
+      torEnv: { ...process.env, ...net.clientEnvironment },
+      defaultsTorrc: net.defaultsTorrc,
+    });
+    const token = service.generated.proxyToken?.secret ?? config.proxyToken ?? '<your proxy token>';
+    const password = service.generated.adminPassword ?? (config.adminPassword ? '(ADMIN_PASSWORD)' : '(as generated on first boot)');
+    const whoami = `http://whoami.testnet:${net.whoami.port}/`;
+    process.stdout.write(
+      [
+        '',
+        '  exitpool demo is running on a private Tor network (loopback only).',
+        '',
+        `  SOCKS5 proxy   127.0.0.1:${config.socksPort}   (username = session key, password = token)`,
+        `  HTTP proxy     127.0.0.1:${config.httpPort}`,
+        `  dashboard      http://127.0.0.1:${config.apiPort}/   user ${config.adminUser}, password ${password}`,
+        `  proxy token    ${token}`,
+        `  destination    ${whoami}  (answers with the exit's address: 127.0.0.11 and up)`,
+        '',
+        '  Try the same session twice, then rotate it:',
+        `    curl --socks5-hostname 'alice:${token}@127.0.0.1:${config.socksPort}' ${whoami}`,
+        `    curl -x 'http://alice:${token}@127.0.0.1:${config.httpPort}' ${whoami}`,
+        `    curl -X POST -H 'Authorization: Bearer ${token}' http://127.0.0.1:${config.apiPort}/api/sessions/alice/rotate`,
+        '',
+        '  Ctrl-C stops the service and the network.',
+        '',
+      ].join('\n'),
+    );
+    await new Promise<void>((resolve) => {
+      process.once('SIGINT', () => resolve());
+      process.once('SIGTERM', () => resolve());
+    });
+  } finally {
+    await stopAll();
+  }
+  return 0;
+}

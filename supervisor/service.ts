@@ -1,0 +1,190 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Logger } from 'winston';
+import { instanceControlPort, instanceSocksPort, type Config, encodeWorkerConfig, WORKER_CONFIG_ENV } from '../shared/config/index.js';
+import { signedInEvent } from '../shared/auth/auth-audit.js';
+import { logger } from '../shared/logger.js';
+import { serviceVersion } from '../shared/version.js';
+import { AuditLog } from './audit/audit-log.js';
+import { AuthOperations } from './auth-operations.js';
+import { AuthStore, type GeneratedCredentials } from './auth/auth-store.js';
+import { WorkerManager } from './cluster/worker-manager.js';
+import { readFailureReport } from './health/failure-kind.js';
+import { InstanceHealth } from './health/instance-health.js';
+import { PoolMetrics } from './metrics/pool-metrics.js';
+import { Pool } from './pool/pool.js';
+import { TorPoolInstance } from './pool/tor-pool-instance.js';
+import { attachWorker, stateSnapshot } from './worker-ipc.js';
+
+/** The state snapshot for the live stream, and session expiry and statistics, run this often. */
+export const TICK_MS = 1000;
+
+export interface ServiceOptions {
+  /** Allows a torrc without the private-network markers (production: true; tests and demo: false). */
+  allowPublicNetwork: boolean;
+  /** Extra environment for tor processes (the testnet's LD_PRELOAD guard). */
+  torEnv?: NodeJS.ProcessEnv;
+  /** A --defaults-torrc for every instance (the testnet's empty one). */
+  defaultsTorrc?: string;
+}
+
+/**
+ * The supervisor: the credential store, the pool of tor instances with their health and the
+ * session table, the worker processes, and the periodic tick. `stop()` shuts it all down in
+ * order: listeners first (workers), then tor (SIGTERM, grace, SIGKILL), then pending saves.
+ */
+export class Service {
+  private tickTimer: NodeJS.Timeout | null = null;
+  private stopping: Promise<void> | null = null;
+
+  private constructor(
+    readonly config: Config,
+    readonly pool: Pool,
+    readonly workers: WorkerManager,
+    readonly audit: AuditLog,
+    readonly store: AuthStore,
+    /** Credentials generated at this start (cleartext, for the demo's printout); null otherwise. */
+    readonly generated: GeneratedCredentials,
+    private readonly log: Logger,
+  ) {}
+
+  static async start(config: Config, options: ServiceOptions): Promise<Service> {
+    const log = logger();
+    log.info('exitpool starting', {
+      version: serviceVersion(),
+      instances: config.poolSize,
+      socks: `${config.bindHost}:${config.socksPort}`,
+      http: `${config.bindHost}:${config.httpPort}`,
+      api: `${config.bindHost}:${config.apiPort}`,
+      dataDir: config.dataDir,
+    });
+    if (config.authDisabled) log.warn('AUTH_DISABLED is on: the proxies and the API accept anyone');
+
+    const { store, generated } = await AuthStore.open({ config, log });
+    if (generated.adminPassword) {
+      log.warn('generated dashboard credentials (shown once; stored as a digest)', { user: config.adminUser, password: generated.adminPassword });
+    }
+    if (generated.proxyToken) {
+      log.warn('generated proxy token (shown once; stored as a digest)', { token: generated.proxyToken.secret, id: generated.proxyToken.id });
+    }
+
+    const audit = new AuditLog();
+    const pool: Pool = new Pool({
+      config,
+      audit,
+      log,
+      createInstance: (id) =>
+        new TorPoolInstance({
+          index: id,
+          dataDir: config.dataDir,
+          socksPort: instanceSocksPort(config, id),
+          controlPort: instanceControlPort(config, id),
+          torBinary: config.torBinary,
+          conflux: config.torConflux,
+          maxCircuitDirtinessSecs: Math.round(config.torMaxCircuitDirtinessMs / 1000),
+          exitNodes: config.torExitNodes,
+          ...(config.torExitNodes.length > 0 ? { strictNodes: config.torStrictNodes } : {}),
+          extraTorrcLines: config.torExtraConfig,
+          pinExitRelay: config.pinExitRelay,
+          allowPublicNetwork: options.allowPublicNetwork,
+          stallTimeoutMs: config.bootstrapStallTimeoutMs,
+          ...(options.torEnv ? { env: options.torEnv } : {}),
+          ...(options.defaultsTorrc ? { defaultsTorrc: options.defaultsTorrc } : {}),
+          log: log.child({ instance: id }),
+        }),
+      createHealth: (id, instance) => {
+        const tor = instance as TorPoolInstance;
+        return new InstanceHealth({
+          id,
+          config,
+          log: log.child({ instance: id }),
+          actions: {
+            newCircuit: () => tor.newCircuit(),
+            wipeRestart: () => tor.restart(true),
+            restart: () => tor.restart(false),
+            waitUntilReady: (timeoutMs) => tor.whenReady(timeoutMs),
+          },
+          onQuarantine: ({ cause }) => {
+            if (cause !== 'manual') pool.quarantined(id);
+          },
+          onAudit: (e) => audit.record({ type: e.type, instance: id, message: e.message, details: e.details }),
+        });
+      },
+    });
+
+    const metrics = new PoolMetrics({
+      instanceViews: () => pool.instanceViews(),
+      lifetime: (id) => pool.healthLifetime(id),
+      quarantineScore: () => config.quarantineFailures,
+      totals: () => pool.totalsNow(),
+      sessionCount: () => pool.sessions.size,
+      routableCount: () => pool.placement().routable.length,
+      workerRestarts: () => workers.restarts,
+    });
+
+    const workers: WorkerManager = new WorkerManager({
+      exec: path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'workers', 'main.js'),
+      specs: [
+        { role: 'api', count: 1 },
+        { role: 'proxy', count: config.proxyWorkers },
+      ],
+      env: { [WORKER_CONFIG_ENV]: encodeWorkerConfig(config) },
+      log,
+      attach: (h) => {
+        attachWorker(h, { pool, audit, metrics, readFailure: readFailureReport, log });
+        const ep = h.endpoint;
+        ep.handle('credentials.get', () => (h.role === 'api' ? store.snapshots().api : store.snapshots().proxy));
+        ep.handle('tokens.list', () => store.listTokens());
+        ep.handle('tokens.create', ({ body }) => auth.create(body));
+        ep.handle('tokens.delete', ({ id }) => auth.revoke(id));
+        ep.onNotice('signed-in', ({ user, address }) => audit.record(signedInEvent(user, address)));
+        if (h.role === 'proxy') {
+          ep.onNotice('ready', () => ep.notify('session-ports', { instances: pool.instanceIds() }));
+        }
+      },
+    });
+    const auth = new AuthOperations(store, workers, audit, log);
+
+    audit.on('event', (e) => workers.broadcast('event', e, 'api'));
+    pool.on('instances-changed', (ids: number[]) => workers.broadcast('session-ports', { instances: ids }, 'proxy'));
+    pool.on('serving', (ready: number) => log.info('serving', { ready, socks: config.socksPort, http: config.httpPort }));
+    pool.on('ready-count', (ready: number) => log.info('instance bootstrapped', { ready, size: pool.instanceIds().length }));
+
+    pool.start();
+    await workers.start();
+    const service = new Service(config, pool, workers, audit, store, generated, log);
+    service.tickTimer = setInterval(() => service.tick(), TICK_MS);
+    log.info('API and dashboard listening', { url: `http://${config.bindHost}:${config.apiPort}/` });
+    return service;
+  }
+
+  private tick(): void {
+    this.pool.tick();
+    this.workers.broadcast('state', stateSnapshot(this.pool), 'api');
+  }
+
+  stop(): Promise<void> {
+    if (!this.stopping) {
+      this.stopping = (async () => {
+        this.log.info('shutting down');
+        if (this.tickTimer) clearInterval(this.tickTimer);
+        await this.workers.stop();
+        await this.pool.stop();
+        await this.store.idle();
+        this.log.info('stopped');
+      })();
+    }
+    return this.stopping;
+  }
+}
+
+/** `exitpool serve`: runs until SIGTERM or SIGINT, then shuts down gracefully. */
+export async function runService(config: Config): Promise<number> {
+  const service = await Service.start(config, { allowPublicNetwork: true });
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', () => resolve());
+    process.once('SIGINT', () => resolve());
+  });
+  await service.stop();
+  return 0;
+}

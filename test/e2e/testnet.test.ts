@@ -1,0 +1,268 @@
+import { expect } from 'chai';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import {
+  CAPTCHA_MARKER,
+  findRepoRoot,
+  isShimMapped,
+  liveTorsOfRun,
+  RATE_LIMIT_RETRY_AFTER_SECONDS,
+  reapStaleRuns,
+  startTestnet,
+  TESTNET_ROOT_DIR,
+  WHOAMI_JSON_PATH,
+  type Testnet,
+  type WhoamiJson,
+} from '../../internal/testnet/index.js';
+import { isProcessAlive } from '../../internal/testnet/process-liveness.js';
+import { childLogger } from '../../shared/logger.js';
+import { startTestnetClient, type TestnetClient } from '../support/testnet-client.js';
+import { curlThroughSocks, type CurlResult } from '../support/testnet-curl.js';
+import { sharedTestnet } from '../support/testnet-fixture.js';
+import type { OrphanChildReport } from '../support/testnet-orphan-child.js';
+
+const log = childLogger({ component: 'e2e-testnet' });
+const CLIENT_BOOTSTRAP_TIMEOUT_MS = 120_000;
+/** With 4 exits, 16 fresh usernames all landing on one exit has odds of about 4^-16. */
+const MAX_USERNAMES_FOR_A_DIFFERENT_EXIT = 16;
+const CURL_SOCKS_FAILURE = 97;
+const CURL_EMPTY_REPLY = 52;
+const CURL_RECV_ERROR = 56;
+
+describe('private Tor network on loopback (e2e)', function () {
+  this.timeout(120_000);
+  let net: Testnet;
+  let clientA: TestnetClient | undefined;
+  let clientB: TestnetClient | undefined;
+  /** Each client's sticky SOCKS username and the exit address it was seen from. */
+  let alice: { username: string; ip: string };
+  let bob: { username: string; ip: string };
+
+  function clients(): [TestnetClient, TestnetClient] {
+    if (!clientA || !clientB) throw new Error('clients not started');
+    return [clientA, clientB];
+  }
+
+  async function whoamiVia(client: TestnetClient, username: string, urlPath = '/'): Promise<CurlResult> {
+    return curlThroughSocks(client.socksPort, net.whoami.url(urlPath), { username });
+  }
+
+  async function exitIpOf(client: TestnetClient, username: string): Promise<string> {
+    const result = await whoamiVia(client, username);
+    expect(result.exitCode, `curl via ${client.name} as ${username}: ${result.stderr}`).to.equal(0);
+    expect(result.httpStatus).to.equal(200);
+    const ip = result.body.trim();
+    expect(net.exits.map((e) => e.address), `source ${ip} is one of the exits`).to.include(ip);
+    return ip;
+  }
+
+  before(async function () {
+    this.timeout(300_000);
+    const waited = Date.now();
+    net = await sharedTestnet();
+    log.info('shared network ready', { usableAfterMs: net.usableAfterMs, waitedMs: Date.now() - waited });
+    [clientA, clientB] = await Promise.all([startTestnetClient(net, 'e2e-a'), startTestnetClient(net, 'e2e-b')]);
+    const [bootA, bootB] = await Promise.all([clientA.waitBootstrapped(CLIENT_BOOTSTRAP_TIMEOUT_MS), clientB.waitBootstrapped(CLIENT_BOOTSTRAP_TIMEOUT_MS)]);
+    log.info('clients bootstrapped', { clientA: bootA, clientB: bootB });
+  });
+
+  after(async function () {
+    this.timeout(30_000);
+    await Promise.all([clientA?.stop(), clientB?.stop()]);
+  });
+
+  it('runs every tor of the network with the loopback shim mapped', async () => {
+    expect(net.pids).to.have.length(net.nodes.length);
+    for (const pid of net.pids) {
+      expect(isProcessAlive(pid), `pid ${pid} alive`).to.equal(true);
+      expect(await isShimMapped(pid, net.shimLibrary), `shim mapped into ${pid}`).to.equal(true);
+    }
+    for (const client of clients()) expect(await isShimMapped(client.tor.pid, net.shimLibrary)).to.equal(true);
+  });
+
+  it('gives every exit its configured country through the custom GeoIP file (GETINFO ip-to-country)', async () => {
+    const [a] = clients();
+    expect(net.exits.length).to.be.at.least(4);
+    for (const exit of net.exits) {
+      expect(await a.control.getInfo(`ip-to-country/${exit.address}`), exit.nickname).to.equal(exit.country);
+      const status = await a.control.getInfo(`ns/id/${exit.fingerprint}`);
+      expect(status, `consensus entry of ${exit.nickname}`).to.match(new RegExp(`^r ${exit.nickname} \\S+ .* ${exit.address.replace(/\./g, '\\.')} \\d+ `, 'm'));
+    }
+    expect(new Set(net.exits.map((e) => e.country)).size, 'distinct countries').to.equal(Math.min(net.exits.length, 4));
+    expect(await a.control.getInfo('ip-to-country/127.0.0.1')).to.equal('??');
+  });
+
+  it('lets two clients reach whoami.testnet through two different exits, each keeping its exit', async () => {
+    const [a, b] = clients();
+    alice = { username: 'alice', ip: await exitIpOf(a, 'alice') };
+    let candidate = { username: 'bob-0', ip: await exitIpOf(b, 'bob-0') };
+    for (let i = 1; candidate.ip === alice.ip && i < MAX_USERNAMES_FOR_A_DIFFERENT_EXIT; i++) {
+      candidate = { username: `bob-${i}`, ip: await exitIpOf(b, `bob-${i}`) };
+    }
+    bob = candidate;
+    log.info('exits seen by the destination', { alice, bob });
+    expect(bob.ip, 'the two clients leave from different exits').to.not.equal(alice.ip);
+    // ConfluxEnabled 0: a username stays on its circuit, so on its exit.
+    for (let i = 0; i < 3; i++) {
+      expect(await exitIpOf(a, alice.username)).to.equal(alice.ip);
+      expect(await exitIpOf(b, bob.username)).to.equal(bob.ip);
+    }
+    const json = await whoamiVia(a, alice.username, WHOAMI_JSON_PATH);
+    expect(json.httpStatus).to.equal(200);
+    const body = JSON.parse(json.body) as WhoamiJson;
+    expect(body.ip).to.equal(alice.ip);
+    expect(body.host).to.equal(`whoami.testnet:${net.whoami.port}`);
+    expect(net.whoami.hits(alice.ip)).to.be.at.least(5);
+  });
+
+  it('answers one exit with 403, captcha, 429 and a reset while the other exit is served normally', async () => {
+    const [a, b] = clients();
+    const hitsBefore = net.whoami.hits(alice.ip);
+    try {
+      net.whoami.setBehaviour(alice.ip, 'forbidden');
+      const forbidden = await whoamiVia(a, alice.username);
+      expect(forbidden.httpStatus).to.equal(403);
+      const other = await whoamiVia(b, bob.username);
+      expect(other.httpStatus).to.equal(200);
+      expect(other.body.trim()).to.equal(bob.ip);
+
+      net.whoami.setBehaviour(alice.ip, 'captcha');
+      const captcha = await whoamiVia(a, alice.username);
+      expect(captcha.httpStatus).to.equal(200);
+      expect(captcha.body).to.include(CAPTCHA_MARKER);
+
+      net.whoami.setBehaviour(alice.ip, 'rate_limited');
+      const limited = await whoamiVia(a, alice.username);
+      expect(limited.httpStatus).to.equal(429);
+      expect(limited.headers).to.match(new RegExp(`^retry-after: ${RATE_LIMIT_RETRY_AFTER_SECONDS}$`, 'im'));
+
+      net.whoami.setBehaviour(alice.ip, 'reset');
+      const reset = await whoamiVia(a, alice.username);
+      expect(reset.httpStatus, 'no HTTP answer after a reset').to.equal(undefined);
+      expect([CURL_EMPTY_REPLY, CURL_RECV_ERROR]).to.include(reset.exitCode);
+    } finally {
+      net.whoami.clearBehaviours();
+    }
+    expect(net.whoami.hits(alice.ip) - hitsBefore, 'each request counted, the reset one included').to.equal(4);
+    expect(await exitIpOf(a, alice.username), 'served normally again on the same exit').to.equal(alice.ip);
+  });
+
+  it('fails unknown names fast and refuses non-loopback destinations at the exit, and the client keeps working', async () => {
+    const [, b] = clients();
+    const unknown = await curlThroughSocks(b.socksPort, 'http://no-such-host.invalid/', { username: 'probe-nxdomain', maxTimeSeconds: 20 });
+    expect(unknown.exitCode, unknown.stderr).to.equal(CURL_SOCKS_FAILURE);
+    expect(unknown.durationMs, 'NXDOMAIN from the DNS responder, not a resolver timeout').to.be.below(10_000);
+
+    const outside = await curlThroughSocks(b.socksPort, 'http://192.0.2.1/', { username: 'probe-outside', maxTimeSeconds: 30 });
+    expect(outside.exitCode, outside.stderr).to.equal(CURL_SOCKS_FAILURE);
+    const refusals = net.nodes
+      .filter((n) => n.role === 'exit')
+      .map((n) => readFileSync(path.join(net.workDir, n.nickname, 'stdout.log'), 'utf8'))
+      .join('\n');
+    expect(refusals, 'the shim refused the connect inside an exit').to.include('exitpool-shim: refused connect to non-loopback 192.0.2.1');
+
+    const after = await whoamiVia(b, 'probe-after');
+    expect(after.httpStatus).to.equal(200);
+    expect(net.exits.map((e) => e.address)).to.include(after.body.trim());
+  });
+});
+
+describe('private Tor network teardown (e2e)', function () {
+  this.timeout(120_000);
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  const orphanScript = path.join(here, '..', 'support', 'testnet-orphan-child.js');
+  let child: ChildProcess | undefined;
+  let childReport: OrphanChildReport | undefined;
+
+  function startOrphanChild(): Promise<OrphanChildReport> {
+    return new Promise((resolve, reject) => {
+      const proc = spawn(process.execPath, [orphanScript], { stdio: ['ignore', 'pipe', 'pipe'] });
+      child = proc;
+      let stdout = '';
+      let stderr = '';
+      proc.stderr?.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString('utf8');
+      });
+      proc.stdout?.on('data', (chunk: Buffer) => {
+        stdout += chunk.toString('utf8');
+        const line = stdout.split('\n')[0];
+        if (stdout.includes('\n') && line) {
+          childReport = JSON.parse(line) as OrphanChildReport;
+          resolve(childReport);
+        }
+      });
+      proc.once('exit', (code, signal) => reject(new Error(`network child exited early (${String(code)}/${String(signal)}):\n${stderr}`)));
+    });
+  }
+
+  function waitForExit(proc: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    return new Promise((resolve) => {
+      if (proc.exitCode !== null || proc.signalCode !== null) resolve({ code: proc.exitCode, signal: proc.signalCode });
+      else proc.once('exit', (code, signal) => resolve({ code, signal }));
+    });
+  }
+
+  async function waitAllGone(pids: readonly number[], timeoutMs: number): Promise<number[]> {
+    const deadline = Date.now() + timeoutMs;
+    let alive = pids.filter((pid) => isProcessAlive(pid));
+    while (alive.length > 0 && Date.now() < deadline) {
+      await delay(200);
+      alive = alive.filter((pid) => isProcessAlive(pid));
+    }
+    return alive;
+  }
+
+  afterEach(() => {
+    // Whatever a failed assertion left behind: the child, then any tor of its run.
+    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    if (childReport) {
+      for (const pid of liveTorsOfRun(childReport.workDir)) process.kill(pid, 'SIGKILL');
+    }
+    child = undefined;
+    childReport = undefined;
+  });
+
+  it('stop() ends every tor of the network (checked by PID) and removes its work dir', async () => {
+    const net = await startTestnet();
+    const pids = [...net.pids];
+    expect(pids).to.have.length(10);
+    for (const pid of pids) expect(isProcessAlive(pid)).to.equal(true);
+    await net.stop();
+    expect(pids.filter((pid) => isProcessAlive(pid)), 'tors alive after stop()').to.deep.equal([]);
+    expect(existsSync(net.workDir)).to.equal(false);
+    expect(net.stopped).to.equal(true);
+    await net.stop(); // idempotent
+  });
+
+  it('kills the tors at once when the owning Node process is terminated by a signal', async () => {
+    const report = await startOrphanChild();
+    expect(report.pids).to.have.length(10);
+    for (const pid of report.pids) expect(isProcessAlive(pid)).to.equal(true);
+    const proc = child;
+    if (!proc) throw new Error('no child');
+    proc.kill('SIGTERM');
+    const exit = await waitForExit(proc);
+    expect(exit.code, 'exit code of a SIGTERMed process').to.equal(143);
+    expect(await waitAllGone(report.pids, 3_000), 'tors alive after the owner ended').to.deep.equal([]);
+    expect(existsSync(report.workDir), 'work dir removed by the exit hook').to.equal(false);
+  });
+
+  it('lets tors of a SIGKILLed Node process exit on their own (__OwningControllerProcess) and reaps the run', async () => {
+    const report = await startOrphanChild();
+    const proc = child;
+    if (!proc) throw new Error('no child');
+    proc.kill('SIGKILL');
+    await waitForExit(proc);
+    const killedAt = Date.now();
+    const survivors = await waitAllGone(report.pids, 60_000);
+    log.info('orphaned tors gone', { afterMs: Date.now() - killedAt, survivors });
+    expect(survivors, 'orphaned tors still alive').to.deep.equal([]);
+    // The SIGKILLed owner could not clean up; the next start anywhere in this repo (this call, or a
+    // concurrent test run that got there first) reaps its run.
+    await reapStaleRuns(path.join(findRepoRoot(), TESTNET_ROOT_DIR), log);
+    expect(existsSync(report.workDir), 'stale run reaped').to.equal(false);
+  });
+});

@@ -1,0 +1,407 @@
+import { expect } from 'chai';
+import * as fsp from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { LoginChecker } from '../../shared/auth/login-checker.js';
+import { SignInCredentials } from '../../shared/auth/sign-in-credentials.js';
+import { digestTokenSecret, ISSUED_TOKEN_SECRET_PATTERN } from '../../shared/auth/token-format.js';
+import { TokenVerifier } from '../../shared/auth/token-verifier.js';
+import { AuthBadRequestError } from '../../shared/auth/errors.js';
+import { realFileSystem, type AtomicWriteFileSystem } from '../../supervisor/auth/atomic-write.js';
+import { AuthStore, type AuthStoreConfig, type AuthStoreOptions } from '../../supervisor/auth/auth-store.js';
+import {
+  AuthStoreCorruptError,
+  AuthStorePersistError,
+  ConfigTokenNotRevocableError,
+  TokenNotFoundError,
+} from '../../supervisor/auth/errors.js';
+import { quietLogger } from '../support/quiet-logger.js';
+
+const TEST_BCRYPT_COST = 4;
+const dirs: string[] = [];
+
+async function tempDir(): Promise<string> {
+  const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'exitpool-auth-'));
+  dirs.push(dir);
+  return dir;
+}
+
+function configFor(dataDir: string, overrides: Partial<AuthStoreConfig> = {}): AuthStoreConfig {
+  return { adminUser: 'admin', adminPassword: null, proxyToken: null, authDisabled: false, dataDir, ...overrides };
+}
+
+function open(config: AuthStoreConfig, extra: Partial<AuthStoreOptions> = {}): ReturnType<typeof AuthStore.open> {
+  return AuthStore.open({ config, log: quietLogger(), bcryptCost: TEST_BCRYPT_COST, ...extra });
+}
+
+async function expectRejection<E extends Error>(promise: Promise<unknown>, type: new (...args: never[]) => E): Promise<E> {
+  try {
+    await promise;
+  } catch (e) {
+    expect(e).to.be.instanceOf(type);
+    return e as E;
+  }
+  expect.fail(`expected a ${type.name}`);
+}
+
+function modeOf(stat: { mode: number }): number {
+  return stat.mode & 0o777;
+}
+
+/** A file system whose writes fail with ENOSPC (after writing part of the data) while `failing` is true. */
+function diskFullWhen(failing: () => boolean): AtomicWriteFileSystem {
+  return {
+    ...realFileSystem,
+    open: async (file, flags, mode) => {
+      const handle = await realFileSystem.open(file, flags, mode);
+      if (flags !== 'wx' || !failing()) return handle;
+      return {
+        writeFile: async (data, encoding) => {
+          await handle.writeFile(data.slice(0, Math.floor(data.length / 2)), encoding);
+          throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+        },
+        sync: () => handle.sync(),
+        close: () => handle.close(),
+      };
+    },
+  };
+}
+
+describe('auth store', () => {
+  after(async () => {
+    await Promise.all(dirs.map((d) => fsp.rm(d, { recursive: true, force: true })));
+  });
+
+  it('on first boot generates a password and a proxy token, returns the cleartext once, stores digests only (0600)', async () => {
+    const dir = await tempDir();
+    const { store, generated } = await open(configFor(dir));
+    expect(generated.adminPassword).to.match(/^[A-Za-z0-9]{20}$/);
+    const token = generated.proxyToken!;
+    expect(token.secret).to.match(ISSUED_TOKEN_SECRET_PATTERN);
+    expect(token).to.include({ scope: 'proxy', source: 'store' });
+    expect(token.id).to.match(/^[A-Za-z0-9]{10}$/);
+
+    const file = path.join(dir, 'auth.json');
+    expect(modeOf(await fsp.stat(file))).to.equal(0o600);
+    const text = await fsp.readFile(file, 'utf8');
+    expect(text).not.to.include(generated.adminPassword!);
+    expect(text).not.to.include(token.secret);
+    expect(text).not.to.include(token.secret.slice(3));
+    expect(text).to.include(digestTokenSecret(token.secret));
+    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json']);
+
+    const { proxy, api } = store.snapshots();
+    expect(TokenVerifier.fromSnapshot(proxy).verify(token.secret)).to.deep.equal({ id: token.id, scope: 'proxy' });
+    expect(await new LoginChecker(api).check('admin', generated.adminPassword!)).to.equal(true);
+    expect(store.listTokens()).to.deep.equal([{ id: token.id, name: token.name, scope: 'proxy', source: 'store', created_at: token.created_at }]);
+    expect(JSON.stringify(store.listTokens())).not.to.include(token.secret);
+  });
+
+  it('keeps the credentials across a restart and generates nothing more', async () => {
+    const dir = await tempDir();
+    const first = await open(configFor(dir));
+    const before = await fsp.readFile(path.join(dir, 'auth.json'));
+    const second = await open(configFor(dir));
+    expect(second.generated).to.deep.equal({ adminPassword: null, proxyToken: null });
+    expect(await fsp.readFile(path.join(dir, 'auth.json'))).to.deep.equal(before);
+    expect(second.store.listTokens()).to.deep.equal(first.store.listTokens());
+    const { proxy, api } = second.store.snapshots();
+    expect(TokenVerifier.fromSnapshot(proxy).verify(first.generated.proxyToken!.secret)).not.to.equal(null);
+    expect(await new LoginChecker(api).check('admin', first.generated.adminPassword!)).to.equal(true);
+    // The signing key is stable, so sign-ins survive a plain restart.
+    expect(api.signingKey).to.equal(first.store.snapshots().api.signingKey);
+  });
+
+  it('snapshots: proxy workers get no password hash or key; frozen; the version grows with each change', async () => {
+    const { store } = await open(configFor(await tempDir()));
+    const { proxy, api } = store.snapshots();
+    expect(Object.keys(proxy).sort()).to.deep.equal(['authDisabled', 'tokens', 'version']);
+    expect(Object.keys(api).sort()).to.deep.equal(['adminUser', 'authDisabled', 'passwordHash', 'signingKey', 'tokens', 'version']);
+    expect(Object.isFrozen(proxy) && Object.isFrozen(api) && Object.isFrozen(proxy.tokens) && Object.isFrozen(proxy.tokens[0])).to.equal(true);
+    expect(JSON.parse(JSON.stringify(api))).to.deep.equal(api);
+    expect(store.snapshots()).to.equal(store.snapshots());
+    const created = await store.createToken({ name: 'ci', scope: 'admin' });
+    expect(created.snapshots.proxy.version).to.equal(proxy.version + 1);
+    const revoked = store.revokeToken(created.token.id);
+    expect(revoked.snapshots.proxy.version).to.equal(proxy.version + 2);
+    await revoked.persisted;
+  });
+
+  describe('refuses an unusable auth.json and leaves it byte-identical', () => {
+    const validShape = {
+      version: 1,
+      signingSecret: Buffer.alloc(32, 7).toString('base64'),
+      admin: { passwordHash: null },
+      tokens: [] as unknown[],
+    };
+    const cases: [string, string | Buffer][] = [
+      ['empty', ''],
+      ['not JSON', '{"version": 1,'],
+      ['not an object', '[]'],
+      ['an empty object', '{}'],
+      ['an unknown version', JSON.stringify({ ...validShape, version: 2 })],
+      ['an unknown field', JSON.stringify({ ...validShape, extra: true })],
+      ['a short signing secret', JSON.stringify({ ...validShape, signingSecret: 'AAAA' })],
+      ['a bad password hash', JSON.stringify({ ...validShape, admin: { passwordHash: 'plaintext' } })],
+      ['a token with a bad digest', JSON.stringify({ ...validShape, tokens: [{ id: 'a1', name: 'x', scope: 'proxy', digest: 'zz', createdAt: 1 }] })],
+      ['a token with a bad scope', JSON.stringify({ ...validShape, tokens: [{ id: 'a1', name: 'x', scope: 'root', digest: 'a'.repeat(64), createdAt: 1 }] })],
+      [
+        'two tokens with one id',
+        JSON.stringify({
+          ...validShape,
+          tokens: [
+            { id: 'a1', name: 'x', scope: 'proxy', digest: 'a'.repeat(64), createdAt: 1 },
+            { id: 'a1', name: 'y', scope: 'proxy', digest: 'b'.repeat(64), createdAt: 1 },
+          ],
+        }),
+      ],
+      ['bytes that are not UTF-8', Buffer.from([0x7b, 0xff, 0xfe, 0x7d])],
+    ];
+    for (const [label, content] of cases) {
+      it(label, async () => {
+        const dir = await tempDir();
+        const file = path.join(dir, 'auth.json');
+        await fsp.writeFile(file, content, { mode: 0o644 });
+        await fsp.chmod(file, 0o644);
+        const before = await fsp.readFile(file);
+        const error = await expectRejection(open(configFor(dir)), AuthStoreCorruptError);
+        expect(error.file).to.equal(file);
+        expect(error.message).to.include(file).and.to.include('refusing to start');
+        expect(await fsp.readFile(file)).to.deep.equal(before);
+        expect(modeOf(await fsp.stat(file))).to.equal(0o644);
+        expect(await fsp.readdir(dir)).to.deep.equal(['auth.json']);
+      });
+    }
+
+    it('a path that is not a regular file (unreadable as a file)', async () => {
+      const dir = await tempDir();
+      await fsp.mkdir(path.join(dir, 'auth.json'));
+      const error = await expectRejection(open(configFor(dir)), AuthStoreCorruptError);
+      expect(error.reason).to.include('not a regular file');
+      expect((await fsp.stat(path.join(dir, 'auth.json'))).isDirectory()).to.equal(true);
+    });
+  });
+
+  it('tightens too-open permissions of a good file to 0600 and keeps its content', async () => {
+    const dir = await tempDir();
+    const file = path.join(dir, 'auth.json');
+    await open(configFor(dir));
+    await fsp.chmod(file, 0o644);
+    const before = await fsp.readFile(file);
+    await open(configFor(dir));
+    expect(modeOf(await fsp.stat(file))).to.equal(0o600);
+    expect(await fsp.readFile(file)).to.deep.equal(before);
+  });
+
+  it('creates and revokes tokens; each change reaches disk with no temporary file left', async () => {
+    const dir = await tempDir();
+    const { store } = await open(configFor(dir));
+    const created = await store.createToken({ name: 'scraper fleet', scope: 'admin' });
+    expect(created.token.secret).to.match(ISSUED_TOKEN_SECRET_PATTERN);
+    expect(created.token).to.include({ name: 'scraper fleet', scope: 'admin', source: 'store' });
+    expect(TokenVerifier.fromSnapshot(created.snapshots.proxy).verify(created.token.secret)).to.deep.equal({ id: created.token.id, scope: 'admin' });
+    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json']);
+    expect((await open(configFor(dir))).store.listTokens().map((t) => t.id)).to.include(created.token.id);
+
+    const revoked = store.revokeToken(created.token.id);
+    // In effect before the save finishes: the returned snapshot no longer knows the token.
+    expect(TokenVerifier.fromSnapshot(revoked.snapshots.proxy).verify(created.token.secret)).to.equal(null);
+    await revoked.persisted;
+    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json']);
+    expect((await open(configFor(dir))).store.listTokens().map((t) => t.id)).not.to.include(created.token.id);
+  });
+
+  it('validates token names and scopes on create', async () => {
+    const { store } = await open(configFor(await tempDir()));
+    await expectRejection(store.createToken({ name: 'bad\nname', scope: 'proxy' }), AuthBadRequestError);
+    await expectRejection(store.createToken({ name: 'x'.repeat(65), scope: 'proxy' }), AuthBadRequestError);
+    await expectRejection(store.createToken({ name: 'ok', scope: 'root' as 'proxy' }), AuthBadRequestError);
+    expect(store.listTokens()).to.have.length(1);
+  });
+
+  it('applies every one of many concurrent creates and revokes', async () => {
+    const dir = await tempDir();
+    const { store } = await open(configFor(dir));
+    const initial = await Promise.all(Array.from({ length: 10 }, (_, i) => store.createToken({ name: `t${i}`, scope: 'proxy' })));
+    const revocations = initial.map((c) => store.revokeToken(c.token.id));
+    const creations = Array.from({ length: 15 }, (_, i) => store.createToken({ name: `n${i}`, scope: i % 2 ? 'admin' : 'proxy' }));
+    const moreRevocations = (await Promise.all(creations.slice(0, 5))).map((c) => store.revokeToken(c.token.id));
+    await Promise.all([...revocations, ...moreRevocations].map((r) => r.persisted));
+    const created = await Promise.all(creations);
+    await store.idle();
+
+    const survivors = created.slice(5).map((c) => c.token.id);
+    const expected = [store.listTokens()[0]!.id, ...survivors];
+    expect(store.listTokens().map((t) => t.id)).to.deep.equal(expected);
+    expect((await open(configFor(dir))).store.listTokens().map((t) => t.id)).to.deep.equal(expected);
+    const verifier = TokenVerifier.fromSnapshot(store.snapshots().proxy);
+    for (const c of initial) expect(verifier.verify(c.token.secret)).to.equal(null);
+    for (const c of created.slice(5)) expect(verifier.verify(c.token.secret)).not.to.equal(null);
+    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json']);
+  });
+
+  it('a create whose save fails (disk full mid-write) changes nothing and hands out no secret', async () => {
+    const dir = await tempDir();
+    let failing = false;
+    const { store } = await open(configFor(dir), { fileSystem: diskFullWhen(() => failing) });
+    const file = path.join(dir, 'auth.json');
+    const before = await fsp.readFile(file);
+    const snapshotsBefore = store.snapshots();
+    failing = true;
+    const error = await expectRejection(store.createToken({ name: 'ci', scope: 'admin' }), AuthStorePersistError);
+    expect(error.status).to.equal(500);
+    expect(error.message).to.include(file).and.to.include('ENOSPC');
+    expect(await fsp.readFile(file)).to.deep.equal(before);
+    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json']);
+    expect(store.listTokens()).to.have.length(1);
+    expect(store.snapshots()).to.equal(snapshotsBefore);
+    failing = false;
+    await store.createToken({ name: 'ci', scope: 'admin' });
+    expect(store.listTokens()).to.have.length(2);
+  });
+
+  it('a revoke whose save fails stays revoked in memory, reports the failure, and the next save repairs the file', async () => {
+    const dir = await tempDir();
+    let failing = false;
+    const { store } = await open(configFor(dir), { fileSystem: diskFullWhen(() => failing) });
+    const victim = await store.createToken({ name: 'victim', scope: 'proxy' });
+    const file = path.join(dir, 'auth.json');
+    const before = await fsp.readFile(file);
+    failing = true;
+    const revocation = store.revokeToken(victim.token.id);
+    expect(TokenVerifier.fromSnapshot(revocation.snapshots.proxy).verify(victim.token.secret)).to.equal(null);
+    await expectRejection(revocation.persisted, AuthStorePersistError);
+    expect(await fsp.readFile(file)).to.deep.equal(before);
+    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json']);
+    expect(TokenVerifier.fromSnapshot(store.snapshots().proxy).verify(victim.token.secret)).to.equal(null);
+    expect(() => store.revokeToken(victim.token.id)).to.throw(TokenNotFoundError);
+
+    failing = false;
+    await store.createToken({ name: 'later', scope: 'proxy' });
+    const reopened = (await open(configFor(dir))).store;
+    expect(reopened.listTokens().map((t) => t.id)).not.to.include(victim.token.id);
+  });
+
+  it('reports a real file-system failure (data directory gone) as AuthStorePersistError', async () => {
+    const dir = await tempDir();
+    const { store } = await open(configFor(dir));
+    await fsp.rm(dir, { recursive: true });
+    await expectRejection(store.createToken({ name: 'x', scope: 'proxy' }), AuthStorePersistError);
+    expect(store.listTokens()).to.have.length(1);
+  });
+
+  it('PROXY_TOKEN: verified like any token, listed with source config, never persisted, not revocable (409)', async () => {
+    const dir = await tempDir();
+    const secret = 'tp_legacy-config_token_0123';
+    const { store } = await open(configFor(dir, { proxyToken: secret }));
+    const listed = store.listTokens();
+    const configToken = listed.find((t) => t.source === 'config')!;
+    expect(configToken).to.include({ scope: 'proxy', name: 'PROXY_TOKEN' });
+    expect(configToken.id).to.match(/^[A-Za-z0-9]{10}$/);
+    expect(TokenVerifier.fromSnapshot(store.snapshots().proxy).verify(secret)).to.deep.equal({ id: configToken.id, scope: 'proxy' });
+
+    const text = await fsp.readFile(path.join(dir, 'auth.json'), 'utf8');
+    expect(text).not.to.include(secret);
+    expect(text).not.to.include(digestTokenSecret(secret));
+    expect(text).not.to.include(configToken.id);
+
+    const error = (() => {
+      try {
+        store.revokeToken(configToken.id);
+      } catch (e) {
+        return e;
+      }
+      return null;
+    })();
+    expect(error).to.be.instanceOf(ConfigTokenNotRevocableError);
+    expect((error as ConfigTokenNotRevocableError).status).to.equal(409);
+    expect(() => store.revokeToken('nosuchtoken')).to.throw(TokenNotFoundError).with.property('status', 404);
+    // Stable id across restarts.
+    expect((await open(configFor(dir, { proxyToken: secret }))).store.listTokens()[0]!.id).to.equal(configToken.id);
+    // Gone when the variable is.
+    const without = (await open(configFor(dir))).store;
+    expect(without.listTokens().some((t) => t.source === 'config')).to.equal(false);
+    expect(TokenVerifier.fromSnapshot(without.snapshots().proxy).verify(secret)).to.equal(null);
+  });
+
+  it('ADMIN_PASSWORD wins at once, is never written, clears the stored digest; removing it generates a fresh password', async () => {
+    const dir = await tempDir();
+    const file = path.join(dir, 'auth.json');
+    const boot1 = await open(configFor(dir));
+    const generatedPassword = boot1.generated.adminPassword!;
+
+    const envPassword = 'correct horse battery staple';
+    const boot2 = await open(configFor(dir, { adminPassword: envPassword }));
+    expect(boot2.generated.adminPassword).to.equal(null);
+    const text = await fsp.readFile(file, 'utf8');
+    expect(text).not.to.include(envPassword);
+    expect(JSON.parse(text).admin.passwordHash).to.equal(null);
+    const checker2 = new LoginChecker(boot2.store.snapshots().api);
+    expect(await checker2.check('admin', envPassword)).to.equal(true);
+    expect(await checker2.check('admin', generatedPassword)).to.equal(false);
+
+    const boot3 = await open(configFor(dir));
+    const fresh = boot3.generated.adminPassword!;
+    expect(fresh).to.match(/^[A-Za-z0-9]{20}$/).and.not.to.equal(generatedPassword);
+    const checker3 = new LoginChecker(boot3.store.snapshots().api);
+    expect(await checker3.check('admin', fresh)).to.equal(true);
+    expect(await checker3.check('admin', envPassword)).to.equal(false);
+    expect(boot3.generated.proxyToken).to.equal(null);
+  });
+
+  it('with ADMIN_PASSWORD on first boot, generates only the token and stores no password digest', async () => {
+    const dir = await tempDir();
+    const { generated } = await open(configFor(dir, { adminPassword: 'from-env' }));
+    expect(generated.adminPassword).to.equal(null);
+    expect(generated.proxyToken).not.to.equal(null);
+    const stored = JSON.parse(await fsp.readFile(path.join(dir, 'auth.json'), 'utf8'));
+    expect(stored.admin.passwordHash).to.equal(null);
+  });
+
+  it('AUTH_DISABLED still generates and stores credentials, and snapshots say so', async () => {
+    const dir = await tempDir();
+    const { store, generated } = await open(configFor(dir, { authDisabled: true }));
+    expect(generated.adminPassword).to.be.a('string');
+    expect(generated.proxyToken).not.to.equal(null);
+    expect(store.snapshots().proxy.authDisabled).to.equal(true);
+    const enforced = (await open(configFor(dir))).store.snapshots();
+    expect(enforced.proxy.authDisabled).to.equal(false);
+    expect(TokenVerifier.fromSnapshot(enforced.proxy).verify(generated.proxyToken!.secret)).not.to.equal(null);
+    expect(await new LoginChecker(enforced.api).check('admin', generated.adminPassword!)).to.equal(true);
+  });
+
+  it('changing ADMIN_USER, the password or AUTH_DISABLED and restarting invalidates every outstanding sign-in', async () => {
+    const dir = await tempDir();
+    const signIn = (api: { signingKey: string; adminUser: string }) => new SignInCredentials(api.signingKey, api.adminUser, 3_600_000);
+    const base = { adminPassword: 'first password' };
+    const original = (await open(configFor(dir, base))).store.snapshots().api;
+    const session = signIn(original).issueSession().token;
+    const ticket = signIn(original).issueTicket({ kind: 'session', user: 'admin' }).ticket;
+
+    const restarted = (await open(configFor(dir, base))).store.snapshots().api;
+    expect(signIn(restarted).verifySessionCredential(session).ok).to.equal(true);
+    expect(signIn(restarted).verifyTicket(ticket).ok).to.equal(true);
+
+    for (const changed of [
+      { ...base, adminUser: 'root' },
+      { adminPassword: 'second password' },
+      { adminPassword: null },
+      { ...base, authDisabled: true },
+    ]) {
+      const api = (await open(configFor(dir, changed))).store.snapshots().api;
+      expect(api.signingKey).not.to.equal(original.signingKey);
+      const verifier = new SignInCredentials(api.signingKey, original.adminUser, 3_600_000);
+      expect(verifier.verifySessionCredential(session)).to.deep.equal({ ok: false, reason: 'invalid' });
+      expect(verifier.verifyTicket(ticket)).to.deep.equal({ ok: false, reason: 'invalid' });
+    }
+  });
+
+  it('a regenerated password also invalidates sign-ins made with the old one', async () => {
+    const dir = await tempDir();
+    const before = (await open(configFor(dir))).store.snapshots().api;
+    const session = new SignInCredentials(before.signingKey, 'admin', 60_000).issueSession().token;
+    await open(configFor(dir, { adminPassword: 'x' }));
+    const after = (await open(configFor(dir))).store.snapshots().api;
+    expect(new SignInCredentials(after.signingKey, 'admin', 60_000).verifySessionCredential(session).ok).to.equal(false);
+  });
+});

@@ -1,0 +1,117 @@
+import { expect } from 'chai';
+import fc from 'fast-check';
+import { InvalidTestnetOptionsError } from '../../internal/testnet/errors.js';
+import { MAX_EXITS, MAX_RELAYS, MIN_EXITS, planTopology, plannedEndpoints, portSpan, PORT_BLOCK_SIZE } from '../../internal/testnet/topology.js';
+import { networkMembershipLines, nodeTorrcLines, torrcValue, type AuthorityIdentity, type SharedFiles } from '../../internal/testnet/torrc.js';
+
+const files: SharedFiles = { geoipFile: '/w/geoip', geoip6File: '/w/geoip6', resolvConfFile: '/w/resolv.conf', bandwidthFile: '/w/bandwidth' };
+const fp = (c: string): string => c.repeat(40);
+const authorities: AuthorityIdentity[] = [0, 1, 2].map((i) => ({
+  nickname: `tnauth${i}`,
+  address: '127.0.0.1',
+  orPort: 20010 + 2 * i,
+  dirPort: 20011 + 2 * i,
+  v3Identity: fp(String(i)),
+  fingerprint: fp(String(i + 3)),
+}));
+
+describe('testnet topology and torrc', () => {
+  const plan = planTopology({ basePort: 20000, relays: 3, exits: 4, exitCountries: ['de', 'NL', 'us', 'se'], workDir: '/w' });
+
+  it('plans 3 authorities, the relays and the exits, exits on their own 127.0.0.11+ with their countries', () => {
+    expect(plan.nodes.map((n) => n.role)).to.deep.equal(['authority', 'authority', 'authority', 'relay', 'relay', 'relay', 'exit', 'exit', 'exit', 'exit']);
+    const exits = plan.nodes.filter((n) => n.role === 'exit');
+    expect(exits.map((e) => e.address)).to.deep.equal(['127.0.0.11', '127.0.0.12', '127.0.0.13', '127.0.0.14']);
+    expect(exits.map((e) => e.country)).to.deep.equal(['de', 'nl', 'us', 'se']);
+    expect(plan.nodes.every((n) => n.dirPort === n.orPort + 1), 'every node serves a DirPort').to.equal(true);
+    expect(plan.dnsPort).to.equal(20000);
+    expect(plan.whoamiPort).to.equal(20001);
+  });
+
+  it('keeps every port unique and inside the block, for any size (property)', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: MAX_RELAYS }), fc.integer({ min: MIN_EXITS, max: MAX_EXITS }), fc.integer({ min: 100, max: 600 }), (relays, exits, block) => {
+        const basePort = block * PORT_BLOCK_SIZE;
+        const p = planTopology({ basePort, relays, exits, exitCountries: ['de'], workDir: '/w' });
+        const endpoints = plannedEndpoints(p);
+        const ports = endpoints.map((e) => e.port);
+        const addresses = new Set(p.nodes.filter((n) => n.role !== 'authority').map((n) => n.address));
+        return (
+          new Set(ports).size === ports.length &&
+          ports.every((port) => port >= basePort && port < basePort + portSpan(relays, exits)) &&
+          portSpan(relays, exits) <= PORT_BLOCK_SIZE &&
+          addresses.size === relays + exits
+        );
+      }),
+    );
+  });
+
+  it('rejects fewer than four exits, bad country codes and ports that do not fit', () => {
+    const base = { basePort: 20000, relays: 2, exitCountries: ['de'], workDir: '/w' };
+    expect(() => planTopology({ ...base, exits: 3 })).to.throw(InvalidTestnetOptionsError);
+    expect(() => planTopology({ ...base, exits: 4, exitCountries: ['deu'] })).to.throw(InvalidTestnetOptionsError);
+    expect(() => planTopology({ ...base, exits: 4, basePort: 65520 })).to.throw(InvalidTestnetOptionsError);
+    expect(() => planTopology({ ...base, exits: 4, relays: 0 })).to.throw(InvalidTestnetOptionsError);
+  });
+
+  it('writes torrcs that can only join the private network, for every role', () => {
+    for (const node of plan.nodes) {
+      const lines = nodeTorrcLines({ node, authorities, files, exitFingerprints: [fp('E')], guardFingerprints: [fp('G')], owningPid: 4242 });
+      expect(lines, node.nickname).to.include.members([
+        'TestingTorNetwork 1',
+        'UseDefaultFallbackDirs 0',
+        'ShutdownWaitLength 0',
+        'SocksPort 0',
+        'AssumeReachable 1',
+        '__OwningControllerProcess 4242',
+        'ServerDNSResolvConfFile /w/resolv.conf',
+        'ServerDNSDetectHijacking 0',
+        'ServerDNSAllowBrokenConfig 1',
+        'GeoIPFile /w/geoip',
+        `Address ${node.address}`,
+        `ORPort ${node.address}:${node.orPort}`,
+        `DirPort ${node.address}:${node.dirPort}`,
+        `PidFile ${node.dir}/tor.pid`,
+      ]);
+      const dirAuthorities = lines.filter((l) => l.startsWith('DirAuthority '));
+      expect(dirAuthorities).to.have.length(3);
+      for (const line of dirAuthorities) expect(line).to.match(/ 127\.0\.0\.\d+:\d+ [0-9A-F]{40}$/);
+      expect(lines.some((l) => /^RunAsDaemon\s+1/.test(l)), 'foreground only').to.equal(false);
+    }
+    const [authority] = plan.nodes;
+    if (!authority) throw new Error('no authority');
+    const authLines = nodeTorrcLines({ node: authority, authorities, files, exitFingerprints: [fp('E'), fp('F')], guardFingerprints: [fp('G')], owningPid: 1 });
+    expect(authLines).to.include.members([
+      'V3AuthoritativeDirectory 1',
+      'V3AuthVotingInterval 10',
+      `TestingDirAuthVoteExit $${fp('E')},$${fp('F')}`,
+      `TestingDirAuthVoteGuard $${fp('G')}`,
+      'TestingDirAuthVoteGuardIsStrict 1',
+      'AuthDirFastGuarantee 1 byte',
+      'AuthDirVoteStableGuaranteeMinUptime 0',
+      'AuthDirVoteStableGuaranteeMTBF 0',
+      'V3BandwidthsFile /w/bandwidth',
+      'ExitPolicy reject *:*',
+    ]);
+    const exit = plan.nodes.find((n) => n.role === 'exit');
+    if (!exit) throw new Error('no exit');
+    expect(nodeTorrcLines({ node: exit, authorities, files, exitFingerprints: [], guardFingerprints: [], owningPid: 1 })).to.include.members([
+      'ExitRelay 1',
+      'ExitPolicy accept *:*',
+      'ExitPolicyRejectPrivate 0',
+    ]);
+  });
+
+  it('gives clients the membership lines only (no ports, no data directory)', () => {
+    const lines = networkMembershipLines(authorities, files);
+    expect(lines.slice(0, 2)).to.deep.equal(['TestingTorNetwork 1', 'UseDefaultFallbackDirs 0']);
+    expect(lines.filter((l) => l.startsWith('DirAuthority '))).to.have.length(3);
+    expect(lines.some((l) => /^(SocksPort|ControlPort|DataDirectory|ORPort)\b/.test(l))).to.equal(false);
+  });
+
+  it('quotes torrc values with spaces or quotes', () => {
+    expect(torrcValue('/plain/path')).to.equal('/plain/path');
+    expect(torrcValue('/with space/p')).to.equal('"/with space/p"');
+    expect(torrcValue('/q"uote')).to.equal('"/q\\"uote"');
+  });
+});

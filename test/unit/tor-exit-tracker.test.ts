@@ -1,0 +1,220 @@
+import { expect } from 'chai';
+import fc from 'fast-check';
+import { parseCircuitLine, parseStreamLine } from '../../supervisor/tor/control-events.js';
+import { ExitTracker } from '../../supervisor/tor/exit-tracker.js';
+
+const GUARD = '1'.repeat(40);
+const MIDDLE = '2'.repeat(40);
+const EXIT_A = 'A'.repeat(40);
+const EXIT_B = 'B'.repeat(40);
+const EXIT_C = 'C'.repeat(40);
+
+function circ(tracker: ExitTracker, id: number, status: string, exit?: string, extra = 'PURPOSE=GENERAL'): void {
+  const path = exit ? ` $${GUARD}~g,$${MIDDLE}~m,$${exit}~x${exit[0]}` : '';
+  tracker.onCircuit(parseCircuitLine(`${id} ${status}${path} ${extra}`));
+}
+
+function stream(tracker: ExitTracker, id: number, status: string, circuit: number): void {
+  tracker.onStream(parseStreamLine(`${id} ${status} ${circuit} 127.0.0.1:8080`));
+}
+
+describe('tor exit tracker', () => {
+  it('knows no exit before any circuit is built', () => {
+    const t = new ExitTracker();
+    expect(t.current()).to.equal(undefined);
+    circ(t, 1, 'LAUNCHED');
+    circ(t, 1, 'EXTENDED', EXIT_A);
+    expect(t.current()).to.equal(undefined);
+  });
+
+  it('infers the exit from the newest standing BUILT general circuit', () => {
+    const t = new ExitTracker();
+    circ(t, 1, 'BUILT', EXIT_A);
+    expect(t.current()).to.deep.equal({ fingerprint: EXIT_A, nickname: 'xA', confirmed: false });
+    circ(t, 2, 'BUILT', EXIT_B);
+    expect(t.current()?.fingerprint).to.equal(EXIT_B);
+    circ(t, 2, 'CLOSED', EXIT_B);
+    expect(t.current()?.fingerprint).to.equal(EXIT_A);
+  });
+
+  it('ignores internal, one-hop and non-general circuits', () => {
+    const t = new ExitTracker();
+    circ(t, 1, 'BUILT', EXIT_A, 'BUILD_FLAGS=IS_INTERNAL,NEED_CAPACITY PURPOSE=GENERAL');
+    circ(t, 2, 'BUILT', EXIT_B, 'BUILD_FLAGS=ONEHOP_TUNNEL PURPOSE=GENERAL');
+    circ(t, 3, 'BUILT', EXIT_C, 'PURPOSE=HS_CLIENT_REND');
+    expect(t.current()).to.equal(undefined);
+    circ(t, 4, 'BUILT', EXIT_C, 'PURPOSE=CONFLUX_LINKED');
+    expect(t.current()?.fingerprint).to.equal(EXIT_C);
+  });
+
+  it('confirms the exit of the circuit that carried a stream; an inference never replaces it', () => {
+    const t = new ExitTracker();
+    circ(t, 1, 'BUILT', EXIT_A);
+    circ(t, 2, 'BUILT', EXIT_B);
+    stream(t, 10, 'NEW', 0);
+    stream(t, 10, 'SENTCONNECT', 1);
+    expect(t.current()).to.deep.equal({ fingerprint: EXIT_B, nickname: 'xB', confirmed: false });
+    stream(t, 10, 'SUCCEEDED', 1);
+    expect(t.current()).to.deep.equal({ fingerprint: EXIT_A, nickname: 'xA', confirmed: true });
+    circ(t, 3, 'BUILT', EXIT_C);
+    expect(t.current()?.fingerprint).to.equal(EXIT_A);
+    // The first request through corrects it.
+    stream(t, 11, 'SUCCEEDED', 3);
+    expect(t.current()).to.deep.equal({ fingerprint: EXIT_C, nickname: 'xC', confirmed: true });
+  });
+
+  it("is not confirmed by tor's own directory streams on one-hop tunnels", () => {
+    const t = new ExitTracker();
+    t.onCircuit(parseCircuitLine(`1 BUILT $${GUARD}~auth BUILD_FLAGS=ONEHOP_TUNNEL,IS_INTERNAL,NEED_CAPACITY PURPOSE=GENERAL`));
+    const target = `127.0.0.1.$${GUARD}.exit:20114`;
+    t.onStream(parseStreamLine(`6 NEW 0 ${target} PURPOSE=DIR_FETCH`));
+    t.onStream(parseStreamLine(`6 SENTCONNECT 1 ${target}`));
+    t.onStream(parseStreamLine(`6 SUCCEEDED 1 ${target}`));
+    expect(t.current()).to.equal(undefined);
+    // Even without the NEW event (stream-status after a reconnect), the .exit target gives it away.
+    circ(t, 2, 'BUILT', EXIT_A, 'BUILD_FLAGS=NEED_CAPACITY PURPOSE=GENERAL');
+    t.onStream(parseStreamLine(`7 SUCCEEDED 2 127.0.0.2.$${MIDDLE}.exit:20116`));
+    expect(t.current()).to.deep.include({ fingerprint: EXIT_A, confirmed: false });
+    t.onStream(parseStreamLine('8 SUCCEEDED 2 whoami.testnet:80'));
+    expect(t.current()).to.deep.include({ fingerprint: EXIT_A, confirmed: true });
+  });
+
+  it('counts streams in any state on a circuit and forgets closed or detached ones', () => {
+    const t = new ExitTracker();
+    circ(t, 1, 'BUILT', EXIT_A);
+    stream(t, 10, 'SENTCONNECT', 1);
+    stream(t, 11, 'SUCCEEDED', 1);
+    expect(t.streamCount('1')).to.equal(2);
+    stream(t, 10, 'DETACHED', 1);
+    expect(t.streamCount('1')).to.equal(1);
+    stream(t, 11, 'CLOSED', 1);
+    expect(t.streamCount('1')).to.equal(0);
+  });
+
+  describe('rotation', () => {
+    function rotated(): ExitTracker {
+      const t = new ExitTracker();
+      circ(t, 1, 'BUILT', EXIT_A);
+      stream(t, 10, 'SUCCEEDED', 1);
+      circ(t, 2, 'BUILT', EXIT_B);
+      circ(t, 3, 'BUILT', EXIT_C);
+      stream(t, 11, 'SENTCONNECT', 3);
+      return t;
+    }
+
+    it('clears the exit and names the retired one until a new exit is known', () => {
+      const t = rotated();
+      t.beginRotation();
+      expect(t.rotating).to.equal(true);
+      expect(t.current()).to.equal(undefined);
+      expect(t.retiredFingerprint).to.equal(EXIT_A);
+      // Circuits built while waiting for the NEWNYM cooldown do not end the rotation.
+      circ(t, 4, 'BUILT', EXIT_B);
+      expect(t.current()).to.equal(undefined);
+      t.markNewnym();
+      expect(t.rotating).to.equal(true);
+      circ(t, 5, 'LAUNCHED');
+      circ(t, 5, 'BUILT', EXIT_C);
+      expect(t.rotating).to.equal(false);
+      expect(t.current()).to.deep.equal({ fingerprint: EXIT_C, nickname: 'xC', confirmed: false });
+      expect(t.retiredFingerprint).to.equal(undefined);
+    });
+
+    it('closes old exit circuits that carry no stream, never one with a stream in any state', () => {
+      const t = rotated();
+      t.beginRotation();
+      t.markNewnym();
+      // 1 carries a succeeded stream, 3 a connecting one; 2 is idle.
+      expect(t.takeRetiredIdleCircuits()).to.deep.equal(['2']);
+      expect(t.takeRetiredIdleCircuits()).to.deep.equal([]);
+      stream(t, 10, 'CLOSED', 1);
+      expect(t.takeRetiredIdleCircuits()).to.deep.equal(['1']);
+      // A circuit launched before the NEWNYM that completes afterwards is old, too.
+      const u = new ExitTracker();
+      circ(u, 1, 'BUILT', EXIT_A);
+      circ(u, 2, 'LAUNCHED');
+      u.beginRotation();
+      u.markNewnym();
+      expect(u.takeRetiredIdleCircuits()).to.deep.equal(['1']);
+      circ(u, 2, 'BUILT', EXIT_B);
+      expect(u.rotating).to.equal(true);
+      expect(u.takeRetiredIdleCircuits()).to.deep.equal(['2']);
+    });
+
+    it('is not confirmed by a stream finishing on an old circuit, but by one on a new circuit', () => {
+      const t = rotated();
+      t.beginRotation();
+      t.markNewnym();
+      stream(t, 11, 'SUCCEEDED', 3);
+      expect(t.current()).to.equal(undefined);
+      circ(t, 6, 'EXTENDED', EXIT_B);
+      stream(t, 12, 'SENTCONNECT', 6);
+      circ(t, 6, 'BUILT', EXIT_B);
+      stream(t, 12, 'SUCCEEDED', 6);
+      expect(t.current()).to.deep.equal({ fingerprint: EXIT_B, nickname: 'xB', confirmed: true });
+    });
+
+    it('can be abandoned; old circuits stay retired', () => {
+      const t = rotated();
+      t.beginRotation();
+      t.markNewnym();
+      t.abandonRotation();
+      expect(t.rotating).to.equal(false);
+      expect(t.current()).to.equal(undefined);
+      circ(t, 7, 'BUILT', EXIT_B);
+      expect(t.current()?.fingerprint).to.equal(EXIT_B);
+    });
+
+    it('retires listed circuits on a reseed after the NEWNYM went out', () => {
+      const t = rotated();
+      t.beginRotation();
+      t.markNewnym();
+      t.reseed([parseCircuitLine(`9 BUILT $${GUARD},$${MIDDLE},$${EXIT_B} PURPOSE=GENERAL`)], []);
+      expect(t.rotating).to.equal(true);
+      expect(t.takeRetiredIdleCircuits()).to.deep.equal(['9']);
+    });
+  });
+
+  describe('pinning', () => {
+    it('names the pinned relay and closes idle built circuits through other exits', () => {
+      const t = new ExitTracker();
+      circ(t, 1, 'BUILT', EXIT_A);
+      circ(t, 2, 'BUILT', EXIT_B);
+      stream(t, 10, 'SUCCEEDED', 2);
+      circ(t, 3, 'EXTENDED', MIDDLE);
+      t.setPinned(EXIT_A);
+      expect(t.current()).to.deep.equal({ fingerprint: EXIT_A, confirmed: false });
+      expect(t.takeIdleCircuitsNotThrough(EXIT_A)).to.deep.equal([]); // 2 carries a stream, 3 still building
+      stream(t, 10, 'CLOSED', 2);
+      expect(t.takeIdleCircuitsNotThrough(EXIT_A)).to.deep.equal(['2']);
+      stream(t, 11, 'SUCCEEDED', 1);
+      expect(t.current()).to.deep.include({ fingerprint: EXIT_A, confirmed: true });
+      t.setPinned(undefined);
+      expect(t.pinned).to.equal(undefined);
+    });
+  });
+
+  it('property: mid-rotation nothing is current, a retired exit exists only mid-rotation, idle-close never takes a circuit with streams', () => {
+    const action = fc.oneof(
+      fc.record({ kind: fc.constant('circ' as const), id: fc.integer({ min: 1, max: 6 }), status: fc.constantFrom('LAUNCHED', 'EXTENDED', 'BUILT', 'CLOSED'), exit: fc.constantFrom(EXIT_A, EXIT_B, EXIT_C) }),
+      fc.record({ kind: fc.constant('stream' as const), id: fc.integer({ min: 10, max: 14 }), status: fc.constantFrom('NEW', 'SENTCONNECT', 'SUCCEEDED', 'DETACHED', 'CLOSED', 'FAILED'), circuit: fc.integer({ min: 0, max: 6 }) }),
+      fc.record({ kind: fc.constantFrom('begin' as const, 'newnym' as const, 'abandon' as const, 'close' as const) }),
+    );
+    fc.assert(
+      fc.property(fc.array(action, { maxLength: 60 }), (actions) => {
+        const t = new ExitTracker();
+        for (const a of actions) {
+          if (a.kind === 'circ') circ(t, a.id, a.status, a.status === 'LAUNCHED' ? undefined : a.exit);
+          else if (a.kind === 'stream') stream(t, a.id, a.status, a.circuit);
+          else if (a.kind === 'begin') t.beginRotation();
+          else if (a.kind === 'newnym') t.markNewnym();
+          else if (a.kind === 'abandon') t.abandonRotation();
+          else for (const id of t.takeRetiredIdleCircuits()) expect(t.streamCount(id)).to.equal(0);
+          if (t.rotating) expect(t.current()).to.equal(undefined);
+          else expect(t.retiredFingerprint).to.equal(undefined);
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
+});

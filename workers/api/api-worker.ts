@@ -1,0 +1,69 @@
+import http from 'node:http';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
+import type { ApiCredentialSnapshot } from '../../shared/auth/credential-snapshot.js';
+import type { RunningWorker, WorkerContext } from '../worker-context.js';
+import { createApiApp } from './api-app.js';
+import { authRoutes } from './auth-routes.js';
+import { POOL_ROUTES } from './route-table.js';
+import { SseHub } from './sse-hub.js';
+
+/** Requests get this long to finish on shutdown before their sockets are closed. */
+const API_SHUTDOWN_GRACE_MS = 2000;
+
+/**
+ * The API worker: REST, the live stream, /metrics, /health and the dashboard. Answers come
+ * from the supervisor over IPC; credentials are checked here from the pushed snapshot.
+ */
+export async function startApiWorker(ctx: WorkerContext): Promise<RunningWorker> {
+  const { config, endpoint, log } = ctx;
+  const first = (await endpoint.request('credentials.get', null, 10_000)) as ApiCredentialSnapshot;
+  const auth = new ApiAuthenticator(first, { loginTtlMs: config.loginTtlMs, loginRateLimit: config.loginRateLimit });
+  endpoint.handle('credentials.update', (snapshot) => {
+    auth.update(snapshot as ApiCredentialSnapshot);
+    return { version: auth.version };
+  });
+
+  const hub = new SseHub();
+  let latestState: string | null = null;
+  endpoint.onNotice('state', (snapshot) => {
+    latestState = SseHub.frame('state', snapshot);
+    hub.publish('state', snapshot);
+  });
+  endpoint.onNotice('event', (event) => hub.publish('event', event));
+
+  const app = createApiApp({
+    routes: [...authRoutes(() => auth), ...POOL_ROUTES],
+    authenticator: () => auth,
+    ipc: endpoint,
+    hub,
+    initialStreamFrames: () => (latestState ? [latestState] : []),
+    // dist/workers/api → dist/dashboard (built by Vite next to the compiled server).
+    dashboardDir: path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'dashboard'),
+    log,
+  });
+  const server = http.createServer(app);
+  // Slow or idle clients must not hold sockets forever (slowloris): bounded header and request time.
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 30_000;
+  server.keepAliveTimeout = 5_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.apiPort, config.bindHost, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  log.debug('API listening', { port: config.apiPort });
+  return {
+    async stop(): Promise<void> {
+      hub.close();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      const force = setTimeout(() => server.closeAllConnections(), API_SHUTDOWN_GRACE_MS);
+      await closed;
+      clearTimeout(force);
+    },
+  };
+}

@@ -1,0 +1,65 @@
+import type { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
+import { HttpError } from './http-error.js';
+import type { ApiRoute } from './route-table.js';
+
+function unwrap<T>(r: { ok: true; value: T } | { ok: false; error: { status: number; message: string } }): T {
+  if (!r.ok) throw new HttpError(r.error.status, r.error.message);
+  return r.value;
+}
+
+/**
+ * The authentication endpoints. Sign-in (bcrypt) and ticket minting run here in the API
+ * worker; token changes go to the supervisor, which owns auth.json.
+ */
+export function authRoutes(auth: () => ApiAuthenticator): ApiRoute[] {
+  return [
+    {
+      method: 'GET', path: '/api/auth/status', access: 'public', summary: 'whether sign-in is required',
+      // The same answer for every caller: it reveals nothing about credentials.
+      handler: () => ({ status: 200, json: { required: !auth().authDisabled, user: auth().adminUser } }),
+    },
+    {
+      method: 'POST', path: '/api/auth/login', access: 'public', summary: 'sign in for a session credential',
+      handler: async ({ req, ipc, clientIp }) => {
+        const outcome = await auth().signIn(req.body, clientIp);
+        switch (outcome.kind) {
+          case 'signed-in':
+            ipc.notify('signed-in', { user: outcome.result.user, address: clientIp });
+            return { status: 200, json: outcome.result };
+          case 'bad-request':
+            throw new HttpError(400, outcome.message);
+          case 'refused':
+            throw new HttpError(401, 'wrong user or password', { 'WWW-Authenticate': 'Bearer realm="exitpool"' });
+          case 'rate-limited':
+            throw new HttpError(429, 'too many failed sign-ins; try again later', { 'Retry-After': String(outcome.retryAfterSeconds) });
+        }
+      },
+    },
+    {
+      method: 'POST', path: '/api/auth/ticket', access: 'admin', summary: 'a 60-second credential for the stream',
+      handler: ({ principal }) => {
+        try {
+          return { status: 200, json: auth().mintTicket(principal) };
+        } catch (e) {
+          const status = (e as { status?: unknown }).status;
+          throw new HttpError(typeof status === 'number' ? status : 403, (e as Error).message);
+        }
+      },
+    },
+    {
+      method: 'GET', path: '/api/tokens', access: 'admin', summary: 'list tokens (no secrets)',
+      handler: async ({ ipc }) => ({ status: 200, json: await ipc.request('tokens.list', null) }),
+    },
+    {
+      method: 'POST', path: '/api/tokens', access: 'admin', summary: 'issue a token (the secret is shown once)',
+      handler: async ({ req, ipc }) => ({ status: 201, json: unwrap(await ipc.request('tokens.create', { body: req.body ?? null }, 10_000)) }),
+    },
+    {
+      method: 'DELETE', path: '/api/tokens/:id', access: 'admin', summary: 'revoke a token (immediate)',
+      handler: async ({ req, ipc }) => {
+        unwrap(await ipc.request('tokens.delete', { id: String(req.params.id) }, 10_000));
+        return { status: 204 };
+      },
+    },
+  ];
+}

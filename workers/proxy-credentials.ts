@@ -1,0 +1,41 @@
+import type { ProxyCredentialSnapshot } from '../shared/auth/credential-snapshot.js';
+import { isNewerSnapshot } from '../shared/auth/credential-snapshot.js';
+import { TokenVerifier } from '../shared/auth/token-verifier.js';
+import type { WorkerEndpoint } from '../shared/ipc/protocol.js';
+import type { CredentialPolicy } from './proxy/proxy-types.js';
+
+/**
+ * The proxy worker's token check: a local verifier built from the supervisor's snapshot
+ * (no IPC, no I/O per connection). A new snapshot replaces it before the supervisor gets its
+ * acknowledgement, so a revocation is in force everywhere before the API answers.
+ */
+export class ProxyCredentials {
+  private verifier: TokenVerifier | null = null;
+
+  constructor(
+    private readonly authDisabled: boolean,
+    endpoint: WorkerEndpoint,
+  ) {
+    endpoint.handle('credentials.update', (snapshot) => {
+      this.install(snapshot);
+      return { version: this.verifier?.version ?? 0 };
+    });
+  }
+
+  install(snapshot: ProxyCredentialSnapshot): void {
+    if (this.verifier && !isNewerSnapshot({ version: this.verifier.version }, snapshot)) return;
+    this.verifier = TokenVerifier.fromSnapshot(snapshot);
+  }
+
+  policy(): CredentialPolicy {
+    return {
+      required: !this.authDisabled,
+      check: (_username, password) => {
+        // Fail closed: before the first snapshot arrives nothing verifies.
+        const outcome = this.verifier?.authenticateProxy(password) ?? { ok: false as const, reason: 'missing' as const };
+        // The listener logs a refusal at warn ("credential refused"); it is never an audit event.
+        return outcome.ok ? { ok: true } : { ok: false };
+      },
+    };
+  }
+}

@@ -1,0 +1,116 @@
+import type { ProxyCredentialSnapshot } from '../shared/auth/credential-snapshot.js';
+import { ACCOUNTING_FLUSH_MS, type CloseRecord, type RouteResult } from '../shared/ipc/protocol.js';
+import { HttpProxyServer } from './proxy/http-proxy-server.js';
+import type { ConnectionStats, ListenerKind, RouteDecision, RouteGranted, RouteRequest } from './proxy/proxy-types.js';
+import { Socks5ProxyServer, createSessionPortServer } from './proxy/socks5-server.js';
+import { ProxyCredentials } from './proxy-credentials.js';
+import type { RunningWorker, WorkerContext } from './worker-context.js';
+
+/** A route request the supervisor does not answer within this is refused (never a hang). */
+export const ROUTE_TIMEOUT_MS = 2000;
+/** Route round-trip samples kept per accounting batch (for the IPC histogram). */
+const MAX_RTT_SAMPLES_PER_BATCH = 512;
+
+/**
+ * The proxy worker: the SOCKS5 and HTTP listeners (shared with the other proxy workers
+ * through node:cluster), session ports when configured, routing over IPC, and batched
+ * accounting back to the supervisor.
+ */
+export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorker> {
+  const { config, endpoint, log } = ctx;
+  const credentials = new ProxyCredentials(config.authDisabled, endpoint);
+  credentials.install((await endpoint.request('credentials.get', null, 10_000)) as ProxyCredentialSnapshot);
+  let closes: CloseRecord[] = [];
+  let rtts: number[] = [];
+
+  const router = {
+    async route(req: RouteRequest): Promise<RouteDecision> {
+      const started = performance.now();
+      let r: RouteResult;
+      try {
+        r = await endpoint.request(
+          'route',
+          {
+            key: req.sessionKey,
+            clientIp: req.clientIp,
+            listener: req.listener,
+            ...(req.instanceId === undefined ? {} : { instance: req.instanceId }),
+          },
+          ROUTE_TIMEOUT_MS,
+        );
+      } catch (e) {
+        log.warn('route request failed; refusing the connection', { error: (e as Error).message });
+        return { ok: false, reason: 'supervisor_unavailable' };
+      }
+      if (rtts.length < MAX_RTT_SAMPLES_PER_BATCH) rtts.push(performance.now() - started);
+      if (!r.ok) return r;
+      return { ok: true, instanceId: r.instance, socksHost: r.host, socksPort: r.port, sessionKey: r.key };
+    },
+  };
+
+  const events = {
+    connectionOpened(): void {
+      // The supervisor counted the connection when it routed it.
+    },
+    connectionClosed(route: RouteGranted, _listener: ListenerKind, s: ConnectionStats): void {
+      const record: CloseRecord = {
+        key: route.sessionKey,
+        instance: route.instanceId,
+        bytesUp: s.bytesUp,
+        bytesDown: s.bytesDown,
+        ok: s.ok,
+        latencyMs: s.failure && s.failure.kind !== 'socks_refused' ? null : s.latencyMs,
+      };
+      if (s.failure) record.failure = s.failure;
+      closes.push(record);
+    },
+  };
+
+  const flush = (): void => {
+    if (closes.length === 0 && rtts.length === 0) return;
+    endpoint.notify('accounting', { closes, routeRttMs: rtts });
+    closes = [];
+    rtts = [];
+  };
+  const flushTimer = setInterval(flush, ACCOUNTING_FLUSH_MS);
+
+  const deps = { router, events, credentials: credentials.policy(), log };
+  const socks = new Socks5ProxyServer(deps);
+  const http = new HttpProxyServer(deps);
+  await socks.listen(config.socksPort, config.bindHost);
+  await http.listen(config.httpPort, config.bindHost);
+
+  // Session ports: one credential-free listener per instance, opened and closed as the pool changes.
+  const sessionPorts = new Map<number, Socks5ProxyServer>();
+  const syncSessionPorts = async (instances: number[]): Promise<void> => {
+    if (config.sessionPortBase === null) return;
+    const wanted = new Set(instances);
+    for (const [id, server] of sessionPorts) {
+      if (!wanted.has(id)) {
+        sessionPorts.delete(id);
+        await server.close();
+      }
+    }
+    for (const id of wanted) {
+      if (sessionPorts.has(id)) continue;
+      const server = createSessionPortServer({ instanceId: id, router, events, log });
+      sessionPorts.set(id, server);
+      try {
+        await server.listen(config.sessionPortBase + id, config.bindHost);
+      } catch (e) {
+        sessionPorts.delete(id);
+        log.error('session port failed to open', { instance: id, port: config.sessionPortBase + id, error: (e as Error).message });
+      }
+    }
+  };
+  endpoint.onNotice('session-ports', ({ instances }) => void syncSessionPorts(instances));
+
+  log.debug('proxy listeners up', { socks: config.socksPort, http: config.httpPort });
+  return {
+    async stop(): Promise<void> {
+      clearInterval(flushTimer);
+      await Promise.all([socks.close(), http.close(), ...[...sessionPorts.values()].map((s) => s.close())]);
+      flush();
+    },
+  };
+}

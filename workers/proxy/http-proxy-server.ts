@@ -1,0 +1,358 @@
+/**
+ * The HTTP proxy listener: CONNECT tunnels and plain absolute-URI requests. Every request on a
+ * keep-alive connection is authenticated, routed and dialled on its own (a new upstream per
+ * request), so a session rotation takes effect on the very next plain request. Errors the proxy
+ * makes itself are plain text and carry Proxy-Status (RFC 9209).
+ */
+import type net from 'node:net';
+import { childLogger, type Logger } from '../../shared/logger.js';
+import { clientIpOf } from './client-address.js';
+import { transportFailureOf } from './dial-failure.js';
+import { PlainHttpExchange, type ExchangeOutcome } from './http-plain-exchange.js';
+import {
+  dialFailedResponse,
+  proxyAuthenticationRequired,
+  routeRefusedResponse,
+  serializeErrorResponse,
+  type ProxyErrorResponse,
+} from './http-proxy-errors.js';
+import { HTTP_MAX_HEAD_BYTES, parseProxyRequestHead, type ProxyRequestHead } from './http-proxy-head.js';
+import { ListeningServer, type OwnedConnection } from './listening-server.js';
+import type { ProxyDependencies, RouteGranted, RouteRequest, TransportFailure } from './proxy-types.js';
+import { routeSafely } from './route-safely.js';
+import { HTTP_CLOSE_LINGER_MS, resolveTimeouts, type ProxyTimeouts } from './proxy-timeouts.js';
+import { SocksDialError, dialSocks5, type DialedUpstream } from './socks5-client.js';
+import { targetFromHost, type Socks5Target } from './socks5-protocol.js';
+import { Tunnel } from './tunnel.js';
+
+export interface HttpProxyServerOptions extends ProxyDependencies {
+  timeouts?: Partial<ProxyTimeouts>;
+  /** Defaults to HTTP_MAX_HEAD_BYTES. */
+  maxHeadBytes?: number;
+  log?: Logger;
+}
+
+interface ConnectionContext {
+  deps: ProxyDependencies;
+  timeouts: ProxyTimeouts;
+  maxHeadBytes: number;
+  log: Logger;
+}
+
+const CONNECT_ESTABLISHED = Buffer.from('HTTP/1.1 200 Connection Established\r\n\r\n', 'latin1');
+const EMPTY = Buffer.alloc(0);
+
+export class HttpProxyServer {
+  private readonly listening: ListeningServer;
+
+  constructor(options: HttpProxyServerOptions) {
+    const context: ConnectionContext = {
+      deps: options,
+      timeouts: resolveTimeouts(options.timeouts),
+      maxHeadBytes: options.maxHeadBytes ?? HTTP_MAX_HEAD_BYTES,
+      log: options.log ?? childLogger({ component: 'http-proxy-listener' }),
+    };
+    this.listening = new ListeningServer(context.log, (socket, release) => new HttpProxyConnection(context, socket, release));
+  }
+
+  get server(): net.Server {
+    return this.listening.server;
+  }
+
+  get connectionCount(): number {
+    return this.listening.connectionCount;
+  }
+
+  acceptConnection(socket: net.Socket): void {
+    this.listening.acceptConnection(socket);
+  }
+
+  listen(port: number, host?: string): Promise<net.AddressInfo> {
+    return this.listening.listen(port, host);
+  }
+
+  close(): Promise<void> {
+    return this.listening.close();
+  }
+}
+
+type ConnectionState = 'head' | 'busy' | 'tunnel' | 'closing';
+/** first: a new connection waiting for its first byte; idle: keep-alive between requests; head: a head is arriving. */
+type TimerKind = 'first' | 'idle' | 'head';
+
+class HttpProxyConnection implements OwnedConnection {
+  private state: ConnectionState = 'head';
+  private pending: Buffer = EMPTY;
+  private scannedTo = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private timerKind: TimerKind = 'first';
+  private requests = 0;
+  private clientEnded = false;
+  private dialAbort: AbortController | null = null;
+  private exchange: PlainHttpExchange | null = null;
+  private tunnel: Tunnel | null = null;
+  private released = false;
+
+  constructor(
+    private readonly context: ConnectionContext,
+    private readonly socket: net.Socket,
+    private readonly release: (connection: OwnedConnection) => void,
+  ) {}
+
+  start(): void {
+    this.socket.on('data', this.onData);
+    this.socket.on('end', this.onEnd);
+    this.socket.on('error', this.onError);
+    this.socket.on('close', this.onClose);
+    this.enterHeadState();
+  }
+
+  destroy(): void {
+    this.dialAbort?.abort();
+    if (this.tunnel !== null) this.tunnel.destroy();
+    this.exchange?.abort();
+    this.socket.destroy();
+    this.releaseOnce();
+  }
+
+  // --- reading request heads ------------------------------------------------------------------
+
+  private enterHeadState(): void {
+    this.state = 'head';
+    this.scannedTo = 0;
+    if (this.pending.length > 0) {
+      this.armTimer('head');
+      this.processHead();
+      return;
+    }
+    if (this.clientEnded) {
+      this.closeGracefully();
+      return;
+    }
+    this.armTimer(this.requests === 0 ? 'first' : 'idle');
+    this.socket.resume();
+  }
+
+  private readonly onData = (chunk: Buffer): void => {
+    if (this.state === 'closing') return;
+    this.pending = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
+    if (this.state !== 'head') return;
+    if (this.timerKind === 'idle') this.armTimer('head');
+    this.processHead();
+  };
+
+  private processHead(): void {
+    const parsed = parseProxyRequestHead(this.pending, { maxBytes: this.context.maxHeadBytes, scanFrom: this.scannedTo });
+    if (parsed.status === 'need-more') {
+      this.scannedTo = parsed.scannedTo;
+      return;
+    }
+    this.socket.pause();
+    this.clearTimer();
+    this.state = 'busy';
+    if (parsed.status === 'error') {
+      const { error } = parsed;
+      this.respond({ status: error.status, error: 'http_request_error', message: error.message }, false);
+      return;
+    }
+    this.pending = this.pending.subarray(parsed.consumed);
+    this.requests++;
+    void this.handleRequest(parsed.head);
+  }
+
+  private armTimer(kind: TimerKind): void {
+    this.clearTimer();
+    this.timerKind = kind;
+    const { httpHeadMs, httpKeepAliveIdleMs } = this.context.timeouts;
+    this.timer = setTimeout(this.onTimer, kind === 'idle' ? httpKeepAliveIdleMs : httpHeadMs);
+  }
+
+  private clearTimer(): void {
+    if (this.timer !== null) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+  }
+
+  private readonly onTimer = (): void => {
+    this.timer = null;
+    if (this.state !== 'head') return;
+    if (this.timerKind === 'idle') {
+      this.closeGracefully();
+      return;
+    }
+    this.state = 'busy';
+    this.respond({ status: 408, error: 'http_request_error', message: 'request head not received in time' }, false);
+  };
+
+  // --- one request ----------------------------------------------------------------------------
+
+  private async handleRequest(head: ProxyRequestHead): Promise<void> {
+    const { context, socket } = this;
+    const keepAliveAfterError = head.keepAlive && head.framing.kind === 'none';
+    const credentials = head.credentials;
+    if (context.deps.credentials.required) {
+      const verdict = credentials === null ? { ok: false } : context.deps.credentials.check(credentials.username, credentials.password);
+      if (!verdict.ok) {
+        context.log.warn('credential refused', {
+          listener: 'http',
+          client: clientIpOf(socket.remoteAddress),
+          reason: credentials === null ? 'missing' : 'invalid',
+        });
+        this.respond(proxyAuthenticationRequired(), keepAliveAfterError);
+        return;
+      }
+    }
+    const request: RouteRequest = { sessionKey: credentials?.username ?? null, clientIp: clientIpOf(socket.remoteAddress), listener: 'http' };
+    const decision = await routeSafely(context.deps.router, request);
+    if (socket.destroyed) return;
+    if (!decision.ok) {
+      this.respond(routeRefusedResponse(decision.reason), keepAliveAfterError);
+      return;
+    }
+    const routeStarted = performance.now();
+    context.deps.events.connectionOpened(decision, 'http');
+    const target = targetFromHost(head.target.host, head.target.port);
+    this.dialAbort = new AbortController();
+    let dialed: DialedUpstream;
+    try {
+      dialed = await dialSocks5({
+        socksHost: decision.socksHost,
+        socksPort: decision.socksPort,
+        target,
+        timeoutMs: context.timeouts.dialMs,
+        signal: this.dialAbort.signal,
+      });
+    } catch (error) {
+      this.dialAbort = null;
+      this.onDialFailed(decision, target, error, routeStarted, keepAliveAfterError);
+      return;
+    }
+    this.dialAbort = null;
+    if (socket.destroyed) {
+      dialed.socket.destroy();
+      this.accountClosed(decision, routeStarted, 0, 0, null, dialed.connectMs);
+      return;
+    }
+    if (head.target.form === 'authority') this.startTunnel(decision, dialed, routeStarted);
+    else this.startExchange(decision, dialed, head, routeStarted);
+  }
+
+  private onDialFailed(route: RouteGranted, target: Socks5Target, error: unknown, routeStarted: number, keepAlive: boolean): void {
+    if (!(error instanceof SocksDialError)) {
+      this.accountClosed(route, routeStarted, 0, 0, { kind: 'dial', scored: true }, performance.now() - routeStarted);
+      this.respond({ status: 502, error: 'proxy_internal_error', message: 'dial failed' }, false);
+      return;
+    }
+    this.accountClosed(route, routeStarted, 0, 0, transportFailureOf(error, target), error.elapsedMs);
+    if (!this.socket.destroyed) this.respond(dialFailedResponse(error, target.host), keepAlive);
+  }
+
+  private startTunnel(route: RouteGranted, dialed: DialedUpstream, routeStarted: number): void {
+    const { socket } = this;
+    this.state = 'tunnel';
+    socket.removeListener('data', this.onData);
+    socket.removeListener('end', this.onEnd);
+    socket.write(CONNECT_ESTABLISHED);
+    const early = this.pending;
+    this.pending = EMPTY;
+    this.tunnel = new Tunnel(socket, dialed, this.context.timeouts.relayIdleMs, early, (result) => {
+      this.accountClosed(route, routeStarted, result.bytesUp, result.bytesDown, result.failure, dialed.connectMs);
+      this.releaseOnce();
+    });
+    this.tunnel.start();
+  }
+
+  private startExchange(route: RouteGranted, dialed: DialedUpstream, head: ProxyRequestHead, routeStarted: number): void {
+    const bodyStart = this.pending;
+    this.pending = EMPTY;
+    // The exchange reads the request body itself; the connection resumes reading heads after it.
+    this.socket.removeListener('data', this.onData);
+    this.exchange = new PlainHttpExchange(this.socket, dialed, head, bodyStart, this.context.timeouts.relayIdleMs, (outcome) => {
+      this.exchange = null;
+      this.accountClosed(route, routeStarted, outcome.bytesUp, outcome.bytesDown, outcome.failure, dialed.connectMs);
+      this.afterExchange(outcome);
+    });
+    this.exchange.start();
+  }
+
+  private afterExchange(outcome: ExchangeOutcome): void {
+    if (outcome.clientDestroyed) {
+      this.releaseOnce();
+      return;
+    }
+    this.socket.on('data', this.onData);
+    this.pending = outcome.leftover.length === 0 ? this.pending : Buffer.concat([outcome.leftover, this.pending]);
+    if (outcome.reusable && !this.clientEnded) this.enterHeadState();
+    else this.closeGracefully();
+  }
+
+  /** Writes a proxy-generated response, then either waits for the next head or closes. */
+  private respond(response: ProxyErrorResponse, keepAlive: boolean): void {
+    if (this.socket.destroyed) return;
+    const persist = keepAlive && !this.clientEnded;
+    this.socket.write(serializeErrorResponse(response, persist));
+    if (persist) this.enterHeadState();
+    else this.closeGracefully();
+  }
+
+  /** Ends our side after the last response, then lingers (see HTTP_CLOSE_LINGER_MS) before destroying. */
+  private closeGracefully(): void {
+    if (this.state === 'closing') return;
+    this.state = 'closing';
+    this.clearTimer();
+    this.pending = EMPTY;
+    this.socket.end();
+    this.socket.resume();
+    this.timer = setTimeout(this.onLingerDone, HTTP_CLOSE_LINGER_MS);
+  }
+
+  private readonly onLingerDone = (): void => {
+    this.timer = null;
+    this.socket.destroy();
+  };
+
+  private accountClosed(
+    route: RouteGranted,
+    routeStarted: number,
+    bytesUp: number,
+    bytesDown: number,
+    failure: TransportFailure | null,
+    latencyMs: number,
+  ): void {
+    this.context.deps.events.connectionClosed(route, 'http', {
+      bytesUp,
+      bytesDown,
+      ok: failure === null,
+      ...(failure !== null ? { failure } : {}),
+      latencyMs,
+      durationMs: performance.now() - routeStarted,
+    });
+  }
+
+  // --- socket events --------------------------------------------------------------------------
+
+  private readonly onEnd = (): void => {
+    this.clientEnded = true;
+    if (this.state === 'head') this.closeGracefully();
+    // Both directions are done: nothing is left to linger for.
+    else if (this.state === 'closing' && this.socket.writableFinished) this.socket.destroy();
+  };
+
+  private readonly onError = (): void => {
+    // 'close' follows and cleans up; a client's socket error is not the pool's business.
+  };
+
+  private readonly onClose = (): void => {
+    this.clearTimer();
+    this.dialAbort?.abort();
+    this.exchange?.abort();
+    if (this.tunnel === null) this.releaseOnce();
+  };
+
+  private releaseOnce(): void {
+    if (this.released) return;
+    this.released = true;
+    this.release(this);
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * The TCP side shared by the proxy listeners: one net.Server plus the set of live connections
+ * it owns, so that close() stops accepting and tears down every connection it started.
+ */
+import net from 'node:net';
+import type { Logger } from '../../shared/logger.js';
+
+export interface OwnedConnection {
+  /** Begins reading from the socket; called once the connection is registered. */
+  start(): void;
+  /** Tears the connection down now (shutdown); must be idempotent. */
+  destroy(): void;
+}
+
+export class ListeningServer {
+  readonly server: net.Server;
+  private readonly live = new Set<OwnedConnection>();
+
+  constructor(
+    log: Logger,
+    private readonly accept: (socket: net.Socket, release: (connection: OwnedConnection) => void) => OwnedConnection,
+  ) {
+    // allowHalfOpen: a client's FIN must reach the destination without closing the other direction.
+    this.server = net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.acceptConnection(socket));
+    // Accept failures (EMFILE and the like) must not crash the worker; the listener keeps going.
+    this.server.on('error', (error: NodeJS.ErrnoException) => {
+      if (this.server.listening) log.error('proxy listener error', { code: error.code, error: error.message });
+    });
+  }
+
+  /** Takes over an accepted socket (also usable with sockets obtained elsewhere, e.g. handed over by a parent). */
+  acceptConnection(socket: net.Socket): void {
+    const connection = this.accept(socket, this.release);
+    this.live.add(connection);
+    connection.start();
+  }
+
+  get connectionCount(): number {
+    return this.live.size;
+  }
+
+  listen(port: number, host = '127.0.0.1'): Promise<net.AddressInfo> {
+    return new Promise((resolve, reject) => {
+      const onError = (error: Error): void => reject(error);
+      this.server.once('error', onError);
+      this.server.listen(port, host, () => {
+        this.server.removeListener('error', onError);
+        resolve(this.server.address() as net.AddressInfo);
+      });
+    });
+  }
+
+  /** Stops accepting and destroys every live connection. */
+  close(): Promise<void> {
+    const closed = new Promise<void>((resolve) => {
+      if (!this.server.listening) {
+        resolve();
+        return;
+      }
+      this.server.close(() => resolve());
+    });
+    for (const connection of [...this.live]) connection.destroy();
+    this.live.clear();
+    return closed;
+  }
+
+  private readonly release = (connection: OwnedConnection): void => {
+    this.live.delete(connection);
+  };
+}

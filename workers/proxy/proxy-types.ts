@@ -1,0 +1,105 @@
+/**
+ * The seam between the proxy transport (this directory) and whatever decides routing and
+ * verifies credentials. Nothing here knows about IPC or the supervisor: production wires these
+ * interfaces to IPC, tests wire them to fakes.
+ */
+
+/** Which listener a connection arrived on. */
+export type ListenerKind = 'socks' | 'http' | 'session-port';
+
+/** The question the pool answers once per SOCKS connection and once per HTTP request. */
+export interface RouteRequest {
+  /** SOCKS5 username or the user part of Proxy-Authorization; null when none was sent. */
+  sessionKey: string | null;
+  /** Client address, IPv4-mapped IPv6 already unwrapped (for DEFAULT_SESSION=ip). */
+  clientIp: string;
+  listener: ListenerKind;
+  /** Set only for session ports: the instance the port is pinned to. */
+  instanceId?: number;
+}
+
+export type RouteRefusalReason = 'no_routable_instance' | 'session_limit' | 'supervisor_unavailable';
+
+export interface RouteGranted {
+  ok: true;
+  instanceId: number;
+  /** The instance's SocksPort (tor), always on loopback in production. */
+  socksHost: string;
+  socksPort: number;
+  /** The key the pool resolved (e.g. derived from DEFAULT_SESSION ip/random/shared); null for session ports. */
+  sessionKey: string | null;
+}
+
+export interface RouteRefused {
+  ok: false;
+  reason: RouteRefusalReason;
+}
+
+export type RouteDecision = RouteGranted | RouteRefused;
+
+export interface Router {
+  /**
+   * Must settle: the production implementation times out on its own and answers
+   * `supervisor_unavailable`. A rejection is treated the same way.
+   */
+  route(request: RouteRequest): Promise<RouteDecision>;
+}
+
+export type CredentialCheck = (username: string | null, password: string | null) => { ok: true } | { ok: false };
+
+export interface CredentialPolicy {
+  /**
+   * false under AUTH_DISABLED: no credential is needed and `check` is never called, but a
+   * username that is sent is still used as the session key.
+   */
+  required: boolean;
+  check: CredentialCheck;
+}
+
+/** Why a proxied connection or request failed, from the instance's point of view. */
+export interface TransportFailure {
+  /**
+   * dial: the instance's SocksPort could not be reached or spoke no SOCKS5;
+   * socks_refused: tor answered the CONNECT with a non-zero reply (see socksReply);
+   * timeout: the dial deadline passed;
+   * reset: the upstream broke off an established relay or response.
+   */
+  kind: 'dial' | 'reset' | 'timeout' | 'socks_refused';
+  socksReply?: number;
+  /**
+   * false when the destination is private or loopback and the network refused it: counted as a
+   * failed request, never scored towards quarantine (SPEC, proxy listener rule 4).
+   */
+  scored: boolean;
+}
+
+export interface ConnectionStats {
+  /** Payload bytes sent to the instance after its SOCKS handshake (request heads and bodies included for HTTP). */
+  bytesUp: number;
+  /** Payload bytes received from the instance after its SOCKS handshake. */
+  bytesDown: number;
+  /** true exactly when `failure` is absent. A client that gives up or resets is not a failure of the instance. */
+  ok: boolean;
+  failure?: TransportFailure;
+  /** Time from starting the dial to tor's CONNECT answer (success or refusal); the instance's circuit latency. */
+  latencyMs: number;
+  /** Time from the route decision to the end of the connection or request. */
+  durationMs: number;
+}
+
+/**
+ * Accounting hooks. Called synchronously on the hot path, so implementations must be cheap
+ * (the worker batches them into IPC). Every `connectionOpened` is followed by exactly one
+ * `connectionClosed` with the same route object.
+ */
+export interface ProxyEvents {
+  connectionOpened(route: RouteGranted, listener: ListenerKind): void;
+  connectionClosed(route: RouteGranted, listener: ListenerKind, stats: ConnectionStats): void;
+}
+
+/** The injected dependencies shared by every listener. */
+export interface ProxyDependencies {
+  router: Router;
+  credentials: CredentialPolicy;
+  events: ProxyEvents;
+}

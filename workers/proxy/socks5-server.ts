@@ -1,0 +1,305 @@
+/**
+ * The SOCKS5 listener (and its session-port variant): handshake under a deadline, credential
+ * refusal in the handshake, one route decision per connection, a dial through the chosen
+ * instance's SocksPort, then a raw tunnel. tor's own refusal code reaches the client unchanged.
+ *
+ * Why not the `socksv5` package: see docs/architecture.md (2-byte error replies, success sent
+ * before dialling in intercept mode, no handshake deadline, local DNS resolution, deprecated
+ * Buffer constructor, username not available to the connection handler).
+ */
+import type net from 'node:net';
+import { childLogger, type Logger } from '../../shared/logger.js';
+import { clientIpOf } from './client-address.js';
+import { socksReplyForDialError, transportFailureOf } from './dial-failure.js';
+import { ListeningServer, type OwnedConnection } from './listening-server.js';
+import type { ListenerKind, ProxyDependencies, ProxyEvents, RouteGranted, Router, TransportFailure } from './proxy-types.js';
+import { routeSafely } from './route-safely.js';
+import { resolveTimeouts, type ProxyTimeouts } from './proxy-timeouts.js';
+import { SocksDialError, dialSocks5, type DialedUpstream } from './socks5-client.js';
+import { Socks5ServerHandshake, type HandshakeAuthMode, type HandshakeRefusal, type HandshakeStep } from './socks5-handshake.js';
+import { AuthMethod, REPLY_SUCCEEDED, ReplyCode, encodeReply, type Socks5Target } from './socks5-protocol.js';
+import { Tunnel } from './tunnel.js';
+
+export interface Socks5ProxyServerOptions extends ProxyDependencies {
+  /**
+   * Set for a session port: the listener is credential-free (usernames are read and ignored)
+   * and every route request names this instance. Prefer createSessionPortServer.
+   */
+  pinnedInstanceId?: number;
+  timeouts?: Partial<ProxyTimeouts>;
+  log?: Logger;
+}
+
+export interface SessionPortServerOptions {
+  /** The instance this port is pinned to (port = SESSION_PORT_BASE + instanceId). */
+  instanceId: number;
+  router: Router;
+  events: ProxyEvents;
+  timeouts?: Partial<ProxyTimeouts>;
+  log?: Logger;
+}
+
+interface ConnectionContext {
+  listener: ListenerKind;
+  authMode: HandshakeAuthMode;
+  pinnedInstanceId: number | undefined;
+  deps: ProxyDependencies;
+  timeouts: ProxyTimeouts;
+  log: Logger;
+}
+
+const NEVER_CHECKED = (): { ok: false } => ({ ok: false });
+
+export class Socks5ProxyServer {
+  private readonly listening: ListeningServer;
+
+  constructor(options: Socks5ProxyServerOptions) {
+    const pinnedInstanceId = options.pinnedInstanceId;
+    const pinned = pinnedInstanceId !== undefined;
+    const context: ConnectionContext = {
+      listener: pinned ? 'session-port' : 'socks',
+      authMode: pinned ? 'ignored' : options.credentials.required ? 'required' : 'optional',
+      pinnedInstanceId,
+      deps: options,
+      timeouts: resolveTimeouts(options.timeouts),
+      log: options.log ?? childLogger({ component: pinned ? 'session-port' : 'socks5-listener' }),
+    };
+    this.listening = new ListeningServer(context.log, (socket, release) => new Socks5Connection(context, socket, release));
+  }
+
+  get server(): net.Server {
+    return this.listening.server;
+  }
+
+  get connectionCount(): number {
+    return this.listening.connectionCount;
+  }
+
+  acceptConnection(socket: net.Socket): void {
+    this.listening.acceptConnection(socket);
+  }
+
+  listen(port: number, host?: string): Promise<net.AddressInfo> {
+    return this.listening.listen(port, host);
+  }
+
+  close(): Promise<void> {
+    return this.listening.close();
+  }
+}
+
+/**
+ * A credential-free SOCKS5 listener pinned to one instance (SESSION_PORT_BASE). Usernames a
+ * client sends anyway are read and ignored: traffic is accounted under the instance.
+ */
+export function createSessionPortServer(options: SessionPortServerOptions): Socks5ProxyServer {
+  const deps: Socks5ProxyServerOptions = {
+    router: options.router,
+    events: options.events,
+    credentials: { required: false, check: NEVER_CHECKED },
+    pinnedInstanceId: options.instanceId,
+  };
+  if (options.timeouts !== undefined) deps.timeouts = options.timeouts;
+  if (options.log !== undefined) deps.log = options.log;
+  return new Socks5ProxyServer(deps);
+}
+
+class Socks5Connection implements OwnedConnection {
+  private readonly handshake: Socks5ServerHandshake;
+  private handshakeTimer: NodeJS.Timeout | null = null;
+  private dialAbort: AbortController | null = null;
+  private tunnel: Tunnel | null = null;
+  private released = false;
+
+  constructor(
+    private readonly context: ConnectionContext,
+    private readonly socket: net.Socket,
+    private readonly release: (connection: OwnedConnection) => void,
+  ) {
+    this.handshake = new Socks5ServerHandshake(context.authMode, context.deps.credentials.check);
+  }
+
+  start(): void {
+    const { socket } = this;
+    socket.on('data', this.onData);
+    socket.on('error', this.onError);
+    socket.on('close', this.onClose);
+    socket.on('end', this.onEndDuringHandshake);
+    this.handshakeTimer = setTimeout(this.onHandshakeTimeout, this.context.timeouts.socksHandshakeMs);
+  }
+
+  destroy(): void {
+    this.dialAbort?.abort();
+    if (this.tunnel !== null) this.tunnel.destroy();
+    else this.socket.destroy();
+    this.releaseOnce();
+  }
+
+  private readonly onData = (chunk: Buffer): void => {
+    const steps = this.handshake.feed(chunk);
+    for (const step of steps) this.perform(step);
+  };
+
+  private perform(step: HandshakeStep): void {
+    switch (step.type) {
+      case 'send':
+        this.socket.write(step.bytes);
+        return;
+      case 'close':
+        this.endHandshake();
+        this.logRefusal(step.refusal);
+        this.socket.destroySoon();
+        return;
+      case 'connect':
+        this.endHandshake();
+        void this.connect(step.target, step.sessionKey, step.rest);
+        return;
+    }
+  }
+
+  /** Stops reading until the tunnel starts: bytes the client sends early stay in the kernel (backpressure). */
+  private endHandshake(): void {
+    this.socket.removeListener('data', this.onData);
+    this.socket.removeListener('end', this.onEndDuringHandshake);
+    this.socket.pause();
+    if (this.handshakeTimer !== null) {
+      clearTimeout(this.handshakeTimer);
+      this.handshakeTimer = null;
+    }
+  }
+
+  private async connect(target: Socks5Target, sessionKey: string | null, rest: Buffer): Promise<void> {
+    const { context, socket } = this;
+    const decision = await routeSafely(context.deps.router, {
+      sessionKey,
+      clientIp: clientIpOf(socket.remoteAddress),
+      listener: context.listener,
+      ...(context.pinnedInstanceId !== undefined ? { instanceId: context.pinnedInstanceId } : {}),
+    });
+    if (socket.destroyed) return;
+    if (!decision.ok) {
+      context.log.debug('no route', { listener: context.listener, reason: decision.reason });
+      socket.end(encodeReply(ReplyCode.GeneralFailure));
+      socket.destroySoon();
+      return;
+    }
+    const routeStarted = performance.now();
+    context.deps.events.connectionOpened(decision, context.listener);
+    this.dialAbort = new AbortController();
+    let dialed: DialedUpstream;
+    try {
+      dialed = await dialSocks5({
+        socksHost: decision.socksHost,
+        socksPort: decision.socksPort,
+        target,
+        timeoutMs: context.timeouts.dialMs,
+        signal: this.dialAbort.signal,
+      });
+    } catch (error) {
+      this.dialAbort = null;
+      this.onDialFailed(decision, target, error, routeStarted);
+      return;
+    }
+    this.dialAbort = null;
+    if (socket.destroyed) {
+      dialed.socket.destroy();
+      this.closed(decision, routeStarted, 0, 0, null, dialed.connectMs);
+      return;
+    }
+    socket.write(REPLY_SUCCEEDED);
+    socket.removeListener('error', this.onError);
+    socket.removeListener('close', this.onClose);
+    const latencyMs = dialed.connectMs;
+    this.tunnel = new Tunnel(socket, dialed, context.timeouts.relayIdleMs, rest, (result) => {
+      this.closed(decision, routeStarted, result.bytesUp, result.bytesDown, result.failure, latencyMs);
+      this.releaseOnce();
+    });
+    this.tunnel.start();
+  }
+
+  private onDialFailed(route: RouteGranted, target: Socks5Target, error: unknown, routeStarted: number): void {
+    if (!(error instanceof SocksDialError)) {
+      // Unreachable by construction; keep the accounting balanced if it ever happens.
+      this.closed(route, routeStarted, 0, 0, { kind: 'dial', scored: true }, performance.now() - routeStarted);
+      this.socket.destroy();
+      return;
+    }
+    const failure = transportFailureOf(error, target);
+    this.closed(route, routeStarted, 0, 0, failure, error.elapsedMs);
+    if (!this.socket.destroyed) {
+      this.socket.end(encodeReply(socksReplyForDialError(error)));
+      this.socket.destroySoon();
+    }
+  }
+
+  private closed(
+    route: RouteGranted,
+    routeStarted: number,
+    bytesUp: number,
+    bytesDown: number,
+    failure: TransportFailure | null,
+    latencyMs: number,
+  ): void {
+    this.context.deps.events.connectionClosed(route, this.context.listener, {
+      bytesUp,
+      bytesDown,
+      ok: failure === null,
+      ...(failure !== null ? { failure } : {}),
+      latencyMs,
+      durationMs: performance.now() - routeStarted,
+    });
+  }
+
+  private logRefusal(refusal: HandshakeRefusal): void {
+    const { log, listener } = this.context;
+    const client = clientIpOf(this.socket.remoteAddress);
+    switch (refusal.kind) {
+      case 'credential-refused':
+        log.warn('credential refused', { listener, client, reason: refusal.usernamePresent ? 'invalid' : 'missing' });
+        return;
+      case 'no-acceptable-method':
+        if (this.context.authMode === 'required' && !refusal.offeredMethods.includes(AuthMethod.UsernamePassword)) {
+          log.warn('credential refused', { listener, client, reason: 'missing' });
+        } else {
+          log.debug('no acceptable SOCKS5 method', { listener, client, offered: refusal.offeredMethods });
+        }
+        return;
+      case 'command-not-supported':
+        log.debug('SOCKS5 command not supported', { listener, client, command: refusal.command });
+        return;
+      case 'protocol-error':
+        log.debug('SOCKS5 protocol error', { listener, client, error: refusal.error.code });
+        return;
+    }
+  }
+
+  private readonly onHandshakeTimeout = (): void => {
+    this.handshakeTimer = null;
+    this.context.log.debug('SOCKS5 handshake deadline passed', { listener: this.context.listener, client: clientIpOf(this.socket.remoteAddress) });
+    this.socket.destroy();
+  };
+
+  /** A client that half-closes before finishing the handshake will never finish it. */
+  private readonly onEndDuringHandshake = (): void => {
+    this.socket.destroy();
+  };
+
+  private readonly onError = (): void => {
+    // 'close' follows and does the cleanup; the error itself is the client's business.
+  };
+
+  private readonly onClose = (): void => {
+    if (this.handshakeTimer !== null) {
+      clearTimeout(this.handshakeTimer);
+      this.handshakeTimer = null;
+    }
+    this.dialAbort?.abort();
+    if (this.tunnel === null) this.releaseOnce();
+  };
+
+  private releaseOnce(): void {
+    if (this.released) return;
+    this.released = true;
+    this.release(this);
+  }
+}

@@ -1,0 +1,119 @@
+/**
+ * A raw byte tunnel between a client and a dialled instance (SOCKS5 CONNECT and HTTP CONNECT).
+ * `pipe` gives backpressure both ways without buffering beyond the streams' high-water marks;
+ * both sockets are allowHalfOpen, so one side's FIN is passed on and the other direction keeps
+ * flowing until it ends too. Byte counts come from the upstream socket's own counters, so the
+ * hot path carries no per-chunk work of ours.
+ */
+import type net from 'node:net';
+import type { TransportFailure } from './proxy-types.js';
+import type { DialedUpstream } from './socks5-client.js';
+
+export interface TunnelResult {
+  bytesUp: number;
+  bytesDown: number;
+  /** Set when the upstream broke the tunnel (error or reset); a client reset or idle close is not a failure. */
+  failure: TransportFailure | null;
+}
+
+export class Tunnel {
+  private clientClosed = false;
+  private upstreamClosed = false;
+  private failure: TransportFailure | null = null;
+  private finished = false;
+  /** Set when we end the tunnel ourselves, so the resulting upstream errors are not blamed on the instance. */
+  private tearingDown = false;
+  private readonly upstream: net.Socket;
+
+  constructor(
+    private readonly client: net.Socket,
+    private readonly dialed: DialedUpstream,
+    private readonly idleTimeoutMs: number,
+    /**
+     * Bytes the client sent before the tunnel existed (after its SOCKS request or CONNECT head).
+     * They are written upstream first instead of being unshifted into the client socket, because
+     * a client that already half-closed cannot take bytes back (unshift after 'end' throws).
+     */
+    private readonly initialUpload: Buffer,
+    private readonly onEnd: (result: TunnelResult) => void,
+  ) {
+    this.upstream = dialed.socket;
+  }
+
+  start(): void {
+    const { client, upstream } = this;
+    client.on('error', this.onClientError);
+    upstream.on('error', this.onUpstreamError);
+    client.on('close', this.onClientClose);
+    upstream.on('close', this.onUpstreamClose);
+    // Each direction's traffic touches both sockets, so either timer firing means both are idle.
+    client.setTimeout(this.idleTimeoutMs, this.onIdle);
+    upstream.setTimeout(this.idleTimeoutMs, this.onIdle);
+    if (this.initialUpload.length > 0) upstream.write(this.initialUpload);
+    // pipe() also copes with a source whose 'end' was already emitted: it ends the destination.
+    client.pipe(upstream);
+    upstream.pipe(client);
+    if (client.destroyed) this.onClientClose();
+    if (upstream.destroyed) this.onUpstreamClose();
+  }
+
+  /** Ends both sides now (shutdown). */
+  destroy(): void {
+    this.tearingDown = true;
+    this.client.destroy();
+    this.upstream.destroy();
+  }
+
+  private readonly onClientError = (): void => {
+    // The client's own trouble, not the instance's: tear down without recording a failure.
+    this.tearingDown = true;
+    this.upstream.destroy();
+  };
+
+  private readonly onUpstreamError = (): void => {
+    if (!this.tearingDown) this.failure ??= { kind: 'reset', scored: true };
+    // Pass the break on as a reset, so the client does not mistake it for a clean end of data.
+    if (!this.client.destroyed) this.client.resetAndDestroy();
+  };
+
+  private readonly onIdle = (): void => {
+    this.tearingDown = true;
+    this.client.destroy();
+    this.upstream.destroy();
+  };
+
+  private readonly onClientClose = (): void => {
+    if (this.clientClosed) return;
+    this.clientClosed = true;
+    // A client that closed with both directions done leaves the upstream to finish flushing and
+    // close by itself; one that vanished mid-stream takes the upstream with it.
+    if (!this.upstreamClosed && (!this.client.readableEnded || !this.client.writableFinished)) {
+      this.tearingDown = true;
+      this.upstream.destroy();
+    }
+    this.maybeFinish();
+  };
+
+  private readonly onUpstreamClose = (): void => {
+    if (this.upstreamClosed) return;
+    this.upstreamClosed = true;
+    if (!this.clientClosed && (!this.upstream.readableEnded || !this.upstream.writableFinished)) {
+      if (!this.client.destroyed) this.client.resetAndDestroy();
+    }
+    this.maybeFinish();
+  };
+
+  private maybeFinish(): void {
+    if (this.finished || !this.clientClosed || !this.upstreamClosed) return;
+    this.finished = true;
+    this.client.setTimeout(0);
+    this.client.removeListener('timeout', this.onIdle);
+    this.upstream.setTimeout(0);
+    this.upstream.removeListener('timeout', this.onIdle);
+    this.onEnd({
+      bytesUp: this.upstream.bytesWritten - this.dialed.writeBase,
+      bytesDown: this.upstream.bytesRead - this.dialed.readBase,
+      failure: this.failure,
+    });
+  }
+}
