@@ -178,9 +178,16 @@ export class Service {
   }
 }
 
+/**
+ * Set to 1 by the test suite and on development machines: every instance torrc must then carry
+ * the private-network markers (TestingTorNetwork, loopback DirAuthority lines), so a mistake
+ * can never start a tor that joins the public network.
+ */
+export const PRIVATE_NETWORK_ONLY_ENV = 'EXITPOOL_PRIVATE_NETWORK_ONLY';
+
 /** `exitpool serve`: runs until SIGTERM or SIGINT, then shuts down gracefully. */
 export async function runService(config: Config): Promise<number> {
-  const service = await Service.start(config, { allowPublicNetwork: true });
+  const service = await Service.start(config, { allowPublicNetwork: process.env[PRIVATE_NETWORK_ONLY_ENV] !== '1' });
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', () => resolve());
     process.once('SIGINT', () => resolve());
