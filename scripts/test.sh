@@ -5,4 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
+# In-process logs (the shared test network, fixtures) at warn unless asked otherwise.
+export LOG_LEVEL="${LOG_LEVEL:-warn}"
 exec npx mocha "$@"

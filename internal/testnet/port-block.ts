@@ -56,6 +56,11 @@ function tryLock(blockIndex: number): boolean {
       const fd = openSync(file, 'wx', 0o644);
       writeSync(fd, JSON.stringify({ pid: process.pid, startTime: processStartTime(process.pid) }));
       closeSync(fd);
+      heldBlocks.add(blockIndex);
+      if (!exitReleaseInstalled) {
+        exitReleaseInstalled = true;
+        process.on('exit', releaseHeldBlocksAtExit);
+      }
       return true;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
@@ -71,7 +76,16 @@ function tryLock(blockIndex: number): boolean {
   return false;
 }
 
+/** Blocks this process holds, released even if it exits without stop() (a SIGKILL leaves a stale lock, which is detected). */
+const heldBlocks = new Set<number>();
+let exitReleaseInstalled = false;
+
+function releaseHeldBlocksAtExit(): void {
+  for (const block of heldBlocks) unlock(block);
+}
+
 function unlock(blockIndex: number): void {
+  heldBlocks.delete(blockIndex);
   const file = lockPath(blockIndex);
   const owner = readLockOwner(file);
   if (owner?.pid === process.pid) {

@@ -21,6 +21,7 @@ import { isShimMapped } from './shim-check.js';
 import { isRunOwnerAlive, KEPT_RUN_FILE, liveTorsOfRun, markRunKept, OWNER_FILE, reapRun, reapStaleRuns, terminateProcesses, writeOwnerFile } from './stale-runs.js';
 import { DEFAULT_STOP_GRACE_MS, TorProcess } from './tor-process.js';
 import {
+  AUTHORITY_COUNT,
   DEFAULT_EXIT_COUNTRIES,
   DEFAULT_EXITS,
   DEFAULT_RELAYS,
@@ -247,7 +248,7 @@ class RunningTestnet implements Testnet {
     });
     const plan = planTopology({ basePort: this.block.basePort, relays, exits, exitCountries, workDir: this.workDir });
     this.plan = plan;
-    this.log.info('starting test network', { workDir: this.workDir, basePort: plan.basePort, authorities: 3, relays, exits });
+    this.log.info('starting test network', { workDir: this.workDir, basePort: plan.basePort, authorities: AUTHORITY_COUNT, relays, exits });
 
     this.dnsServer = await DnsResponder.start({ port: plan.dnsPort, log: this.log });
     this.whoamiServer = await WhoamiServer.start({ port: plan.whoamiPort, log: this.log });

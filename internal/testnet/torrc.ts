@@ -77,6 +77,13 @@ function routerset(fingerprints: readonly string[]): string {
   return fingerprints.map((fp) => `$${fp}`).join(',');
 }
 
+/**
+ * Directory caches fetch each new consensus (and its new microdescriptors) as soon as the
+ * authorities publish it, instead of at a random later point of the interval: a client's first
+ * microdescriptor fetch from a cache that lags gets a 404 and is retried a voting interval later.
+ */
+const CACHE_EARLY_FETCH_LINES = ['FetchDirInfoEarly 1', 'FetchDirInfoExtraEarly 1'];
+
 export function nodeTorrcLines(input: NodeTorrcInput): string[] {
   const { node, files } = input;
   const lines = [
@@ -125,8 +132,9 @@ export function nodeTorrcLines(input: NodeTorrcInput): string[] {
       'ExitPolicy reject *:*',
     );
   } else if (node.role === 'relay') {
-    lines.push('ExitRelay 0', 'ExitPolicy reject *:*');
+    lines.push(...CACHE_EARLY_FETCH_LINES, 'ExitRelay 0', 'ExitPolicy reject *:*');
   } else {
+    lines.push(...CACHE_EARLY_FETCH_LINES);
     // Safe only because the shim refuses every non-loopback destination before the syscall.
     lines.push('ExitRelay 1', 'ExitPolicy accept *:*', 'ExitPolicyRejectPrivate 0', 'ExitPolicyRejectLocalInterfaces 0', 'IPv6Exit 0');
   }

@@ -369,7 +369,7 @@ export class Pool extends EventEmitter {
     const s = this.sessions.get(key);
     if (!s) return refuse(404, 'no such session');
     const vacated = s.instance;
-    const moved = this.sessions.rotate(key, this.placement());
+    const moved = this.sessions.rotate(key, this.rotationTargets(vacated));
     if (moved) {
       this.deps.audit.record({ type: 'rotate', session: key, instance: moved.to, message: `session rotated from instance ${moved.from} to ${moved.to}`, details: { from: moved.from, to: moved.to, newnym } });
       const old = this.entries.get(vacated);
@@ -386,6 +386,18 @@ export class Pool extends EventEmitter {
     const e = this.entries.get(s.instance) as Entry;
     const x = e.instance.exit();
     return { ok: true, value: { session: key, instance: s.instance, exit_ip: x.ip, exit_confirmed: x.ip !== '' && x.confirmed } };
+  }
+
+  /**
+   * Where a rotated session may go: other routable instances, preferring those whose exit
+   * differs from the one being left (two instances can happen to share an exit relay).
+   */
+  private rotationTargets(from: number): Placement {
+    const placement = this.placement();
+    const others = placement.routable.filter((id) => id !== from);
+    const leaving = this.entries.get(from)?.instance.exit().ip ?? '';
+    const fresh = leaving === '' ? others : others.filter((id) => (this.entries.get(id) as Entry).instance.exit().ip !== leaving);
+    return { routable: fresh.length > 0 ? fresh : others, lastResort: null };
   }
 
   reportFailure(key: string, kind: FailureKind, reason: string): ActionResult<{ session: string; instance: number; kind: string }> {

@@ -235,3 +235,21 @@ describe('pool before MIN_READY', () => {
     expect(pool.route(socks('k2'), 0).ok).to.equal(true);
   });
 });
+
+describe('pool session rotation', () => {
+  it('prefers an instance whose exit differs from the one being left', async () => {
+    const { pool, instances } = rig({ POOL_SIZE: '3' });
+    instances.get(0)!.exitInfo = { ip: '127.0.0.11', country: 'de', nickname: 'a', confirmed: true, retiredIp: '', pinned: '' };
+    instances.get(1)!.exitInfo = { ip: '127.0.0.11', country: 'de', nickname: 'a', confirmed: true, retiredIp: '', pinned: '' };
+    instances.get(2)!.exitInfo = { ip: '127.0.0.12', country: 'nl', nickname: 'b', confirmed: true, retiredIp: '', pinned: '' };
+    for (let i = 0; i < 10; i++) {
+      const key = `k${i}`;
+      pool.route(socks(key), 0);
+      const at = (pool.sessionView(key) as { ok: true; value: { instance: number } }).value.instance;
+      const r = await pool.rotateSession(key, false);
+      if (!r.ok) throw new Error('rotate refused');
+      expect(r.value.instance).to.not.equal(at);
+      if (at !== 2) expect(r.value.exit_ip).to.equal('127.0.0.12');
+    }
+  });
+});

@@ -99,6 +99,7 @@ describe('testnet topology and torrc', () => {
       'ExitRelay 1',
       'ExitPolicy accept *:*',
       'ExitPolicyRejectPrivate 0',
+      'FetchDirInfoExtraEarly 1',
     ]);
   });
 

@@ -1,0 +1,226 @@
+/**
+ * Sticky proxying end to end (issue 4): one service of 4 instances on the private network,
+ * driven with real clients (curl on both listeners, node:http with a keep-alive Agent, a raw
+ * SOCKS5 client). The last test takes every instance out of routing, so it stays last.
+ */
+import { expect } from 'chai';
+import http from 'node:http';
+import type { InstanceView, SessionRotateResult, SessionView } from '../../shared/api/views.js';
+import { curl, curlHttp, curlSocks } from '../support/curl.js';
+import { apiJson, instanceView, instanceViews, instanceWhen, poolSummary, sessionView, whoamiIp } from '../support/e2e-proxy-api.js';
+import { httpProxyGet } from '../support/e2e-proxy-http-client.js';
+import { socksConnect } from '../support/e2e-proxy-socks-client.js';
+import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
+
+const POOL_SIZE = 4;
+/** "Fails at once" (SPEC proxy listener rule 7): far below any dial or handshake timeout. */
+const IMMEDIATE_FAILURE_MS = 2000;
+/** SOCKS5 reply "general SOCKS server failure" (RFC 1928). */
+const SOCKS_GENERAL_FAILURE = 0x01;
+
+describe('sticky proxying on the private network (4 instances)', function () {
+  this.timeout(240_000);
+  let svc: RunningService;
+  let admin: string;
+
+  const session = async (key: string): Promise<SessionView> => {
+    const s = await sessionView(svc, key, TEST_PROXY_TOKEN);
+    expect(s, `session ${key}`).to.not.equal(null);
+    return s as SessionView;
+  };
+
+  /** An instance's exit becomes the one a request just reported, confirmed by traffic. */
+  const confirmedExit = (id: number, ip: string): Promise<InstanceView> =>
+    instanceWhen(svc, id, admin, `exit confirmed as ${ip}`, (v) => v.exit_confirmed && v.exit_ip === ip);
+
+  before(async () => {
+    svc = await startService({ POOL_SIZE: String(POOL_SIZE) });
+    await svc.waitReady(POOL_SIZE, 120_000);
+    admin = await svc.login();
+  });
+
+  after(async () => {
+    const code = await svc?.stop();
+    expect(code).to.equal(0);
+  });
+
+  it('gives one key the same exit over 20 requests through the SOCKS5 listener (curl --socks5-hostname)', async () => {
+    const ips: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const r = await curlSocks(svc.socksPort, 'sticky-socks', TEST_PROXY_TOKEN, svc.whoamiUrl);
+      expect(r.code, r.stderr).to.equal(0);
+      ips.push(whoamiIp(r.stdout));
+    }
+    expect(new Set(ips), ips.join(' ')).to.have.lengthOf(1);
+    const s = await session('sticky-socks');
+    await confirmedExit(s.instance, ips[0] as string);
+    const counted = await instanceWhen(svc, s.instance, admin, 'no-op', () => true);
+    expect(counted.sessions).to.be.at.least(1);
+  });
+
+  it('gives one key the same exit over 20 requests through the HTTP proxy listener (curl -x)', async () => {
+    const ips: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const r = await curlHttp(svc.httpPort, 'sticky-http', TEST_PROXY_TOKEN, svc.whoamiUrl);
+      expect(r.code, r.stderr).to.equal(0);
+      ips.push(whoamiIp(r.stdout));
+    }
+    expect(new Set(ips), ips.join(' ')).to.have.lengthOf(1);
+    const s = await session('sticky-http');
+    await confirmedExit(s.instance, ips[0] as string);
+    // Every request was accounted to the session (accounting arrives in batches).
+    const seen = await (async () => {
+      for (const deadline = Date.now() + 10_000; ; ) {
+        const v = await session('sticky-http');
+        if (v.requests >= 20 || Date.now() > deadline) return v;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    })();
+    expect(seen.requests).to.equal(20);
+  });
+
+  it('spreads 8 different keys over all 4 instances', async () => {
+    // Start from an empty table so the placement of these 8 keys is all that counts.
+    for (const s of await apiJson<SessionView[]>(svc, '/api/sessions', admin)) {
+      await apiJson(svc, `/api/sessions/${encodeURIComponent(s.key)}`, TEST_PROXY_TOKEN, { method: 'DELETE', expected: 204 });
+    }
+    const keys = Array.from({ length: 8 }, (_, i) => `spread-${i}`);
+    const results = await Promise.all(
+      keys.map((k, i) => (i % 2 === 0 ? curlSocks(svc.socksPort, k, TEST_PROXY_TOKEN, svc.whoamiUrl) : curlHttp(svc.httpPort, k, TEST_PROXY_TOKEN, svc.whoamiUrl))),
+    );
+    for (const r of results) expect(r.code, r.stderr).to.equal(0);
+    const placed = await Promise.all(keys.map(async (k) => (await session(k)).instance));
+    expect(new Set(placed), `instances ${placed.join(',')}`).to.have.lengthOf(POOL_SIZE);
+    // New keys go to the instance with the fewest sessions, so 8 over 4 is exactly 2 each.
+    for (const v of await instanceViews(svc, admin)) expect(v.sessions, `sessions on instance ${v.id}`).to.equal(2);
+  });
+
+  it('moves a rotated session to another instance, and the next request on the same keep-alive connection leaves through it', async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const credential = { username: 'rotate-me', password: TEST_PROXY_TOKEN };
+      const first = await httpProxyGet({ proxyPort: svc.httpPort, url: svc.whoamiUrl, credential, agent });
+      expect(first.status, first.body).to.equal(200);
+      const firstIp = whoamiIp(first.body);
+      const before = await session('rotate-me');
+      await confirmedExit(before.instance, firstIp);
+
+      const rotated = await apiJson<SessionRotateResult>(svc, '/api/sessions/rotate-me/rotate', TEST_PROXY_TOKEN, { method: 'POST' });
+      expect(rotated.session).to.equal('rotate-me');
+      expect(rotated.instance, 'rotation target').to.not.equal(before.instance);
+      expect((await session('rotate-me')).instance).to.equal(rotated.instance);
+
+      const second = await httpProxyGet({ proxyPort: svc.httpPort, url: svc.whoamiUrl, credential, agent });
+      expect(second.status, second.body).to.equal(200);
+      expect(second.socket, 'the keep-alive connection was reused').to.equal(first.socket);
+      expect(second.localPort).to.equal(first.localPort);
+      const secondIp = whoamiIp(second.body);
+      // The request left through the new instance: its exit is the one the destination saw.
+      const target = await confirmedExit(rotated.instance, secondIp);
+      // The rotation prefers an instance whose exit differs from the one left behind.
+      if (rotated.exit_confirmed && rotated.exit_ip !== firstIp) expect(secondIp).to.not.equal(firstIp);
+      const vacated = await instanceView(svc, before.instance, admin);
+      expect(vacated.exit_ip === '' || vacated.exit_ip === firstIp || target.exit_ip !== vacated.exit_ip).to.equal(true);
+      const after = await session('rotate-me');
+      expect(after.instance).to.equal(rotated.instance);
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it('fails a private destination the network refuses without scoring it against the instance', async () => {
+    const key = 'private-destination';
+    const ok = await curlSocks(svc.socksPort, key, TEST_PROXY_TOKEN, svc.whoamiUrl);
+    expect(ok.code, ok.stderr).to.equal(0);
+    const { instance } = await session(key);
+    const before = await instanceWhen(svc, instance, admin, 'the successful request accounted', (v) => v.totals.requests > 0);
+
+    const viaSocks = await curlSocks(svc.socksPort, key, TEST_PROXY_TOKEN, 'http://10.0.0.1/');
+    expect(viaSocks.code, 'curl through SOCKS5 must fail').to.not.equal(0);
+    const viaHttp = await curlHttp(svc.httpPort, key, TEST_PROXY_TOKEN, 'http://10.0.0.1/', ['-o', '/dev/null', '-w', '%{http_code}']);
+    expect(viaHttp.stdout.trim(), 'HTTP proxy status').to.match(/^5\d\d$/);
+
+    // Both count as failed requests of the instance...
+    const after = await instanceWhen(svc, instance, admin, 'two more failed requests', (v) => v.totals.failures >= before.totals.failures + 2);
+    // ...but neither is scored: its health is exactly as it was.
+    expect(after.health.state).to.equal(before.health.state);
+    expect(after.health.failure_score).to.equal(before.health.failure_score);
+    expect(after.health.failures_in_window).to.equal(before.health.failures_in_window);
+    expect(after.health.transport_failures).to.equal(before.health.transport_failures);
+    expect(after.health.consecutive_failures).to.equal(before.health.consecutive_failures);
+    expect((await session(key)).instance, 'the session stays put').to.equal(instance);
+  });
+
+  it('fails an unresolvable hostname and scores it against the instance', async () => {
+    const key = 'unresolvable-destination';
+    const ok = await curlSocks(svc.socksPort, key, TEST_PROXY_TOKEN, svc.whoamiUrl);
+    expect(ok.code, ok.stderr).to.equal(0);
+    const { instance } = await session(key);
+    const before = await instanceWhen(svc, instance, admin, 'the successful request accounted', (v) => v.totals.requests > 0);
+    try {
+      const viaSocks = await curlSocks(svc.socksPort, key, TEST_PROXY_TOKEN, 'http://nonexistent.invalid/');
+      expect(viaSocks.code, 'curl through SOCKS5 must fail').to.not.equal(0);
+      const viaHttp = await curlHttp(svc.httpPort, key, TEST_PROXY_TOKEN, 'http://nonexistent.invalid/', ['-o', '/dev/null', '-w', '%{http_code}']);
+      expect(viaHttp.stdout.trim(), 'HTTP proxy status').to.equal('502');
+
+      const after = await instanceWhen(svc, instance, admin, 'two scored transport failures', (v) => v.health.transport_failures >= before.health.transport_failures + 2);
+      expect(after.health.failure_score).to.be.greaterThan(before.health.failure_score);
+      expect(after.health.failures_by_kind.transport ?? 0).to.be.at.least(2);
+      expect(after.totals.failures).to.be.at.least(before.totals.failures + 2);
+      expect(after.health.state).to.equal('degraded');
+    } finally {
+      // Clear the score so the instance does not carry it into the next test.
+      await apiJson(svc, `/api/instances/${instance}/release`, admin, { method: 'POST' });
+    }
+  });
+
+  it('fails at once on both listeners when no instance is routable', async () => {
+    const ids = (await instanceViews(svc, admin)).map((v) => v.id);
+    try {
+      for (const id of ids) {
+        const q = await apiJson<InstanceView>(svc, `/api/instances/${id}/quarantine`, admin, { method: 'POST' });
+        expect(q.health.state).to.equal('quarantined');
+      }
+      // A manual quarantine starts the remediation ladder, whose first rung (a new circuit)
+      // puts the instance on probation, routable again, within seconds. Draining holds every
+      // instance out of routing for as long as the assertions take.
+      for (const id of ids) await apiJson(svc, `/api/instances/${id}/drain`, admin, { method: 'POST' });
+      expect((await poolSummary(svc, admin)).routable).to.equal(0);
+      expect((await svc.api('/health')).status).to.equal(503);
+
+      const socks = await socksConnect({
+        port: svc.socksPort,
+        target: { host: 'whoami.testnet', port: svc.net.whoami.port },
+        credential: { username: 'nowhere', password: TEST_PROXY_TOKEN },
+      });
+      expect(socks.kind).to.equal('reply');
+      expect(socks.kind === 'reply' ? socks.code : null, 'SOCKS5 reply').to.equal(SOCKS_GENERAL_FAILURE);
+      expect(socks.elapsedMs).to.be.below(IMMEDIATE_FAILURE_MS);
+
+      const plain = await httpProxyGet({ proxyPort: svc.httpPort, url: svc.whoamiUrl, credential: { username: 'nowhere', password: TEST_PROXY_TOKEN } });
+      expect(plain.status).to.equal(503);
+      expect(plain.headers['proxy-status']).to.match(/^exitpool; error=destination_unavailable/);
+      expect(plain.elapsedMs).to.be.below(IMMEDIATE_FAILURE_MS);
+
+      // The real clients give up at once too.
+      const started = performance.now();
+      const [curlS, curlH] = await Promise.all([
+        curlSocks(svc.socksPort, 'nowhere', TEST_PROXY_TOKEN, svc.whoamiUrl),
+        curl(['-x', `http://nowhere:${TEST_PROXY_TOKEN}@127.0.0.1:${svc.httpPort}`, '-o', '/dev/null', '-w', '%{http_code}', svc.whoamiUrl]),
+      ]);
+      expect(performance.now() - started).to.be.below(IMMEDIATE_FAILURE_MS + 1000);
+      expect(curlS.code, 'curl through SOCKS5').to.not.equal(0);
+      expect(curlH.stdout.trim()).to.equal('503');
+    } finally {
+      for (const id of ids) await apiJson(svc, `/api/instances/${id}/release`, admin, { method: 'POST' });
+    }
+    const back = await (async () => {
+      for (const deadline = Date.now() + 30_000; ; ) {
+        const p = await poolSummary(svc, admin);
+        if (p.routable === POOL_SIZE || Date.now() > deadline) return p;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    })();
+    expect(back.routable, 'every instance routable again after release').to.equal(POOL_SIZE);
+  });
+});

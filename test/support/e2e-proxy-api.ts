@@ -1,0 +1,84 @@
+/**
+ * Typed reads of the management API for the proxy end-to-end tests, and polling with a
+ * deadline (accounting reaches the supervisor in batches, exits are confirmed asynchronously,
+ * so tests wait for a condition instead of sleeping).
+ */
+import type { InstanceView, PoolSummary, SessionView } from '../../shared/api/views.js';
+import type { RunningService } from './service-fixture.js';
+
+export class UnexpectedApiStatusError extends Error {
+  constructor(readonly path: string, readonly status: number, readonly body: string) {
+    super(`${path} answered ${status}: ${body}`);
+    this.name = 'UnexpectedApiStatusError';
+  }
+}
+
+export class ConditionTimeoutError extends Error {
+  constructor(readonly what: string, readonly timeoutMs: number, readonly last: unknown) {
+    super(`${what}: not reached within ${timeoutMs} ms (last seen: ${JSON.stringify(last)})`);
+    this.name = 'ConditionTimeoutError';
+  }
+}
+
+/** GET (or another method) that must answer `expected`; returns the parsed JSON body. */
+export async function apiJson<T>(svc: RunningService, path: string, bearer: string | undefined, init: { method?: string; body?: unknown; expected?: number } = {}): Promise<T> {
+  const r = await svc.api(path, { method: init.method ?? 'GET', ...(bearer === undefined ? {} : { bearer }), ...(init.body === undefined ? {} : { body: init.body }) });
+  const text = await r.text();
+  if (r.status !== (init.expected ?? 200)) throw new UnexpectedApiStatusError(path, r.status, text);
+  return (text === '' ? null : JSON.parse(text)) as T;
+}
+
+export function instanceView(svc: RunningService, id: number, bearer: string): Promise<InstanceView> {
+  return apiJson<InstanceView>(svc, `/api/instances/${id}`, bearer);
+}
+
+export function instanceViews(svc: RunningService, bearer: string): Promise<InstanceView[]> {
+  return apiJson<InstanceView[]>(svc, '/api/instances', bearer);
+}
+
+export function poolSummary(svc: RunningService, bearer: string): Promise<PoolSummary> {
+  return apiJson<PoolSummary>(svc, '/api/pool', bearer);
+}
+
+/** The session by key, or null when the API answers 404. */
+export async function sessionView(svc: RunningService, key: string, bearer: string | undefined): Promise<SessionView | null> {
+  const path = `/api/sessions/${encodeURIComponent(key)}`;
+  const r = await svc.api(path, bearer === undefined ? {} : { bearer });
+  if (r.status === 404) return null;
+  const text = await r.text();
+  if (r.status !== 200) throw new UnexpectedApiStatusError(path, r.status, text);
+  return JSON.parse(text) as SessionView;
+}
+
+/**
+ * Polls `probe` until it returns something other than undefined. `observe` (optional) names
+ * what was last seen, for the timeout error.
+ */
+export async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 15_000, observe?: () => unknown): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  const intervalMs = 200;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new ConditionTimeoutError(what, timeoutMs, observe?.());
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+/** Polls an instance until `accept` holds for its view; returns that view. */
+export async function instanceWhen(svc: RunningService, id: number, bearer: string, what: string, accept: (v: InstanceView) => boolean, timeoutMs = 15_000): Promise<InstanceView> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await instanceView(svc, id, bearer);
+    if (accept(v)) return v;
+    if (Date.now() > deadline) throw new ConditionTimeoutError(`instance ${id}: ${what}`, timeoutMs, v);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** Exit IP a whoami answer names (the body is the caller's address and a newline). */
+export function whoamiIp(body: string | null): string {
+  const ip = (body ?? '').trim();
+  if (!/^127\.0\.0\.\d+$/.test(ip)) throw new Error(`not a whoami answer: ${JSON.stringify(body)}`);
+  return ip;
+}

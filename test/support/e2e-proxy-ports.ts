@@ -1,0 +1,29 @@
+import net from 'node:net';
+
+export class NoFreePortRangeError extends Error {
+  constructor(readonly count: number) {
+    super(`no range of ${count} free loopback ports found`);
+    this.name = 'NoFreePortRangeError';
+  }
+}
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+/**
+ * A base for SESSION_PORT_BASE whose `count` ports are free now. Drawn from 20000–29999, below
+ * the block service-fixture draws instance ports from (30000 and up), so the two never overlap.
+ */
+export async function freeSessionPortBase(count: number): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = 20_000 + Math.floor(Math.random() * 990) * 10;
+    const checks = await Promise.all(Array.from({ length: count }, (_, i) => portFree(base + i)));
+    if (checks.every(Boolean)) return base;
+  }
+  throw new NoFreePortRangeError(count);
+}
