@@ -35,3 +35,21 @@ export function renderConfigurationDoc(): string {
     '',
   ].join('\n');
 }
+
+/** .env.example: every variable, commented out at its default, with its meaning. */
+export function renderEnvExample(): string {
+  const lines = [
+    '# exitpool configuration. Generated from shared/config/variables.ts by `npm run docs:config`.',
+    '# Every variable is optional; each line shows the default. See docs/configuration.md.',
+    '',
+  ];
+  for (const v of VARIABLES) {
+    lines.push(`# ${v.description}`);
+    if (v.aliases?.length) lines.push(`# Also accepted as: ${v.aliases.join(', ')}`);
+    const def = v.defaultText ?? '';
+    if (v.defaultDoc) lines.push(`# default: ${v.defaultDoc}`);
+    lines.push(`#${v.name}=${def}`);
+    lines.push('');
+  }
+  return lines.filter((l, i, a) => !(l === '' && a[i - 1] === '')).join('\n');
+}

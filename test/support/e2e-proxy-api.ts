@@ -82,3 +82,25 @@ export function whoamiIp(body: string | null): string {
   if (!/^127\.0\.0\.\d+$/.test(ip)) throw new Error(`not a whoami answer: ${JSON.stringify(body)}`);
   return ip;
 }
+
+/** Polls a session until it exists and `accept` holds for it; returns that view. */
+export async function sessionWhen(svc: RunningService, key: string, bearer: string, what: string, accept: (s: SessionView) => boolean, timeoutMs = 15_000): Promise<SessionView> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const s = await sessionView(svc, key, bearer);
+    if (s !== null && accept(s)) return s;
+    if (Date.now() > deadline) throw new ConditionTimeoutError(`session ${key}: ${what}`, timeoutMs, s);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** Polls the pool summary until `accept` holds; returns that summary. */
+export async function poolWhen(svc: RunningService, bearer: string, what: string, accept: (p: PoolSummary) => boolean, timeoutMs = 30_000): Promise<PoolSummary> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const p = await poolSummary(svc, bearer);
+    if (accept(p)) return p;
+    if (Date.now() > deadline) throw new ConditionTimeoutError(`pool: ${what}`, timeoutMs, p);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}

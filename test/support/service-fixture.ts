@@ -56,10 +56,15 @@ async function portFree(port: number): Promise<boolean> {
   });
 }
 
-/** A block of ports for the instances (2 per instance) that is free now. */
-async function freeBlock(size: number): Promise<number> {
+/**
+ * A block of ports for the instances (2 per instance) that is free now and holds none of
+ * `taken` (ports already picked for the listeners but not bound yet; the service refuses to
+ * start when its instance ports overlap a listener).
+ */
+async function freeBlock(size: number, taken: readonly number[]): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
     const base = 30_000 + Math.floor(Math.random() * 2_500) * 10;
+    if (taken.some((p) => p >= base && p < base + size)) continue;
     const checks = await Promise.all(Array.from({ length: size }, (_, i) => portFree(base + i)));
     if (checks.every(Boolean)) return base;
   }
@@ -74,7 +79,7 @@ export async function startService(env: Record<string, string> = {}): Promise<Ru
   const testnet = await sharedTestnet();
   const [socksPort, httpPort, apiPort] = [await freePort(), await freePort(), await freePort()];
   const poolSize = Number(env.POOL_SIZE ?? '4');
-  const instancePortBase = await freeBlock(2 * 64);
+  const instancePortBase = await freeBlock(2 * 64, [socksPort, httpPort, apiPort]);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-e2e-'));
   const fullEnv: Record<string, string> = {
     PATH: process.env.PATH ?? '/usr/bin:/bin',

@@ -2,6 +2,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'winston';
+import { IpcPeerGoneError, IpcTimeoutError } from '../../shared/ipc/errors.js';
 import type { WorkerEndpoint } from '../../shared/ipc/protocol.js';
 import type { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
 import { allows, authenticate, type Access, type Principal } from './access.js';
@@ -53,11 +54,13 @@ export function createApiApp(o: ApiAppOptions): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  app.use('/api', express.json({ limit: MAX_JSON_BODY_BYTES, strict: false, type: ['application/json', 'application/*+json'] }));
+  // Parsed after the guard, so a request without a valid credential gets its 401 (or 403)
+  // whatever its body, and nobody unauthenticated makes the worker read and parse JSON.
+  const jsonBody = express.json({ limit: MAX_JSON_BODY_BYTES, strict: false, type: ['application/json', 'application/*+json'] });
 
   for (const route of o.routes) {
     const method = route.method.toLowerCase() as 'get' | 'post' | 'delete';
-    app[method](route.path, guard(route.access, o.authenticator), async (req: Request, res: Response) => {
+    app[method](route.path, guard(route.access, o.authenticator), jsonBody, async (req: Request, res: Response) => {
       const reply = await route.handler({ req, principal: res.locals.principal as Principal, ipc: o.ipc, clientIp: clientIp(req) });
       send(res, reply);
     });
@@ -67,8 +70,8 @@ export function createApiApp(o: ApiAppOptions): express.Express {
     o.hub.subscribe(res, o.initialStreamFrames());
   });
 
-  // Unmatched /api/ paths: authenticated first, then 404; never the dashboard.
-  app.all('/api/{*rest}', guard('proxy', o.authenticator), () => {
+  // Unmatched /api/ paths (and /api itself): authenticated first, then 404; never the dashboard.
+  app.all(['/api', '/api/{*rest}'], guard('proxy', o.authenticator), () => {
     throw notFound('no such API route');
   });
 
@@ -88,6 +91,10 @@ export function createApiApp(o: ApiAppOptions): express.Express {
   });
 
   mountDashboard(app, o.dashboardDir);
+  // Anything else (other methods, or every path while the dashboard is not built): plain text.
+  app.use(() => {
+    throw notFound();
+  });
 
   app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
     if (res.headersSent) {
@@ -109,8 +116,14 @@ function toHttpError(err: unknown): HttpError {
   if (t === 'entity.too.large') return new HttpError(400, `body larger than ${MAX_JSON_BODY_BYTES} bytes`);
   if (typeof t === 'string' && t.startsWith('encoding.')) return new HttpError(400, 'unsupported body encoding');
   if (t === 'charset.unsupported') return new HttpError(400, 'unsupported body charset');
-  const name = (err as Error)?.name;
-  if (name === 'IpcTimeoutError' || name === 'IpcPeerGoneError') return new HttpError(503, 'supervisor not answering');
+  // Express answers a path parameter that is not valid percent-encoding with a URIError.
+  if (err instanceof URIError) return new HttpError(400, 'malformed percent-encoding in the path');
+  // Other client errors from express's own parts: a missing static asset keeps its 404; the
+  // rest (a gzip body that does not inflate, ...) is bad input.
+  const status = (err as { status?: unknown })?.status;
+  if (status === 404) return notFound();
+  if (typeof status === 'number' && status >= 400 && status < 500) return new HttpError(400, 'bad request');
+  if (err instanceof IpcTimeoutError || err instanceof IpcPeerGoneError) return new HttpError(503, 'supervisor not answering');
   return new HttpError(500, 'internal error');
 }
 

@@ -5,6 +5,11 @@ export const SSE_HEARTBEAT_MS = 15_000;
 /** A subscriber whose socket stayed congested this long is disconnected (it reconnects). */
 export const SSE_STALL_LIMIT_MS = 30_000;
 
+export interface SseHubOptions {
+  heartbeatMs?: number;
+  stallLimitMs?: number;
+}
+
 interface Subscriber {
   res: Response;
   /** Set while the socket's buffer is full: frames are dropped, never queued. */
@@ -19,10 +24,12 @@ interface Subscriber {
 export class SseHub {
   private readonly subscribers = new Set<Subscriber>();
   private readonly heartbeat: NodeJS.Timeout;
+  private readonly stallLimitMs: number;
   dropped = 0;
 
-  constructor() {
-    this.heartbeat = setInterval(() => this.broadcastRaw(': keep-alive\n\n'), SSE_HEARTBEAT_MS);
+  constructor(options: SseHubOptions = {}) {
+    this.stallLimitMs = options.stallLimitMs ?? SSE_STALL_LIMIT_MS;
+    this.heartbeat = setInterval(() => this.broadcastRaw(': keep-alive\n\n'), options.heartbeatMs ?? SSE_HEARTBEAT_MS);
     this.heartbeat.unref();
   }
 
@@ -68,7 +75,7 @@ export class SseHub {
     for (const s of this.subscribers) {
       if (s.congestedSince !== null) {
         this.dropped += 1;
-        if (now - s.congestedSince > SSE_STALL_LIMIT_MS) s.res.destroy();
+        if (now - s.congestedSince > this.stallLimitMs) s.res.destroy();
         continue;
       }
       if (!s.res.write(frame)) s.congestedSince = now;

@@ -1,0 +1,57 @@
+/**
+ * What the benchmarks read about a process from /proc: resident memory, open file
+ * descriptors, CPU time, and the open-files limit.
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+
+/** Linux reports utime/stime in clock ticks of USER_HZ, which is 100 on every Linux ABI Node runs on. */
+const USER_HZ = 100;
+
+export function rssBytes(pid: number): number {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
+}
+
+export function fdCount(pid: number): number {
+  return fs.readdirSync(`/proc/${pid}/fd`).length;
+}
+
+/** User plus system CPU time the process has used so far, in milliseconds. */
+export function cpuMs(pid: number): number {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // The command name (field 2) may contain spaces and parentheses: count fields after its closing ')'.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const utime = Number(fields[11]);
+  const stime = Number(fields[12]);
+  return ((utime + stime) * 1000) / USER_HZ;
+}
+
+export interface FdLimit {
+  soft: number;
+  hard: number;
+}
+
+export function fdLimit(pid: number | 'self' = 'self'): FdLimit {
+  const limits = fs.readFileSync(`/proc/${pid}/limits`, 'utf8');
+  const m = /Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/.exec(limits);
+  const parse = (v: string | undefined): number => (v === undefined || v === 'unlimited' ? Number.MAX_SAFE_INTEGER : Number(v));
+  return { soft: parse(m?.[1]), hard: parse(m?.[2]) };
+}
+
+/**
+ * Raises this process's soft open-files limit towards `wanted` (never beyond the hard limit,
+ * which needs privileges to raise). Children forked afterwards inherit it. Node has no
+ * setrlimit, so util-linux `prlimit` does it from outside.
+ */
+export function raiseFdLimit(wanted: number): FdLimit {
+  const current = fdLimit();
+  const target = Math.min(wanted, current.hard);
+  if (current.soft >= target) return current;
+  try {
+    execFileSync('prlimit', ['--pid', String(process.pid), `--nofile=${target}:`], { stdio: 'ignore' });
+  } catch {
+    // Leave the limit as it is; the caller sizes its run by what fdLimit() reports.
+  }
+  return fdLimit();
+}

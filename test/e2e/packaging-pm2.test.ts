@@ -1,0 +1,80 @@
+import { expect } from 'chai';
+import { execFile, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { packageRoot } from '../../shared/version.js';
+import { curlSocks } from '../support/curl.js';
+import { isAlive, waitAllGone } from '../support/process-tree.js';
+import { TEST_PROXY_TOKEN } from '../support/service-fixture.js';
+import { sharedTestnet } from '../support/testnet-fixture.js';
+
+function pm2(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
+  const bin = path.join(packageRoot(), 'node_modules', '.bin', 'pm2');
+  return new Promise((resolve, reject) => {
+    execFile(bin, args, { env, cwd: packageRoot(), timeout: 90_000 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`pm2 ${args.join(' ')} failed: ${stderr || err.message}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+/**
+ * The shipped ecosystem.config.cjs under pm2 (from npm): the supervisor in fork mode, /health
+ * answering, and a stop that leaves no tor behind (pm2's kill_timeout covers tor's flush).
+ */
+describe('packaging: under pm2 with ecosystem.config.cjs', function () {
+  this.timeout(240_000);
+  const pm2Home = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-pm2-'));
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-pm2-data-'));
+  let env: NodeJS.ProcessEnv;
+
+  after(async () => {
+    await pm2(['kill'], env).catch(() => undefined);
+    fs.rmSync(pm2Home, { recursive: true, force: true });
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('starts in fork mode, answers /health, and stops with no tor left', async () => {
+    const net = await sharedTestnet();
+    const port = 45000 + Math.floor(Math.random() * 400) * 4;
+    env = {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      PM2_HOME: pm2Home,
+      DATA_DIR: dataDir,
+      POOL_SIZE: '2',
+      SOCKS_PORT: String(port),
+      HTTP_PORT: String(port + 1),
+      API_PORT: String(port + 2),
+      INSTANCE_PORT_BASE: String(port + 300),
+      PROXY_WORKERS: '1',
+      PROXY_TOKEN: TEST_PROXY_TOKEN,
+      TOR_BINARY: net.torBinary,
+      TOR_EXTRA_CONFIG: net.clientTorrcLines.join('\n'),
+      EXITPOOL_PRIVATE_NETWORK_ONLY: '1',
+    };
+    await pm2(['start', 'ecosystem.config.cjs'], env);
+    const list = JSON.parse(await pm2(['jlist'], env)) as { name: string; pid: number; pm2_env: { exec_mode: string } }[];
+    const app = list.find((a) => a.name === 'exitpool');
+    expect(app, 'pm2 lists exitpool').to.not.equal(undefined);
+    expect(app!.pm2_env.exec_mode).to.equal('fork_mode');
+    const supervisorPid = app!.pid;
+
+    const deadline = Date.now() + 120_000;
+    let healthy = false;
+    while (!healthy && Date.now() < deadline) {
+      healthy = await fetch(`http://127.0.0.1:${port + 2}/health`).then((r) => r.ok, () => false);
+      if (!healthy) await new Promise((r) => setTimeout(r, 300));
+    }
+    expect(healthy, 'GET /health answers 200 under pm2').to.equal(true);
+    const r = await curlSocks(port, 'pm2', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
+    expect(r.code, r.stderr).to.equal(0);
+
+    const torPids = execFileSync('pgrep', ['-P', String(supervisorPid), '-x', 'tor']).toString().trim().split('\n').map(Number);
+    expect(torPids).to.have.length(2);
+    await pm2(['stop', 'exitpool'], env);
+    expect(await waitAllGone([supervisorPid, ...torPids], 30_000)).to.deep.equal([]);
+    expect(isAlive(supervisorPid)).to.equal(false);
+  });
+});

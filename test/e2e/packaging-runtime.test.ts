@@ -1,0 +1,103 @@
+import { expect } from 'chai';
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { packageRoot } from '../../shared/version.js';
+import { processUser, waitAllGone } from '../support/process-tree.js';
+import { TEST_PROXY_TOKEN } from '../support/service-fixture.js';
+import { curlSocks } from '../support/curl.js';
+import { sharedTestnet } from '../support/testnet-fixture.js';
+
+/** The unprivileged account the test runs the installed service as (like the image's `exitpool`). */
+const RUNTIME_USER = 'exitpool-test';
+
+/**
+ * The container's runtime steps, exercised on this machine: scripts/install-runtime.sh (the
+ * Dockerfile's runtime stage) into a clean directory, then the installed launcher run as a
+ * non-root user with a private DATA_DIR, serving on the private network and stopping cleanly.
+ */
+describe('packaging: the runtime install, run as a non-root user', function () {
+  this.timeout(300_000);
+  const target = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-runtime-'));
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-runtime-data-'));
+
+  before(function () {
+    expect(process.getuid?.(), 'the packaging test creates a user, so it runs as root (as CI does)').to.equal(0);
+    try {
+      execFileSync('id', [RUNTIME_USER], { stdio: 'ignore' });
+    } catch {
+      execFileSync('useradd', ['--system', '--no-create-home', '--shell', '/usr/sbin/nologin', RUNTIME_USER]);
+    }
+    execFileSync('chown', [RUNTIME_USER, dataDir]);
+    fs.chmodSync(dataDir, 0o700);
+  });
+
+  after(() => {
+    fs.rmSync(target, { recursive: true, force: true });
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('installs production dependencies only, into a clean directory', () => {
+    execFileSync('bash', [path.join(packageRoot(), 'scripts', 'install-runtime.sh'), target], { stdio: 'pipe' });
+    expect(fs.existsSync(path.join(target, 'dist', 'supervisor', 'cli.js'))).to.equal(true);
+    expect(fs.existsSync(path.join(target, 'node_modules', 'express'))).to.equal(true);
+    expect(fs.existsSync(path.join(target, 'node_modules', 'mocha')), 'dev dependency installed').to.equal(false);
+    expect(fs.existsSync(path.join(target, 'dist', 'test')), 'tests shipped').to.equal(false);
+    const version = execFileSync(process.execPath, [path.join(target, 'bin', 'exitpool'), 'version']).toString().trim();
+    expect(version).to.equal(JSON.parse(fs.readFileSync(path.join(packageRoot(), 'package.json'), 'utf8')).version);
+  });
+
+  it('serves as the non-root user and stops gracefully with no tor left', async () => {
+    const net = await sharedTestnet();
+    const port = 47000 + Math.floor(Math.random() * 500) * 4;
+    const env = {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      HOME: dataDir,
+      DATA_DIR: dataDir,
+      POOL_SIZE: '2',
+      SOCKS_PORT: String(port),
+      HTTP_PORT: String(port + 1),
+      API_PORT: String(port + 2),
+      INSTANCE_PORT_BASE: String(port + 200),
+      PROXY_WORKERS: '1',
+      PROXY_TOKEN: TEST_PROXY_TOKEN,
+      TOR_BINARY: net.torBinary,
+      TOR_EXTRA_CONFIG: net.clientTorrcLines.join('\n'),
+      EXITPOOL_PRIVATE_NETWORK_ONLY: '1',
+    };
+    const child = spawn('runuser', ['-u', RUNTIME_USER, '--', process.execPath, path.join(target, 'bin', 'exitpool'), 'serve'], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    try {
+      const deadline = Date.now() + 120_000;
+      let healthy = false;
+      while (!healthy && Date.now() < deadline) {
+        healthy = await fetch(`http://127.0.0.1:${port + 2}/health`).then((r) => r.ok, () => false);
+        if (!healthy) await new Promise((r) => setTimeout(r, 300));
+      }
+      expect(healthy, `never healthy:\n${out.slice(-3000)}`).to.equal(true);
+      // The supervisor (runuser's child) runs as the unprivileged user, and so do its tors.
+      const supervisorPid = Number(execFileSync('pgrep', ['-P', String(child.pid)]).toString().trim().split('\n')[0]);
+      expect(processUser(supervisorPid)).to.equal(RUNTIME_USER);
+      const r = await curlSocks(port, 'packaged', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
+      expect(r.code, r.stderr).to.equal(0);
+      expect(r.stdout.trim()).to.match(/^127\.0\.0\.\d+$/);
+      const auth = fs.statSync(path.join(dataDir, 'auth.json'));
+      expect(auth.mode & 0o777).to.equal(0o600);
+      const torPids = execFileSync('pgrep', ['-u', RUNTIME_USER, '-x', 'tor']).toString().trim().split('\n').map(Number);
+      expect(torPids).to.have.length(2);
+      for (const pid of torPids) expect(processUser(pid)).to.equal(RUNTIME_USER);
+      process.kill(supervisorPid, 'SIGTERM');
+      expect(await exited).to.equal(0);
+      expect(await waitAllGone(torPids, 15_000)).to.deep.equal([]);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  });
+});
