@@ -15,6 +15,7 @@ import { authRoutes } from '../../workers/api/auth-routes.js';
 import { POOL_ROUTES, type ApiRoute } from '../../workers/api/route-table.js';
 import { SseHub, type SseHubOptions } from '../../workers/api/sse-hub.js';
 import { FakeSupervisorIpc, type CannedData } from '../support/fake-supervisor-ipc.js';
+import { documentationGaps, loadOpenApiDocument, type ObservedResponse } from '../support/openapi-document.js';
 import { quietLogger } from '../support/quiet-logger.js';
 
 /**
@@ -73,6 +74,8 @@ export interface ApiHarness {
   /** The proxy-scope token generated on first boot (source `store`). */
   storeProxyToken: string;
   clock: { now: number };
+  /** Every response `request` received, for checking against docs/openapi.yaml. */
+  observed: ObservedResponse[];
   request(pathAndQuery: string, options?: RequestOptions): Promise<ApiResponse>;
   /** Signs in with the admin password; returns the session credential (JWT). */
   login(): Promise<string>;
@@ -131,6 +134,7 @@ export async function startApiHarness(options: HarnessOptions = {}): Promise<Api
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
+  const observed: ObservedResponse[] = [];
   const request = async (pathAndQuery: string, o: RequestOptions = {}): Promise<ApiResponse> => {
     const headers: Record<string, string> = {};
     if (o.bearer !== undefined) headers.authorization = `Bearer ${o.bearer}`;
@@ -144,6 +148,7 @@ export async function startApiHarness(options: HarnessOptions = {}): Promise<Api
     Object.assign(headers, o.headers ?? {});
     const res = await fetch(base + pathAndQuery, { method, headers, ...(body === undefined ? {} : { body }), redirect: 'manual' });
     const text = await res.text();
+    observed.push({ method, path: pathAndQuery, status: res.status, contentType: res.headers.get('content-type'), body: text });
     return { status: res.status, headers: res.headers, text, json: () => JSON.parse(text) as unknown };
   };
   const login = async (): Promise<string> => {
@@ -168,6 +173,7 @@ export async function startApiHarness(options: HarnessOptions = {}): Promise<Api
     adminToken: admin.token.secret,
     storeProxyToken,
     clock,
+    observed,
     request,
     login,
     ticket,
@@ -185,4 +191,14 @@ export async function startApiHarness(options: HarnessOptions = {}): Promise<Api
 /** Route table path (`:id`) to a concrete path with sample values. */
 export function concretePath(route: Pick<ApiRoute, 'path'>, values: Record<string, string> = {}): string {
   return route.path.replace(/:(\w+)/g, (_m, name: string) => values[name] ?? { id: '0', key: 'alice' }[name] ?? 'x');
+}
+
+/**
+ * Every response the harness saw, checked against docs/openapi.yaml: its status is documented
+ * for the operation, its media type is listed, and a JSON body conforms to the schema. Call
+ * it at the end of a file's tests, so whatever they provoked keeps the document honest.
+ */
+export function undocumentedResponses(h: ApiHarness): string[] {
+  const doc = loadOpenApiDocument();
+  return [...new Set(h.observed.flatMap((o) => documentationGaps(doc, o)))];
 }

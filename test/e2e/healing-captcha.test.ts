@@ -193,6 +193,7 @@ describe('self-healing end to end (pool of 3 on the private network)', function 
         firstReportAt ??= Date.now();
         const r = await api.reportFailure(key, { kind: 'captcha', reason: 'captcha page' });
         reports++;
+        console.log('DEBUG', key, JSON.stringify(r), JSON.stringify((await api.instance(instance)).health));
         expect(r.kind).to.equal('captcha');
         if (quarantinedAt === undefined) {
           // A fast new-circuit rung can already be done: remediations counts a quarantine whose ladder began.
