@@ -37,6 +37,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     await running.stop(graceMs);
+    await endpoint.drain();
     process.exit(0);
   };
   endpoint.onNotice('shutdown', ({ graceMs }) => void stop(graceMs));

@@ -10,6 +10,8 @@ export interface Channel {
   /** Called once when the other side can no longer receive (disconnect or exit). */
   onGone(listener: () => void): void;
   connected(): boolean;
+  /** Resolves once everything sent so far has been written to the channel (before exiting). */
+  drain?(): Promise<void>;
 }
 
 export function channelToWorker(worker: Worker): Channel {
@@ -42,5 +44,12 @@ export function channelToParent(): Channel {
     onMessage: (l) => void process.on('message', l),
     onGone: (l) => void process.once('disconnect', l),
     connected: () => process.connected === true,
+    // Messages are written in order, so the callback of an empty marker sent last fires once
+    // every earlier message (the final accounting batch) is out.
+    drain: () =>
+      new Promise<void>((resolve) => {
+        if (!process.connected || !process.send) return resolve();
+        process.send({ drain: true }, () => resolve());
+      }),
   };
 }

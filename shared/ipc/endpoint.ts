@@ -93,6 +93,11 @@ export class IpcEndpoint<
     this.noticeListeners.set(topic, list);
   }
 
+  /** Resolves once every message sent so far has left this process. */
+  async drain(): Promise<void> {
+    await this.channel.drain?.();
+  }
+
   /** Fails everything pending; used on shutdown and when the channel reports the peer gone. */
   close(): void {
     this.markGone();

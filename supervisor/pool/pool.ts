@@ -403,18 +403,21 @@ export class Pool extends EventEmitter {
   reportFailure(key: string, kind: FailureKind, reason: string): ActionResult<{ session: string; instance: number; kind: string }> {
     const s = this.sessions.get(key);
     if (!s) return refuse(404, 'no such session');
-    const e = this.entries.get(s.instance);
+    // The report is charged to the instance the session is on now; a quarantine it causes moves
+    // the session at once, so read the instance first or the echo and the audit name the new one.
+    const instance = s.instance;
+    const e = this.entries.get(instance);
     const now = this.now();
-    if (e) e.health.failure(kind, 'client', true, now);
     s.failures += 1;
     this.deps.audit.record({
       type: 'instance',
-      instance: s.instance,
+      instance,
       session: key,
-      message: `failure reported on instance ${s.instance}: ${kind}${reason ? ` (${reason})` : ''}`,
+      message: `failure reported on instance ${instance}: ${kind}${reason ? ` (${reason})` : ''}`,
       details: { kind, reason },
     });
-    return { ok: true, value: { session: key, instance: s.instance, kind } };
+    if (e) e.health.failure(kind, 'client', true, now);
+    return { ok: true, value: { session: key, instance, kind } };
   }
 
   deleteSession(key: string): ActionResult<null> {

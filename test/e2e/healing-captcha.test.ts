@@ -143,6 +143,7 @@ describe('self-healing end to end (pool of 3 on the private network)', function 
     const keys: string[] = [];
     for (let i = 0; i < 9; i++) keys.push((await placeSession('captcha')).key);
     let target: { instance: number; ip: string; keys: string[] } | undefined;
+    const selection: string[] = [];
     for (let attempt = 0; attempt < 4 && !target; attempt++) {
       const seen = new Map<number, Map<string, string[]>>();
       for (const key of keys) {
@@ -153,6 +154,7 @@ describe('self-healing end to end (pool of 3 on the private network)', function 
         seen.set(at, byIp);
       }
       const views = await api.instances();
+      selection.push([...seen].map(([i, byIp]) => `${i}: ${[...byIp].map(([ip, k]) => `${ip}×${k.length}`).join(' ')}`).join(', '));
       for (const [instance, byIp] of seen) {
         if (byIp.size !== 1) continue;
         const [[ip, onIt]] = [...byIp] as [[string, string[]]];
@@ -163,6 +165,7 @@ describe('self-healing end to end (pool of 3 on the private network)', function 
         // Every exit is shared: give one instance a new circuit and look again.
         const collide = views.find((v) => v.sessions > 0) as InstanceView;
         await api.action(collide.id, 'rotate');
+        selection.push(`rotated ${collide.id}`);
         await settled();
       }
     }
@@ -179,6 +182,7 @@ describe('self-healing end to end (pool of 3 on the private network)', function 
     let quarantinedAt: number | undefined;
     let firstNewExitAt: number | undefined;
     const firstAfterQuarantine = new Map<string, Fetched>();
+    const trail: string[] = [`instance ${instance} burnt ${burntIp} sessions ${target.keys.join(',')} (${selection.join('; ')})`];
     for (let round = 0; round < REQUESTS_PER_SESSION; round++) {
       for (const key of target.keys) {
         const got = await fetchThroughSession(svc, key);
@@ -193,16 +197,16 @@ describe('self-healing end to end (pool of 3 on the private network)', function 
         firstReportAt ??= Date.now();
         const r = await api.reportFailure(key, { kind: 'captcha', reason: 'captcha page' });
         reports++;
-        console.log('DEBUG', key, JSON.stringify(r), JSON.stringify((await api.instance(instance)).health));
-        expect(r.kind).to.equal('captcha');
+        expect(r).to.deep.equal({ session: key, instance, kind: 'captcha' }); // charged to the instance it came through
         if (quarantinedAt === undefined) {
           // A fast new-circuit rung can already be done: remediations counts a quarantine whose ladder began.
           const h = (await api.instance(instance)).health;
+          trail.push(`report ${reports} by ${key}: ${h.state} score ${h.failure_score}`);
           if (OUT_OF_SERVICE.includes(h.state) || h.remediations > 0) quarantinedAt = Date.now();
         }
       }
     }
-    expect(reports, 'reports until the quarantine').to.be.within(1, 2);
+    expect(reports, `reports until the quarantine:\n${trail.join('\n')}`).to.be.within(1, 2);
     expect(quarantinedAt, 'quarantined').to.not.equal(undefined);
     for (const key of target.keys) {
       const first = firstAfterQuarantine.get(key);

@@ -3,9 +3,9 @@
  * session ports (SESSION_PORT_BASE), on one service of 2 instances.
  */
 import { expect } from 'chai';
-import type { SessionView } from '../../shared/api/views.js';
+import type { PoolSummary, SessionView } from '../../shared/api/views.js';
 import { curl, curlSocks } from '../support/curl.js';
-import { apiJson, instanceView, instanceWhen, poolSummary, sessionView, sessionWhen, whoamiIp } from '../support/e2e-proxy-api.js';
+import { apiJson, instanceView, instanceWhen, sessionView, sessionWhen, whoamiIp } from '../support/e2e-proxy-api.js';
 import { httpProxyGet } from '../support/e2e-proxy-http-client.js';
 import { freeSessionPortBase } from '../support/e2e-proxy-ports.js';
 import { socksHttpGet } from '../support/e2e-proxy-socks-client.js';
@@ -40,7 +40,7 @@ describe('credential-free proxying: AUTH_DISABLED, DEFAULT_SESSION=ip and sessio
   it('reports that no credential is required, and answers the API without one', async () => {
     const status = await apiJson<{ required: boolean; user: string }>(svc, '/api/auth/status', undefined);
     expect(status.required).to.equal(false);
-    const pool = await poolSummary(svc, '');
+    const pool = await apiJson<PoolSummary>(svc, '/api/pool', undefined);
     expect(pool.config.default_session).to.equal('ip');
   });
 

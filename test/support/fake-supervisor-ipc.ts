@@ -103,6 +103,17 @@ export class FakeSupervisorIpc {
     this.overrides.set(method, handler as (params: unknown) => unknown);
   }
 
+  /** Back to the canned answers, for one method or all (undoes answer and stall). */
+  restore(method?: Method): void {
+    if (method === undefined) {
+      this.overrides.clear();
+      this.stalled.clear();
+      return;
+    }
+    this.overrides.delete(method);
+    this.stalled.delete(method);
+  }
+
   /** The method is received and recorded but never answered: the worker's deadline fires. */
   stall(method: Method): void {
     this.stalled.add(method);

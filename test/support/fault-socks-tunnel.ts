@@ -44,7 +44,7 @@ export function openSocksTunnel(o: SocksTunnelOptions): Promise<TunnelOutcome> {
     const elapsed = (): number => performance.now() - started;
     const socket = net.connect({ host: '127.0.0.1', port: o.port });
     let step: SocksStep = 'connect-tcp';
-    let buf = Buffer.alloc(0);
+    let buf: Buffer = Buffer.alloc(0);
     let done = false;
     const finish = (outcome: TunnelOutcome): void => {
       if (done) return;

@@ -1,8 +1,8 @@
 /**
  * A small tmpfs to serve as a service's DATA_DIR, so a test can make it full (a filler file
- * takes every free block) or read-only (remount) while the service runs. As root, file modes do
- * not stop writes, so a real filesystem condition is the only honest way to make auth.json
- * unwritable. Needs root (mount); the tests fail rather than skip without it.
+ * takes every free block) while the service runs, and a way to make a directory unwritable. As
+ * root, file modes do not stop writes, so real filesystem conditions are the only honest way to
+ * make auth.json unwritable. Needs root (mount, chattr); the tests fail rather than skip without it.
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -12,7 +12,7 @@ import path from 'node:path';
 export class TmpfsError extends Error {
   constructor(what: string, cause: unknown) {
     const detail = (cause as { stderr?: Buffer }).stderr?.toString().trim() || (cause as Error).message;
-    super(`${what}: ${detail} (the fault tests need root to mount a tmpfs)`);
+    super(`${what}: ${detail} (the fault tests need root for mount and chattr)`);
     this.name = 'TmpfsError';
   }
 }
@@ -71,24 +71,21 @@ export class Tmpfs {
     fs.rmSync(this.filler, { force: true });
   }
 
-  readOnly(): void {
-    run('remount read-only', ['mount', '-o', 'remount,ro', this.dir]);
-  }
-
-  readWrite(): void {
-    run('remount read-write', ['mount', '-o', 'remount,rw', this.dir]);
-  }
-
   /** Unmounts (lazily, in case a process still holds a file) and removes the mount point. */
   unmount(): void {
     if (!this.mounted) return;
     this.mounted = false;
-    try {
-      execFileSync('mount', ['-o', 'remount,rw', this.dir], { stdio: 'pipe' });
-    } catch {
-      // already read-write or already gone
-    }
     run('unmount tmpfs', ['umount', '-l', this.dir]);
     fs.rmdirSync(this.dir);
   }
+}
+
+/**
+ * Sets or clears the immutable attribute of a directory (chattr +i): nothing can be created,
+ * renamed or removed in it, even by root, while files below it stay writable. A remount
+ * read-only is refused while the service's tors hold files open for writing, so this is how
+ * the tests make DATA_DIR read-only for the credential store without stopping its tors.
+ */
+export function setImmutable(dir: string, immutable: boolean): void {
+  run(immutable ? 'chattr +i' : 'chattr -i', ['chattr', immutable ? '+i' : '-i', dir]);
 }

@@ -155,7 +155,10 @@ export async function startService(env: Record<string, string> = {}): Promise<Ru
       }
     },
     async stop() {
-      if (child.exitCode !== null) return child.exitCode;
+      if (child.exitCode !== null) {
+        fs.rmSync(dataDir, { recursive: true, force: true });
+        return child.exitCode;
+      }
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
       const code = await exited;

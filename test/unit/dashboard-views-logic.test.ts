@@ -1,0 +1,168 @@
+import { expect } from 'chai';
+import fc from 'fast-check';
+import type { SessionView, StatsSample } from '../../shared/api/views.js';
+import { MAX_POOL_SIZE as SERVICE_MAX_POOL_SIZE } from '../../shared/config/config.js';
+import type { StateSnapshot } from '../../shared/ipc/protocol.js';
+import { ApiError, ForbiddenError, UnauthorizedError, describeError, errorForStatus } from '../../dashboard/src/logic/api-errors.js';
+import { countryFlag, exitDisplay } from '../../dashboard/src/logic/exit-display.js';
+import { extendHistory, historyColumns } from '../../dashboard/src/logic/history-series.js';
+import { INSTANCE_ACTIONS, actionBlockedReason, actionPath, parsePoolSize } from '../../dashboard/src/logic/instance-actions.js';
+import { MAX_POOL_SIZE } from '../../dashboard/src/logic/pool-limits.js';
+import { filterSessions, sortSessions } from '../../dashboard/src/logic/session-filter.js';
+import type { StreamSnapshot } from '../../dashboard/src/logic/snapshot.js';
+import { CREDENTIAL_STORAGE_KEY, isLoginResult, msUntilExpiry, parseStoredCredential } from '../../dashboard/src/logic/stored-credential.js';
+import { VIEWS, hashOf, viewFromHash } from '../../dashboard/src/logic/views.js';
+
+function session(key: string, instance: number, over: Partial<SessionView> = {}): SessionView {
+  return {
+    key, instance, created_at: '2026-01-01T00:00:00.000Z', last_seen: '2026-01-01T00:00:00.000Z',
+    requests: 0, failures: 0, bytes_up: 0, bytes_down: 0, active: 0, ...over,
+  };
+}
+
+describe('dashboard view logic', () => {
+  it('restates the stream snapshot and MAX_POOL_SIZE exactly as the service defines them', () => {
+    // Compile-time: each shape is assignable to the other.
+    const fromService = (s: StateSnapshot): StreamSnapshot => s;
+    const toService = (s: StreamSnapshot): StateSnapshot => s;
+    expect(fromService).to.be.a('function');
+    expect(toService).to.be.a('function');
+    expect(MAX_POOL_SIZE).to.equal(SERVICE_MAX_POOL_SIZE);
+  });
+
+  describe('errors', () => {
+    it('signs out on 401 only: 403 is "not allowed"', () => {
+      expect(errorForStatus(401, 'expired credential\n')).to.be.instanceOf(UnauthorizedError);
+      const forbidden = errorForStatus(403, 'needs admin scope');
+      expect(forbidden).to.be.instanceOf(ForbiddenError);
+      expect(forbidden).to.not.be.instanceOf(UnauthorizedError);
+      expect(describeError(forbidden)).to.equal('not allowed: needs admin scope');
+      expect(describeError(errorForStatus(403, ''))).to.equal('not allowed');
+      const conflict = errorForStatus(409, 'instance 2 is not bootstrapped\n');
+      expect(conflict).to.be.instanceOf(ApiError);
+      expect(conflict.status).to.equal(409);
+      expect(describeError(conflict)).to.equal('409: instance 2 is not bootstrapped');
+      expect(describeError(errorForStatus(500, ''))).to.equal('HTTP 500');
+    });
+  });
+
+  describe('exits', () => {
+    it('shows the current exit, the retired one during a rotation, or none', () => {
+      const base = { exit_ip: '', exit_country: '', exit_nickname: '', exit_confirmed: false, retired_exit_ip: '' };
+      expect(exitDisplay({ ...base, exit_ip: '127.0.0.11', exit_country: 'de', exit_confirmed: true })).to.deep.equal({
+        kind: 'current', ip: '127.0.0.11', country: 'de', nickname: '', confirmed: true,
+      });
+      expect(exitDisplay({ ...base, retired_exit_ip: '127.0.0.12' })).to.deep.equal({ kind: 'retired', ip: '127.0.0.12' });
+      expect(exitDisplay(base)).to.deep.equal({ kind: 'none' });
+    });
+
+    it('turns a country code into a flag and ignores anything else', () => {
+      expect(countryFlag('de')).to.equal('🇩🇪');
+      expect(countryFlag('US')).to.equal('🇺🇸');
+      expect(countryFlag('??')).to.equal('');
+      expect(countryFlag('')).to.equal('');
+      expect(countryFlag('deu')).to.equal('');
+    });
+  });
+
+  describe('instance actions and pool size', () => {
+    it('names every SPEC action with its path; restart carries wipe', () => {
+      expect(INSTANCE_ACTIONS.map((a) => a.name)).to.deep.equal(['rotate', 'restart', 'quarantine', 'release', 'drain']);
+      expect(actionPath(2, 'rotate', true)).to.equal('/api/instances/2/rotate');
+      expect(actionPath(2, 'restart', true)).to.equal('/api/instances/2/restart?wipe=true');
+      expect(actionPath(2, 'restart', false)).to.equal('/api/instances/2/restart?wipe=false');
+      expect(actionBlockedReason('rotate', { ready: false })).to.equal('not bootstrapped yet');
+      expect(actionBlockedReason('rotate', { ready: true })).to.equal(null);
+      expect(actionBlockedReason('restart', { ready: false })).to.equal(null);
+    });
+
+    it('accepts a pool size from 1 to the maximum only', () => {
+      expect(parsePoolSize(' 4 ', 64)).to.deep.equal({ ok: true, size: 4 });
+      expect(parsePoolSize('0', 64).ok).to.equal(false);
+      expect(parsePoolSize('65', 64).ok).to.equal(false);
+      expect(parsePoolSize('2.5', 64).ok).to.equal(false);
+      expect(parsePoolSize('', 64).ok).to.equal(false);
+      expect(parsePoolSize('-1', 64).ok).to.equal(false);
+    });
+  });
+
+  describe('sessions', () => {
+    const sessions = [session('alice', 0, { requests: 5 }), session('bob', 1, { bytes_down: 900 }), session('carol-2', 2, { last_seen: '2026-01-01T00:05:00.000Z' })];
+    const exitOf = (id: number): string => `127.0.0.${11 + id}`;
+
+    it('filters by key, exit or instance', () => {
+      expect(filterSessions(sessions, '', exitOf)).to.equal(sessions);
+      expect(filterSessions(sessions, 'ALI', exitOf).map((s) => s.key)).to.deep.equal(['alice']);
+      expect(filterSessions(sessions, '127.0.0.12', exitOf).map((s) => s.key)).to.deep.equal(['bob']);
+      expect(filterSessions(sessions, '#2', exitOf).map((s) => s.key)).to.deep.equal(['carol-2']);
+      expect(filterSessions(sessions, '1', () => '').map((s) => s.key)).to.deep.equal(['bob']);
+    });
+
+    it('sorts by the chosen column without losing or duplicating rows (property)', () => {
+      expect(sortSessions(sessions, 'last_seen')[0]!.key).to.equal('carol-2');
+      expect(sortSessions(sessions, 'requests')[0]!.key).to.equal('alice');
+      expect(sortSessions(sessions, 'bytes')[0]!.key).to.equal('bob');
+      fc.assert(
+        fc.property(fc.uniqueArray(fc.string({ minLength: 1, maxLength: 6 })), fc.constantFrom('key', 'instance', 'last_seen', 'requests', 'bytes' as const), (keys, by) => {
+          const list = keys.map((k, i) => session(k, i % 3, { requests: i }));
+          const sorted = sortSessions(list, by);
+          expect([...sorted.map((s) => s.key)].sort()).to.deep.equal([...keys].sort());
+        }),
+      );
+    });
+  });
+
+  describe('sign-in credential', () => {
+    const now = 1_700_000_000_000;
+    it('reads back only a well-formed, unexpired credential', () => {
+      const good = JSON.stringify({ token: 'jwt', expires: now / 1000 + 60, user: 'admin' });
+      expect(parseStoredCredential(good, now)).to.deep.equal({ token: 'jwt', expires: now / 1000 + 60, user: 'admin' });
+      expect(parseStoredCredential(JSON.stringify({ token: 'jwt', expires: now / 1000, user: 'admin' }), now)).to.equal(null);
+      expect(parseStoredCredential(null, now)).to.equal(null);
+      expect(parseStoredCredential('{', now)).to.equal(null);
+      expect(parseStoredCredential('"jwt"', now)).to.equal(null);
+      expect(parseStoredCredential(JSON.stringify({ token: '', expires: now, user: 'a' }), now)).to.equal(null);
+      expect(CREDENTIAL_STORAGE_KEY).to.be.a('string');
+    });
+
+    it('recognises a login result and counts down to its expiry', () => {
+      expect(isLoginResult({ token: 't', expires: 1, user: 'u' })).to.equal(true);
+      expect(isLoginResult({ token: 't', user: 'u' })).to.equal(false);
+      expect(msUntilExpiry({ token: 't', expires: now / 1000 + 5, user: 'u' }, now)).to.equal(5000);
+      expect(msUntilExpiry({ token: 't', expires: now / 1000 - 5, user: 'u' }, now)).to.equal(0);
+    });
+  });
+
+  it('routes views by the URL fragment, defaulting to the overview', () => {
+    for (const v of VIEWS) expect(viewFromHash(hashOf(v))).to.equal(v);
+    expect(viewFromHash('')).to.equal('overview');
+    expect(viewFromHash('#/nope')).to.equal('overview');
+    expect(viewFromHash('#events')).to.equal('events');
+  });
+
+  describe('timeline series', () => {
+    const s = (sec: number, over: Partial<StatsSample> = {}): StatsSample => ({
+      time: new Date(Date.UTC(2026, 0, 1, 0, 0, sec)).toISOString(), interval_secs: 1, requests: 0, failures: 0,
+      bytes_up: 0, bytes_down: 0, latency_ms: { p50: 1, p90: 2, p99: 3 }, sessions: 0, routable: 2, ...over,
+    });
+
+    it('turns samples into sorted per-second columns for uPlot', () => {
+      const cols = historyColumns([s(2, { requests: 4 }), s(1, { requests: 2 }), s(2, { requests: 99 }), s(3, { interval_secs: 60, requests: 120, bytes_down: 600 })]);
+      expect(cols.time).to.deep.equal([1, 2, 3].map((x) => Date.UTC(2026, 0, 1, 0, 0, x) / 1000));
+      expect(cols.requests).to.deep.equal([2, 4, 2]);
+      expect(cols.bytesDown).to.deep.equal([0, 0, 10]);
+      expect(cols.p99).to.deep.equal([3, 3, 3]);
+      expect(cols.routable).to.deep.equal([2, 2, 2]);
+      for (const c of Object.values(cols)) expect(c).to.have.length(3);
+    });
+
+    it('extends a fetched fine series with live samples, bounded', () => {
+      let h: readonly StatsSample[] = [s(1), s(2)];
+      h = extendHistory(h, s(2), 3);
+      h = extendHistory(h, s(3), 3);
+      h = extendHistory(h, s(4), 3);
+      h = extendHistory(h, null, 3);
+      expect(h.map((x) => new Date(x.time).getUTCSeconds())).to.deep.equal([2, 3, 4]);
+    });
+  });
+});

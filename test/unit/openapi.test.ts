@@ -1,0 +1,350 @@
+import { expect } from 'chai';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
+import { SignInCredentials } from '../../shared/auth/sign-in-credentials.js';
+import { MAX_POOL_SIZE, loadConfig } from '../../shared/config/index.js';
+import { serviceVersion } from '../../shared/version.js';
+import { AUDIT_CAPACITY, AUDIT_DEFAULT_LIMIT, AuditLog } from '../../supervisor/audit/audit-log.js';
+import { AuthStore } from '../../supervisor/auth/auth-store.js';
+import { healthView, initialHealthState, reduceHealth, type HealthEvent, type HealthMachineState } from '../../supervisor/health/health-machine.js';
+import { Pool } from '../../supervisor/pool/pool.js';
+import { stateSnapshot } from '../../supervisor/worker-ipc.js';
+import type { Access } from '../../workers/api/access.js';
+import { authRoutes } from '../../workers/api/auth-routes.js';
+import { EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT, POOL_ROUTES } from '../../workers/api/route-table.js';
+import { FakeHealth, FakeInstance } from '../support/fake-pool-parts.js';
+import { assertSupportedSchema, schemaViolations, type Schema } from '../support/json-schema-subset.js';
+import {
+  documentedOperations,
+  loadOpenApiDocument,
+  openApiPath,
+  resolveResponse,
+  type OpenApiDocument,
+  type Operation,
+  type SecurityRequirement,
+} from '../support/openapi-document.js';
+import { quietLogger } from '../support/quiet-logger.js';
+import { YamlSubsetError, parseYamlSubset } from '../support/yaml-subset.js';
+
+/**
+ * docs/openapi.yaml against the code. The document is hand-written YAML (readable, and what
+ * external tools consume) and read here by a strict subset reader; these tests make it unable
+ * to drift: the same (method, path) set as the route table, the security requirement each
+ * route's access implies, constants named in it equal to the code's, and every schema
+ * satisfied by what the real supervisor code produces. The component tests add the other
+ * half: every response they provoke from the real app is checked against it.
+ */
+
+interface TableRoute {
+  method: string;
+  path: string;
+  access: Access;
+}
+
+function routeTable(): TableRoute[] {
+  const unused = (): ApiAuthenticator => {
+    throw new Error('handlers are not called here');
+  };
+  return [
+    ...[...authRoutes(unused), ...POOL_ROUTES].map((r) => ({ method: r.method, path: openApiPath(r.path), access: r.access })),
+    // Mounted by createApiApp next to the table: the stream, and the public operational paths.
+    { method: 'GET', path: '/api/stream', access: 'stream' },
+    { method: 'GET', path: '/health', access: 'public' },
+    { method: 'GET', path: '/metrics', access: 'public' },
+  ];
+}
+
+/** The security requirement each access level must be documented with. */
+function expectedSecurity(access: Access): SecurityRequirement[] {
+  switch (access) {
+    case 'public':
+      return [];
+    case 'proxy':
+      return [{ bearerAuth: ['proxy'] }];
+    case 'admin':
+      return [{ bearerAuth: ['admin'] }];
+    case 'stream':
+      return [{ bearerAuth: ['admin'] }, { streamTicket: [] }];
+  }
+}
+
+function schema(doc: OpenApiDocument, name: string): Schema {
+  const s = doc.components.schemas[name];
+  if (!s) throw new Error(`no schema ${name}`);
+  return s;
+}
+
+function expectConforms(doc: OpenApiDocument, name: string, value: unknown): void {
+  expect(schemaViolations(doc, schema(doc, name), value), `${name}: ${JSON.stringify(value)}`).to.deep.equal([]);
+}
+
+/** Every schema object in the document, with where it sits. */
+function allSchemas(doc: OpenApiDocument): [string, Schema][] {
+  const out: [string, Schema][] = Object.entries(doc.components.schemas).map(([n, s]) => [`#/components/schemas/${n}`, s]);
+  const media = (where: string, content: Record<string, { schema?: Schema }> | undefined): void => {
+    for (const [m, c] of Object.entries(content ?? {})) if (c.schema) out.push([`${where} ${m}`, c.schema]);
+  };
+  for (const [n, r] of Object.entries(doc.components.responses ?? {})) media(`response ${n}`, r.content);
+  for (const op of documentedOperations(doc)) {
+    const where = `${op.method} ${op.path}`;
+    media(`${where} request`, op.operation.requestBody?.content);
+    for (const [status, r] of Object.entries(op.operation.responses)) media(`${where} ${status}`, (r as { content?: Record<string, { schema?: Schema }> }).content);
+    for (const p of op.operation.parameters ?? []) if (p.schema) out.push([`${where} parameter ${p.name}`, p.schema]);
+  }
+  return out;
+}
+
+function parameters(doc: OpenApiDocument, op: Operation): { name: string; in: string; required?: boolean; schema?: Schema }[] {
+  return (op.parameters ?? []).map((p) => {
+    const ref = (p as { $ref?: string }).$ref;
+    if (ref === undefined) return p;
+    const name = /^#\/components\/parameters\/(\w+)$/.exec(ref)?.[1];
+    const target = name ? (doc.components as { parameters?: Record<string, typeof p> }).parameters?.[name] : undefined;
+    if (!target) throw new Error(`unresolvable parameter ${ref}`);
+    return target;
+  });
+}
+
+describe('docs/openapi.yaml', () => {
+  const doc = loadOpenApiDocument();
+
+  it('is an OpenAPI 3.1 document for this version of the service', () => {
+    expect(doc.openapi).to.match(/^3\.1\.\d+$/);
+    expect(doc.info.version).to.equal(serviceVersion());
+  });
+
+  it('documents exactly the routes of the route table, the stream, /health and /metrics', () => {
+    const documented = documentedOperations(doc).map((o) => `${o.method} ${o.path}`).sort();
+    const table = routeTable().map((r) => `${r.method} ${r.path}`).sort();
+    expect(documented).to.deep.equal(table);
+    expect(new Set(table).size).to.equal(table.length);
+  });
+
+  it("gives every operation the security requirement of its route's access", () => {
+    for (const r of routeTable()) {
+      const op = doc.paths[r.path]?.[r.method.toLowerCase()];
+      expect(op, `${r.method} ${r.path}`).to.not.equal(undefined);
+      expect(op?.security, `${r.method} ${r.path} (${r.access})`).to.deep.equal(expectedSecurity(r.access));
+    }
+    expect(Object.keys(doc.components.securitySchemes).sort()).to.deep.equal(['bearerAuth', 'streamTicket']);
+    expect(doc.components.securitySchemes.bearerAuth).to.include({ type: 'http', scheme: 'bearer' });
+    expect(doc.components.securitySchemes.streamTicket).to.include({ type: 'apiKey', in: 'query', name: 'ticket' });
+  });
+
+  it('documents the guard: 401 wherever a credential is needed, 403 exactly where a valid one can fall short', () => {
+    for (const r of routeTable()) {
+      const statuses = Object.keys(doc.paths[r.path]![r.method.toLowerCase()]!.responses);
+      const what = `${r.method} ${r.path}`;
+      if (r.access !== 'public') expect(statuses, what).to.include('401');
+      // No credential lacks the proxy scope but a ticket, and a ticket is a 401 off the stream.
+      if (r.access === 'admin' || r.access === 'stream') expect(statuses, what).to.include('403');
+      else expect(statuses, what).to.not.include('403');
+      for (const s of statuses) expect(Number(s), `${what} ${s}`).to.be.within(200, 599);
+      const unauthorized = doc.paths[r.path]![r.method.toLowerCase()]!.responses['401'];
+      if (unauthorized) expect(Object.keys(resolveResponse(doc, unauthorized).headers ?? {})).to.include('WWW-Authenticate');
+      const forbidden = doc.paths[r.path]![r.method.toLowerCase()]!.responses['403'];
+      if (forbidden) expect(resolveResponse(doc, forbidden).headers ?? {}).to.not.have.property('WWW-Authenticate');
+    }
+  });
+
+  it('declares every path parameter of every template, and no other', () => {
+    for (const op of documentedOperations(doc)) {
+      const inTemplate = [...op.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]).sort();
+      const declared = parameters(doc, op.operation).filter((p) => p.in === 'path');
+      expect(declared.map((p) => p.name).sort(), `${op.method} ${op.path}`).to.deep.equal(inTemplate);
+      for (const p of declared) expect(p.required, `${op.method} ${op.path} ${p.name}`).to.equal(true);
+    }
+  });
+
+  it('uses only schema keywords the checks enforce, and every $ref resolves', () => {
+    for (const [where, s] of allSchemas(doc)) {
+      expect(() => assertSupportedSchema(s, where)).to.not.throw();
+    }
+    const refs = JSON.stringify(doc).match(/"\$ref":"[^"]+"/g) ?? [];
+    expect(refs.length).to.be.greaterThan(50);
+    for (const r of refs) {
+      const [, section, name] = /"\$ref":"#\/components\/(\w+)\/(\w+)"/.exec(r) ?? [];
+      expect((doc.components as unknown as Record<string, Record<string, unknown>>)[section as string]?.[name as string], r).to.not.equal(undefined);
+    }
+  });
+
+  it("names the code's constants: resize bounds and the events limit", () => {
+    const resize = schema(doc, 'ResizeRequest').properties as Record<string, Schema>;
+    expect(resize.size).to.include({ minimum: 1, maximum: MAX_POOL_SIZE });
+    const limit = parameters(doc, doc.paths['/api/events']!.get!).find((p) => p.name === 'limit')?.schema;
+    expect(EVENTS_DEFAULT_LIMIT).to.equal(AUDIT_DEFAULT_LIMIT);
+    expect(EVENTS_MAX_LIMIT).to.equal(AUDIT_CAPACITY);
+    expect(limit).to.include({ minimum: 1, maximum: AUDIT_CAPACITY, default: AUDIT_DEFAULT_LIMIT });
+  });
+
+  describe('schemas against what the supervisor really produces', () => {
+    let dataDir: string;
+    before(() => {
+      dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-openapi-'));
+    });
+    after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+
+    async function poolRig(env: Record<string, string>): Promise<{ pool: Pool; audit: AuditLog; instances: Map<number, FakeInstance> }> {
+      const config = loadConfig({ POOL_SIZE: '3', SPAWN_STAGGER: '0', ...env });
+      const audit = new AuditLog();
+      const instances = new Map<number, FakeInstance>();
+      const pool = new Pool({
+        config,
+        audit,
+        log: quietLogger(),
+        createInstance: (id) => {
+          const i = new FakeInstance(id);
+          instances.set(id, i);
+          return i;
+        },
+        createHealth: () => new FakeHealth(),
+      });
+      pool.start();
+      for (const i of instances.values()) {
+        i.exitInfo = { ip: `127.0.0.${40 + i.id}`, country: 'zz', nickname: `exit${i.id}`, confirmed: true, retiredIp: '', pinned: '' };
+        i.setReady(true);
+      }
+      return { pool, audit, instances };
+    }
+
+    it('pool summary, instances, sessions, actions, events, statistics and the stream snapshot', async () => {
+      const envs: Record<string, string>[] = [{}, { SESSION_PORT_BASE: '20000', AUTH_DISABLED: 'true' }];
+      for (const env of envs) {
+        const { pool, audit } = await poolRig(env);
+        const r = pool.route({ key: 'alice', clientIp: '10.0.0.1', listener: 'socks' }, 0);
+        if (!r.ok) throw new Error('not routed');
+        pool.recordCloses([{ key: 'alice', instance: r.instance, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 12 }], 0);
+        pool.tick();
+        expectConforms(doc, 'PoolSummary', pool.summary());
+        for (const v of pool.instanceViews()) expectConforms(doc, 'Instance', v);
+        for (const v of pool.sessionViews()) expectConforms(doc, 'Session', v);
+        const one = pool.sessionView('alice');
+        if (!one.ok) throw new Error('no session');
+        expectConforms(doc, 'Session', one.value);
+        expect('session_port' in one.value).to.equal('SESSION_PORT_BASE' in env);
+        const failure = pool.reportFailure('alice', 'captcha', 'a challenge page');
+        if (!failure.ok) throw new Error('failure refused');
+        expectConforms(doc, 'FailureResult', failure.value);
+        const rotated = await pool.rotateSession('alice', true);
+        if (!rotated.ok) throw new Error('rotate refused');
+        expectConforms(doc, 'SessionRotateResult', rotated.value);
+        const drained = await pool.instanceAction(0, 'drain');
+        if (!drained.ok) throw new Error('drain refused');
+        expectConforms(doc, 'Instance', drained.value);
+        expectConforms(doc, 'PoolRotateResult', pool.rotatePool());
+        expectConforms(doc, 'PoolRotateResult', pool.rotatePool());
+        const resized = pool.resize(5);
+        if (!resized.ok) throw new Error('resize refused');
+        expectConforms(doc, 'ResizeResult', resized.value);
+        expectConforms(doc, 'ResizeResult', (pool.resize(2) as { ok: true; value: unknown }).value);
+        pool.tick();
+        for (const s of pool.stats.series('fine')) expectConforms(doc, 'StatsSample', s);
+        expectConforms(doc, 'StateSnapshot', stateSnapshot(pool));
+        expect(audit.size).to.be.greaterThan(4);
+        for (const e of audit.recent()) expectConforms(doc, 'AuditEvent', e);
+        await pool.stop();
+      }
+    });
+
+    it('the health object of the real state machine, through quarantine and remediation', () => {
+      const config = loadConfig({});
+      const health = { ...config };
+      let s: HealthMachineState = initialHealthState(health);
+      const events: HealthEvent[] = [
+        { type: 'bootstrapped' },
+        { type: 'failure', kind: 'captcha', source: 'client', scored: true },
+        { type: 'failure', kind: 'transport', source: 'transport', scored: true },
+        { type: 'failure', kind: 'captcha', source: 'client', scored: true },
+        { type: 'failure', kind: 'captcha', source: 'client', scored: true },
+        { type: 'remediationBegan' },
+      ];
+      expectConforms(doc, 'Health', healthView(s));
+      const states = new Set<string>();
+      for (const e of events) {
+        s = reduceHealth(s, e, 1000, health).state;
+        expectConforms(doc, 'Health', healthView(s));
+        states.add(healthView(s).state);
+      }
+      expect(states).to.include('healthy');
+      expect([...states].some((x) => x === 'quarantined' || x === 'remediating')).to.equal(true);
+    });
+
+    it('tokens, sign-in results and tickets', async () => {
+      const { store, generated } = await AuthStore.open({
+        config: { adminUser: 'admin', adminPassword: 'pw', proxyToken: 'tp_TESTPROXYTOKEN0000000a', authDisabled: false, dataDir },
+        log: quietLogger(),
+        bcryptCost: 4,
+      });
+      const created = await store.createToken({ name: 'ci', scope: 'admin' });
+      expectConforms(doc, 'CreatedToken', created.token);
+      expectConforms(doc, 'CreatedToken', generated.proxyToken);
+      const listed = store.listTokens();
+      expect(listed.map((t) => t.source)).to.include.members(['config', 'store']);
+      for (const t of listed) expectConforms(doc, 'Token', t);
+      const credentials = new SignInCredentials(store.snapshots().api.signingKey, 'admin', 60_000);
+      expectConforms(doc, 'LoginResult', credentials.issueSession());
+      expectConforms(doc, 'Ticket', credentials.issueTicket({ kind: 'session', user: 'admin' }));
+      await store.idle();
+    });
+  });
+});
+
+describe('the YAML subset reader behind the OpenAPI checks', () => {
+  it('reads block mappings, sequences, flow collections, quoting, block scalars and the core schema', () => {
+    const source = [
+      '# comment',
+      "a: 1",
+      'b: -2.5',
+      "c: 'it''s'",
+      'd: "q\\"u\\u00e9"',
+      'e: plain text # trailing comment',
+      'f:',
+      '- x',
+      '- - nested',
+      '  - 2',
+      '- k: v',
+      "  k2: [1, 'two', {three: 3}]",
+      'g: |',
+      '  one',
+      '    two',
+      '',
+      '  three',
+      'h: >-',
+      '  folded',
+      '  line',
+      "'300': [true, null, ~, 0x1F]",
+      'i: /api/x/{id}',
+    ].join('\n');
+    expect(parseYamlSubset(source)).to.deep.equal({
+      a: 1,
+      b: -2.5,
+      c: "it's",
+      d: 'q"ué',
+      e: 'plain text',
+      f: ['x', ['nested', 2], { k: 'v', k2: [1, 'two', { three: 3 }] }],
+      g: 'one\n  two\n\nthree\n',
+      h: 'folded line',
+      '300': [true, null, null, 31],
+      i: '/api/x/{id}',
+    });
+  });
+
+  it('refuses what it might read differently from a real YAML parser', () => {
+    const refused = [
+      'a: &anchor 1',
+      'a: *alias',
+      'a: !tag x',
+      'a: 1\na: 2',
+      'a:\n\t- x',
+      'a: b: c',
+      'a: one\n  continued',
+      'a: [1,\n  2]',
+      'a: |+\n  kept',
+      'a: .inf',
+      '- x\nb: 1',
+    ];
+    for (const source of refused) expect(() => parseYamlSubset(source), JSON.stringify(source)).to.throw(YamlSubsetError);
+  });
+});
