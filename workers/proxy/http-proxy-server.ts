@@ -42,9 +42,8 @@ interface ConnectionContext {
 const CONNECT_ESTABLISHED = Buffer.from('HTTP/1.1 200 Connection Established\r\n\r\n', 'latin1');
 const EMPTY = Buffer.alloc(0);
 
-export class HttpProxyServer {
-  private readonly listening: ListeningServer;
-
+/** The HTTP proxy listener: a ListeningServer whose connections speak its protocol. */
+export class HttpProxyServer extends ListeningServer {
   constructor(options: HttpProxyServerOptions) {
     const context: ConnectionContext = {
       deps: options,
@@ -52,27 +51,7 @@ export class HttpProxyServer {
       maxHeadBytes: options.maxHeadBytes ?? HTTP_MAX_HEAD_BYTES,
       log: options.log ?? childLogger({ component: 'http-proxy-listener' }),
     };
-    this.listening = new ListeningServer(context.log, (socket, release) => new HttpProxyConnection(context, socket, release));
-  }
-
-  get server(): net.Server {
-    return this.listening.server;
-  }
-
-  get connectionCount(): number {
-    return this.listening.connectionCount;
-  }
-
-  acceptConnection(socket: net.Socket): void {
-    this.listening.acceptConnection(socket);
-  }
-
-  listen(port: number, host?: string): Promise<net.AddressInfo> {
-    return this.listening.listen(port, host);
-  }
-
-  close(): Promise<void> {
-    return this.listening.close();
+    super(context.log, (socket, release) => new HttpProxyConnection(context, socket, release));
   }
 }
 

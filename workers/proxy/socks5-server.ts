@@ -50,9 +50,8 @@ interface ConnectionContext {
 
 const NEVER_CHECKED = (): { ok: false } => ({ ok: false });
 
-export class Socks5ProxyServer {
-  private readonly listening: ListeningServer;
-
+/** The SOCKS5 listener (or a session port): a ListeningServer whose connections speak its protocol. */
+export class Socks5ProxyServer extends ListeningServer {
   constructor(options: Socks5ProxyServerOptions) {
     const pinnedInstanceId = options.pinnedInstanceId;
     const pinned = pinnedInstanceId !== undefined;
@@ -64,27 +63,7 @@ export class Socks5ProxyServer {
       timeouts: resolveTimeouts(options.timeouts),
       log: options.log ?? childLogger({ component: pinned ? 'session-port' : 'socks5-listener' }),
     };
-    this.listening = new ListeningServer(context.log, (socket, release) => new Socks5Connection(context, socket, release));
-  }
-
-  get server(): net.Server {
-    return this.listening.server;
-  }
-
-  get connectionCount(): number {
-    return this.listening.connectionCount;
-  }
-
-  acceptConnection(socket: net.Socket): void {
-    this.listening.acceptConnection(socket);
-  }
-
-  listen(port: number, host?: string): Promise<net.AddressInfo> {
-    return this.listening.listen(port, host);
-  }
-
-  close(): Promise<void> {
-    return this.listening.close();
+    super(context.log, (socket, release) => new Socks5Connection(context, socket, release));
   }
 }
 
