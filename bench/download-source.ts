@@ -92,6 +92,7 @@ export function download(socket: net.Socket, bytes: number): Promise<void> {
       if (received !== bytes) reject(new ShortDownloadError(bytes, received));
     });
     socket.write(request);
+    socket.resume();
   });
 }
 

@@ -27,6 +27,14 @@ export function cpuMs(pid: number): number {
   return ((utime + stime) * 1000) / USER_HZ;
 }
 
+/** CPU time of the whole machine so far (all cores), ms: busy and idle (idle includes iowait). */
+export function machineCpuMs(): { busy: number; idle: number } {
+  const fields = (fs.readFileSync('/proc/stat', 'utf8').split('\n')[0] as string).trim().split(/\s+/).slice(1).map(Number);
+  const idle = (fields[3] ?? 0) + (fields[4] ?? 0);
+  const total = fields.slice(0, 8).reduce((a, b) => a + b, 0);
+  return { busy: ((total - idle) * 1000) / USER_HZ, idle: (idle * 1000) / USER_HZ };
+}
+
 export interface FdLimit {
   soft: number;
   hard: number;

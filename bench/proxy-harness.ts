@@ -6,7 +6,6 @@
  * backend SOCKS port) and `ping`, and it tallies the `accounting` notices so a benchmark can
  * check that the totals came back exact.
  */
-import cluster from 'node:cluster';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ProxyCredentialSnapshot } from '../shared/auth/credential-snapshot.js';
@@ -42,6 +41,8 @@ export interface AccountingTally {
   bytesUp: number;
   bytesDown: number;
   routeRttMs: number[];
+  /** The workers' own dial times: from starting the upstream dial to the backend's success reply. */
+  dialMs: number[];
 }
 
 export interface ProxyHarness {
@@ -77,17 +78,15 @@ export async function startProxyHarness(options: ProxyHarnessOptions): Promise<P
     authDisabled: false,
     tokens: [{ id: 'bench', scope: 'proxy', digest: digestTokenSecret(BENCH_PROXY_TOKEN) }],
   };
-  const tally: AccountingTally = { routes: 0, closes: 0, ok: 0, failed: 0, bytesUp: 0, bytesDown: 0, routeRttMs: [] };
+  const tally: AccountingTally = { routes: 0, closes: 0, ok: 0, failed: 0, bytesUp: 0, bytesDown: 0, routeRttMs: [], dialMs: [] };
   const closeListeners = new Set<() => void>();
   const { host, port } = options.backend;
 
-  // WorkerManager.start() calls setupPrimary too; cluster merges the settings, so execArgv set
-  // here holds for its forks. Set it every time: cluster settings outlive a harness.
-  cluster.setupPrimary({ execArgv: options.execArgv ?? [] });
   const manager = new WorkerManager({
     exec: path.join(here, '..', 'workers', 'main.js'),
     specs: [{ role: 'proxy', count: options.workers }],
     env: { [WORKER_CONFIG_ENV]: encodeWorkerConfig(config) },
+    execArgv: options.execArgv ?? [],
     log: quietLogger(),
     attach(h) {
       h.endpoint.handle('ping', () => ({ receivedAt: Date.now() }));
@@ -103,6 +102,7 @@ export async function startProxyHarness(options: ProxyHarnessOptions): Promise<P
           else tally.failed += 1;
           tally.bytesUp += c.bytesUp;
           tally.bytesDown += c.bytesDown;
+          if (c.latencyMs !== null) tally.dialMs.push(c.latencyMs);
         }
         for (const ms of routeRttMs) tally.routeRttMs.push(ms);
         for (const l of closeListeners) l();

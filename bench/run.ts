@@ -1,28 +1,55 @@
 // `npm run bench`: runs the benchmarks, prints each figure next to its limit, and writes
-// docs/performance.md. Select some with BENCH=name1,name2.
+// docs/performance.md. Select some with BENCH=name1,name2. BENCH_QUICK=1 runs reduced sizes
+// (for development on a busy machine) and only prints: the doc keeps full-size figures.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { packageRoot } from '../shared/version.js';
+import { stopSharedTestnet } from '../test/support/testnet-fixture.js';
+import { benchConnectionSetup, FULL_SETUP_OPTIONS } from './connection-setup.js';
+import { benchIdleConnections, FULL_IDLE_OPTIONS } from './idle-connections.js';
 import { benchIpcRoundTrip } from './ipc-roundtrip.js';
 import { benchPoolStart } from './pool-start.js';
+import { benchRelayThroughput, FULL_RELAY_OPTIONS } from './relay-throughput.js';
 import { renderSection, type BenchSection } from './report.js';
+import { benchSessionRotation, FULL_ROTATION_OPTIONS } from './session-rotation.js';
+import { benchTorRelay, FULL_TOR_RELAY_OPTIONS } from './tor-relay.js';
+import { benchWorkerProfile, FULL_PROFILE_OPTIONS } from './worker-profile.js';
+
+const QUICK = process.env.BENCH_QUICK === '1';
 
 const BENCHES: Record<string, () => Promise<BenchSection>> = {
   ipc: () => benchIpcRoundTrip(),
+  relay: () => benchRelayThroughput(QUICK ? { ...FULL_RELAY_OPTIONS, totalBytes: 50e6, rounds: 2 } : FULL_RELAY_OPTIONS),
+  setup: () => benchConnectionSetup(QUICK ? { ...FULL_SETUP_OPTIONS, samples: 800, rateRunMs: 2000 } : FULL_SETUP_OPTIONS),
+  idle: () => benchIdleConnections(QUICK ? { ...FULL_IDLE_OPTIONS, connections: 2000 } : FULL_IDLE_OPTIONS),
+  profile: () => benchWorkerProfile(QUICK ? { relayBytes: 200e6, setups: 1000 } : FULL_PROFILE_OPTIONS),
   'pool-start': () => benchPoolStart(),
+  'tor-relay': () => benchTorRelay(QUICK ? { bytes: 8e6, rounds: 2 } : FULL_TOR_RELAY_OPTIONS),
+  rotation: () => benchSessionRotation(QUICK ? { sessions: 8, newnymSamples: 2 } : FULL_ROTATION_OPTIONS),
 };
 
 async function main(): Promise<void> {
   const selected = process.env.BENCH ? process.env.BENCH.split(',') : Object.keys(BENCHES);
   const sections: BenchSection[] = [];
-  for (const name of selected) {
-    const bench = BENCHES[name];
-    if (!bench) throw new Error(`unknown benchmark ${name}; known: ${Object.keys(BENCHES).join(', ')}`);
-    process.stderr.write(`bench: ${name} …\n`);
-    const s = await bench();
-    process.stdout.write(renderSection(s) + '\n');
-    sections.push(s);
+  try {
+    for (const name of selected) {
+      const bench = BENCHES[name];
+      if (!bench) throw new Error(`unknown benchmark ${name}; known: ${Object.keys(BENCHES).join(', ')}`);
+      process.stderr.write(`bench: ${name} …\n`);
+      const started = performance.now();
+      const s = await bench();
+      process.stdout.write(renderSection(s) + '\n');
+      process.stderr.write(`bench: ${name} took ${((performance.now() - started) / 1000).toFixed(0)} s\n`);
+      sections.push(s);
+    }
+  } finally {
+    // tor-relay and rotation share one private network (the end-to-end tests' fixture).
+    await stopSharedTestnet();
+  }
+  if (QUICK) {
+    process.stderr.write('bench: BENCH_QUICK=1, docs/performance.md left as it is\n');
+    return;
   }
   writeSections(path.join(packageRoot(), 'docs', 'performance.md'), sections.map((sec, i) => [selected[i] as string, sec]));
 }

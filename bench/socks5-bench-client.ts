@@ -29,6 +29,15 @@ export interface OpenedTunnel {
   socket: net.Socket;
   /** From just before the TCP connect to the CONNECT success reply, in ms. */
   setupMs: number;
+  /** The same time split by step: TCP connect, greeting round trip, credentials round trip (0 without), CONNECT round trip. */
+  steps: SetupSteps;
+}
+
+export interface SetupSteps {
+  connectMs: number;
+  greetingMs: number;
+  credentialsMs: number;
+  connectRequestMs: number;
 }
 
 export class SocksTunnelError extends Error {
@@ -75,6 +84,7 @@ export function openSocksTunnel(o: OpenTunnelOptions): Promise<OpenedTunnel> {
     const started = performance.now();
     const socket = net.connect({ host: o.proxyHost ?? '127.0.0.1', port: o.proxyPort, noDelay: true });
     let stage: 'method' | 'auth' | 'reply' = 'method';
+    const marks = { connected: 0, method: 0, auth: 0 };
     let pending: Buffer = Buffer.alloc(0);
     const timer = setTimeout(() => fail(new SocksTunnelError(`no SOCKS5 answer within ${o.timeoutMs ?? 10_000} ms`)), o.timeoutMs ?? 10_000);
 
@@ -96,6 +106,7 @@ export function openSocksTunnel(o: OpenTunnelOptions): Promise<OpenedTunnel> {
       pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
       if (stage === 'method') {
         if (pending.length < 2) return;
+        marks.method = performance.now();
         const method = pending[1];
         pending = pending.subarray(2);
         if (method === 2 && o.credentials) {
@@ -111,6 +122,7 @@ export function openSocksTunnel(o: OpenTunnelOptions): Promise<OpenedTunnel> {
       if (stage === 'auth') {
         if (pending.length < 2) return;
         if (pending[1] !== 0) return fail(new SocksTunnelError('credentials refused'));
+        marks.auth = performance.now();
         pending = pending.subarray(2);
         stage = 'reply';
         socket.write(connectRequest(o.targetHost, o.targetPort));
@@ -119,16 +131,25 @@ export function openSocksTunnel(o: OpenTunnelOptions): Promise<OpenedTunnel> {
       const length = replyLength(pending);
       if (length === 0) return;
       if (pending[1] !== 0) return fail(new SocksTunnelError(`CONNECT refused with reply ${pending[1]}`, pending[1] as number));
-      const setupMs = performance.now() - started;
+      const done = performance.now();
+      const setupMs = done - started;
+      const requestSent = marks.auth || marks.method;
+      const steps: SetupSteps = {
+        connectMs: marks.connected - started,
+        greetingMs: marks.method - marks.connected,
+        credentialsMs: marks.auth ? marks.auth - marks.method : 0,
+        connectRequestMs: done - requestSent,
+      };
       const rest = pending.subarray(length);
       cleanup();
       socket.on('error', () => undefined);
       socket.pause();
       if (rest.length > 0) socket.unshift(rest);
-      resolve({ socket, setupMs });
+      resolve({ socket, setupMs, steps });
     }
 
     socket.on('connect', () => {
+      marks.connected = performance.now();
       socket.write(o.credentials ? Buffer.from([5, 1, 2]) : Buffer.from([5, 1, 0]));
     });
     socket.on('data', onData);

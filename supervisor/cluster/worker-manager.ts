@@ -34,6 +34,8 @@ export interface WorkerManagerOptions {
   specs: readonly WorkerSpec[];
   /** Extra environment for every worker (the encoded configuration). */
   env: Record<string, string>;
+  /** Node flags for the workers (benchmarks pass --cpu-prof); default: the supervisor's own. */
+  execArgv?: string[];
   log: Logger;
   backoff?: RestartBackoff;
   ipcTimeoutMs?: number;
@@ -91,7 +93,7 @@ export class WorkerManager extends EventEmitter {
     // policy the primary would accept every connection itself and pass it over IPC, which
     // costs latency and puts the proxy hot path on the supervisor's event loop.
     cluster.schedulingPolicy = cluster.SCHED_NONE;
-    cluster.setupPrimary({ exec: this.options.exec, args: [], silent: false });
+    cluster.setupPrimary({ exec: this.options.exec, args: [], silent: false, execArgv: this.options.execArgv ?? process.execArgv });
     const ready = this.slots.map(
       (s) =>
         new Promise<void>((resolve, reject) => {

@@ -352,7 +352,10 @@ export class Pool extends EventEmitter {
   }
 
   private moveOff(e: Entry, reason: 'rotate' | 'drain' | 'quarantine' | 'retired'): Assignment[] {
-    const moved = this.sessions.moveOff(e.instance.id, this.placement(), reason);
+    // A quarantine blames the exit (a captcha, a block): another instance on that same exit relay
+    // would hand the sessions the same burnt address, so prefer instances on a different one.
+    const placement = reason === 'quarantine' ? this.rotationTargets(e.instance.id) : this.placement();
+    const moved = this.sessions.moveOff(e.instance.id, placement, reason);
     for (const a of moved) this.auditAssignment(a);
     return moved;
   }
@@ -389,8 +392,8 @@ export class Pool extends EventEmitter {
   }
 
   /**
-   * Where a rotated session may go: other routable instances, preferring those whose exit
-   * differs from the one being left (two instances can happen to share an exit relay).
+   * Where a rotated or quarantined session may go: other routable instances, preferring those
+   * whose exit differs from the one being left (two instances can happen to share an exit relay).
    */
   private rotationTargets(from: number): Placement {
     const placement = this.placement();
@@ -474,7 +477,10 @@ export class Pool extends EventEmitter {
     const adding: number[] = [];
     for (let id = 0; adding.length < size - current.length; id++) if (!this.entries.has(id)) adding.push(id);
     this.deps.audit.record({ type: 'resize', message: `pool resized from ${previous} to ${size}`, details: { from: previous, to: size, adding, removing } });
-    for (const id of removing) void this.retire(id);
+    // Mark every leaving instance first: sessions moved off one must not land on another that leaves too.
+    const leaving = removing.map((id) => this.entries.get(id) as Entry);
+    for (const e of leaving) e.retiring = true;
+    for (const e of leaving) void this.retire(e);
     if (adding.length > 0) this.grow();
     return { ok: true, value: { size, previous, adding, removing } };
   }
@@ -536,10 +542,9 @@ export class Pool extends EventEmitter {
     this.emit('instances-changed', this.instanceIds());
   }
 
-  private async retire(id: number): Promise<void> {
-    const e = this.entries.get(id);
-    if (!e || e.retiring) return;
-    e.retiring = true;
+  /** Removes an instance already marked retiring (out of routing): sessions off, then the process. */
+  private async retire(e: Entry): Promise<void> {
+    const id = e.instance.id;
     this.moveOff(e, 'retired');
     e.health.stop();
     try {

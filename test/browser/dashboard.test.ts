@@ -88,6 +88,24 @@ async function screenshot(page: Page, name: string): Promise<void> {
   await page.emulateMedia({ colorScheme: 'light' });
 }
 
+/** Requests through the pool until stopped, so rates and charts show traffic in the screenshots. */
+function backgroundTraffic(svc: RunningService): { stop(): Promise<void> } {
+  let running = true;
+  const keys = ['alice', 'bob', 'carol'];
+  const loop = (async () => {
+    for (let i = 0; running; i++) {
+      await curlSocks(svc.socksPort, keys[i % keys.length] as string, TEST_PROXY_TOKEN, svc.whoamiUrl);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+    },
+  };
+}
+
 /** Makes the tab look hidden or visible to the page (what a browser does when the tab is switched away). */
 async function setHidden(page: Page, hidden: boolean): Promise<void> {
   await page.evaluate(
@@ -119,6 +137,8 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
       chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] }),
     ]);
     base = `http://127.0.0.1:${svc.apiPort}`;
+    // Only until the API answers: the instances are watched bootstrapping in the browser.
+    await svc.waitReady(0);
     context = await browser.newContext({ viewport: VIEWPORT, colorScheme: 'light' });
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
     page = await context.newPage();
@@ -262,7 +282,7 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     // Filter by type.
     await page.getByRole('button', { name: 'resize', exact: true }).click();
     await until('only resize events', async () => {
-      const types = await rows.evaluateAll<string[]>(`(els) => els.map((e) => e.getAttribute('data-event-type'))`);
+      const types = await page.evaluate<string[]>(`[...document.querySelectorAll('table.events tbody tr')].map((e) => e.getAttribute('data-event-type'))`);
       return types.length >= 2 && types.every((t) => t === 'resize') ? true : undefined;
     });
     await page.getByRole('button', { name: 'all', exact: true }).click();
@@ -302,7 +322,7 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     await page.locator('.chart canvas').first().waitFor({ timeout: 20_000 });
     expect(await page.locator('.chart').count()).to.equal(4);
     await page.getByRole('button', { name: 'Long (per minute)' }).click();
-    await page.locator('.chart canvas, .charts + p, p.muted', { hasText: /./ }).first().waitFor();
+    await page.locator('.toolbar .muted', { hasText: /^\d+ points$/ }).waitFor();
     await page.getByRole('button', { name: 'Fine (per second)' }).click();
     await page.locator('.chart canvas').first().waitFor();
   });
@@ -332,12 +352,23 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
   });
 
   it('saves screenshots of each view, light and dark', async () => {
-    for (const view of ['Overview', 'Instances', 'Sessions', 'Events', 'Tokens', 'Timeline']) {
-      await goTo(page, view);
-      if (view === 'Instances') await page.getByRole('button', { name: 'Show details' }).first().click();
-      if (view === 'Timeline') await page.locator('.chart canvas').first().waitFor();
-      await page.waitForTimeout(500);
-      await screenshot(page, view.toLowerCase());
+    const traffic = backgroundTraffic(svc);
+    try {
+      await goTo(page, 'Overview');
+      await until('traffic in the rates', async () => {
+        const rate = await page.locator('[data-stat="rate-requests"] .card-value').textContent();
+        return rate !== null && rate.trim() !== '0' ? true : undefined;
+      }, 30_000);
+      await page.waitForTimeout(4_000);
+      for (const view of ['Overview', 'Instances', 'Sessions', 'Events', 'Tokens', 'Timeline']) {
+        await goTo(page, view);
+        if (view === 'Instances') await page.getByRole('button', { name: 'Details of instance 0' }).click();
+        if (view === 'Timeline') await page.locator('.chart canvas').first().waitFor();
+        await page.waitForTimeout(500);
+        await screenshot(page, view.toLowerCase());
+      }
+    } finally {
+      await traffic.stop();
     }
   });
 

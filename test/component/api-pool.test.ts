@@ -3,7 +3,7 @@ import { MAX_POOL_SIZE } from '../../shared/config/config.js';
 import type { InstanceAction } from '../../shared/ipc/protocol.js';
 import { MAX_JSON_BODY_BYTES } from '../../workers/api/api-app.js';
 import { EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT } from '../../workers/api/route-table.js';
-import { cannedData, cannedHealth } from '../support/fake-supervisor-ipc.js';
+import { cannedData, cannedHealth, refuse } from '../support/fake-supervisor-ipc.js';
 import { startApiHarness, undocumentedResponses, type ApiHarness, type ApiResponse } from './api-support-harness.js';
 
 /**
@@ -92,7 +92,7 @@ describe('API pool, instances, sessions, events and statistics', function () {
     });
 
     it("passes the supervisor's refusal through as plain text", async () => {
-      h.fake.answer('pool.resize', () => ({ ok: false, error: { status: 400, message: 'size must be from 1 to 64' } }));
+      h.fake.answer('pool.resize', () => refuse(400, 'size must be from 1 to 64'));
       expectPlainError(await post('/api/pool/resize', { size: 3 }), 400, 'refused resize');
     });
   });
@@ -166,7 +166,7 @@ describe('API pool, instances, sessions, events and statistics', function () {
       h.fake.data.instances[1]!.health = cannedHealth({ state: 'quarantined' });
       expectPlainError(await post('/api/instances/1/quarantine'), 409, 'quarantine a quarantined instance');
       for (const action of ['restart', 'release', 'drain'] as const) {
-        h.fake.answer('instances.action', () => ({ ok: false, error: { status: 409, message: 'instance 1 is being removed by a resize' } }));
+        h.fake.answer('instances.action', () => refuse(409, 'instance 1 is being removed by a resize'));
         expectPlainError(await post(`/api/instances/1/${action}`), 409, `${action} during a resize`);
       }
     });
@@ -217,9 +217,9 @@ describe('API pool, instances, sessions, events and statistics', function () {
     });
 
     it("rotate passes the supervisor's 409 and 503 through", async () => {
-      h.fake.answer('sessions.rotate', () => ({ ok: false, error: { status: 409, message: 'instance 0 has not bootstrapped; it cannot be rotated yet' } }));
+      h.fake.answer('sessions.rotate', () => refuse(409, 'instance 0 has not bootstrapped; it cannot be rotated yet'));
       expectPlainError(await post('/api/sessions/alice/rotate'), 409, 'rotate refused by state');
-      h.fake.answer('sessions.rotate', () => ({ ok: false, error: { status: 503, message: 'no routable instance to rotate to' } }));
+      h.fake.answer('sessions.rotate', () => refuse(503, 'no routable instance to rotate to'));
       expectPlainError(await post('/api/sessions/alice/rotate'), 503, 'nothing to rotate to');
     });
 
@@ -304,8 +304,11 @@ describe('API pool, instances, sessions, events and statistics', function () {
     });
   });
 
-  it('every response above matches docs/openapi.yaml (status, media type, schema)', () => {
-    expect(h.observed.length).to.be.greaterThan(150);
-    expect(undocumentedResponses(h)).to.deep.equal([]);
+  // Last: mocha runs nested suites in order, after this suite's own tests.
+  describe('docs/openapi.yaml', () => {
+    it('documents every response above (status, media type, schema)', () => {
+      expect(h.observed.length).to.be.greaterThan(150);
+      expect(undocumentedResponses(h)).to.deep.equal([]);
+    });
   });
 });

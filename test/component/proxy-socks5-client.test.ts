@@ -28,14 +28,36 @@ async function scriptedServer(script: Script): Promise<{ port: number; received:
   };
 }
 
+/** Byte length of the complete greeting (stage 0) or CONNECT request (stage 1) at the start of buf, or 0. */
+function messageLength(buf: Buffer, stage: number): number {
+  if (stage === 0) return buf.length >= 2 && buf.length >= 2 + buf[1]! ? 2 + buf[1]! : 0;
+  if (buf.length < 5) return 0;
+  const length = buf[3] === 1 ? 10 : buf[3] === 4 ? 22 : 7 + buf[4]!;
+  return buf.length >= length ? length : 0;
+}
+
+/**
+ * Calls `answer(stage)` for each complete client message: 0 for the greeting, 1 for the
+ * CONNECT request, however the client splits or joins them (the dialler pipelines both).
+ */
+function perMessage(socket: net.Socket, answer: (stage: number) => void): void {
+  let buf = Buffer.alloc(0);
+  let stage = 0;
+  socket.on('data', (chunk: Buffer) => {
+    buf = Buffer.concat([buf, chunk]);
+    for (let n = messageLength(buf, stage); stage < 2 && n > 0; n = messageLength(buf, stage)) {
+      buf = buf.subarray(n);
+      answer(stage++);
+    }
+  });
+}
+
 /** Answers the greeting with `selection`, then the request with `reply` (+ optional early data). */
 function answering(selection: number[], reply: number[] | null, early = ''): Script {
   return (socket) => {
-    let stage = 0;
-    socket.on('data', () => {
-      stage++;
-      if (stage === 1) socket.write(Buffer.from(selection));
-      else if (stage === 2 && reply !== null) socket.write(Buffer.concat([Buffer.from(reply), Buffer.from(early)]));
+    perMessage(socket, (stage) => {
+      if (stage === 0) socket.write(Buffer.from(selection));
+      else if (reply !== null) socket.write(Buffer.concat([Buffer.from(reply), Buffer.from(early)]));
     });
   };
 }
@@ -67,8 +89,8 @@ describe('proxy: SOCKS5 dialler (component)', () => {
   it('offers only "no authentication", passes the name through, and keeps data sent right after the reply', async () => {
     const s = await server(answering([5, 0], [5, 0, 0, 1, 0, 0, 0, 0, 0, 0], 'early bytes'));
     const dialed = await dialSocks5({ socksHost: '127.0.0.1', socksPort: s.port, target, timeoutMs: 2000 });
-    expect([...s.received[0]!]).to.deep.equal([5, 1, 0]);
-    expect([...s.received[1]!]).to.deep.equal([5, 1, 0, 3, 11, ...Buffer.from('example.com'), 1, 187]);
+    // Greeting and CONNECT, pipelined.
+    expect([...Buffer.concat(s.received)]).to.deep.equal([5, 1, 0, 5, 1, 0, 3, 11, ...Buffer.from('example.com'), 1, 187]);
     const early = await new Promise<Buffer>((resolve) => dialed.socket.once('data', resolve).resume());
     expect(early.toString()).to.equal('early bytes');
     expect(dialed.socket.bytesRead - dialed.readBase).to.equal('early bytes'.length);
@@ -78,11 +100,10 @@ describe('proxy: SOCKS5 dialler (component)', () => {
 
   it('handles replies that arrive one byte at a time, with an IPv6 bound address', async () => {
     const s = await server((socket) => {
-      let stage = 0;
-      socket.on('data', async () => {
-        stage++;
-        const bytes = stage === 1 ? [5, 0] : [5, 0, 0, 4, ...new Array<number>(15).fill(0), 1, 0, 80];
-        for (const byte of bytes) {
+      // Both answers, one byte at a time, once the request is complete.
+      perMessage(socket, async (stage) => {
+        if (stage === 0) return;
+        for (const byte of [5, 0, 5, 0, 0, 4, ...new Array<number>(15).fill(0), 1, 0, 80]) {
           socket.write(Buffer.from([byte]));
           await new Promise((resolve) => setTimeout(resolve, 1));
         }

@@ -128,7 +128,8 @@ describe('management API end to end (pool of 3 on the private network)', functio
     for (const e of all) {
       expect(AUDIT_TYPES).to.include(e.type);
       expect(e.time).to.match(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
-      expect(e.message).to.be.a('string').and.not.empty;
+      expect(e.message).to.be.a('string');
+      expect(e.message.length).to.be.greaterThan(0);
       expect(e.details).to.be.an('object');
     }
     const newest = await api.events(1);
@@ -145,6 +146,10 @@ describe('management API end to end (pool of 3 on the private network)', functio
     const elsewhere = await api.raw(`/api/pool?ticket=${encodeURIComponent(ticket.ticket)}`, { bearer: null });
     expect(elsewhere.status, 'a ticket is a credential for the stream only').to.equal(401);
     await elsewhere.text();
+
+    // A normal credential works on the stream too, in the header.
+    const withHeader = await StreamClient.open(`http://127.0.0.1:${svc.apiPort}/api/stream`, { Authorization: `Bearer ${api.adminBearer}` });
+    await withHeader.waitFor('a state frame (header credential)', (f) => f.event === 'state', 10_000).finally(() => withHeader.close());
 
     const s = await placeSession('stream');
     const stream = await StreamClient.open(`http://127.0.0.1:${svc.apiPort}/api/stream?ticket=${encodeURIComponent(ticket.ticket)}`);
@@ -246,7 +251,7 @@ describe('management API end to end (pool of 3 on the private network)', functio
     }
     if (!target) throw new Error('no instance with sessions and a known exit');
     const keys = (await api.sessions()).filter((s) => s.instance === (target as InstanceView).id).map((s) => s.key);
-    expect(keys).to.not.be.empty;
+    expect(keys.length).to.be.greaterThan(0);
 
     const exits = [target.exit_ip];
     for (let attempt = 1; attempt <= 4; attempt++) {
@@ -311,6 +316,12 @@ describe('management API end to end (pool of 3 on the private network)', functio
     const down = await api.resize(2);
     expect(down).to.deep.equal({ size: 2, previous: 4, adding: [], removing: [2, 3] });
     for (const p of leaving) expect([0, 1], p.key).to.include((await api.session(p.key)).instance);
+    const resizeDown = (await api.events(1000)).find((e) => e.type === 'resize' && e.details.to === 2) as AuditEvent;
+    const retiredMoves = (await api.events(1000)).filter((e) => e.id > resizeDown.id && e.type === 'assignment' && e.details.reason === 'retired');
+    const movedKeys = new Set(retiredMoves.map((e) => e.session));
+    expect(retiredMoves.length, 'each leaving session moves once').to.equal(movedKeys.size);
+    for (const p of leaving) expect(movedKeys.has(p.key), p.key).to.equal(true);
+    for (const e of retiredMoves) expect([0, 1], 'never onto an instance that is leaving too').to.include(e.details.to);
     await pollUntil('instances 2 and 3 removed', () => api.instances(), (list) => list.map((i) => i.id).join() === '0,1', 30_000);
     const small = await api.pool();
     expect(small.size).to.equal(2);

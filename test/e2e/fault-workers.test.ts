@@ -136,7 +136,6 @@ describe('faults: worker processes, DATA_DIR and SIGTERM (real service, private 
     // Nothing counted twice; nothing lost but the dead worker's in-flight and not-yet-flushed closes.
     const totalsAfter = await settledTotals(svc, admin);
     const counted = totalsAfter.requests - totalsBefore.requests;
-    console.log('DIAG', { made: records.length, failed: failed.length, counted, afterKill: afterKill.length, fails: describeFailures(records), reforkMs: reforkedAt - killedAt });
     const unflushedWindow = records.filter((r) => r.ok && r.endedAt >= killedAt - 4 * ACCOUNTING_FLUSH_MS && r.endedAt <= killedAt + 500).length;
     expect(counted, 'requests counted').to.be.at.most(records.length);
     expect(counted, 'requests counted').to.be.at.least(records.length - failed.length - unflushedWindow);
@@ -191,7 +190,6 @@ describe('faults: worker processes, DATA_DIR and SIGTERM (real service, private 
         heal();
       }
       const text = await answer.text();
-      console.log('DIAG', name, answer.status, text);
       expect(answer.status, `${name}: ${text}`).to.equal(500);
       expect(text, name).to.match(/could not save .*auth\.json/);
       expect(text, name).to.match(cause);
@@ -227,7 +225,6 @@ describe('faults: worker processes, DATA_DIR and SIGTERM (real service, private 
     const code = await svc.stop();
     const tookMs = Date.now() - started;
     expect(code, svc.output().slice(-3000)).to.equal(0);
-    console.log('DIAG stop', { tookMs, loops: loops.records.length, failed: loops.records.filter(r=>!r.ok).length, drips: drip.dripsStarted });
     expect(tookMs, 'shutdown time').to.be.below(SHUTDOWN_DEADLINE_MS);
 
     // Nothing hangs on the client side: the loops and the streaming request end promptly.

@@ -67,11 +67,13 @@ export interface FakeSupervisorOptions {
   tokens?: TokenOperations;
 }
 
-function accept<T>(value: T): { ok: true; value: T } {
+/** An ActionResult success, as the supervisor answers it. */
+export function accept<T>(value: T): { ok: true; value: T } {
   return { ok: true, value };
 }
 
-function refuse(status: 400 | 404 | 409 | 500 | 503, message: string): { ok: false; error: { status: 400 | 404 | 409 | 500 | 503; message: string } } {
+/** An ActionResult refusal, as the supervisor answers it. */
+export function refuse(status: 400 | 404 | 409 | 500 | 503, message: string): { ok: false; error: { status: 400 | 404 | 409 | 500 | 503; message: string } } {
   return { ok: false, error: { status, message } };
 }
 

@@ -16,7 +16,7 @@ export class PollTimeoutError extends Error {
 
 /**
  * Calls `probe` every `intervalMs` until it returns something other than undefined; a probe that
- * throws counts as "not yet" (the service may be restarting). `describe` names the last state.
+ * throws counts as "not yet" (the service may be restarting). The timeout error names the last state.
  */
 export async function pollUntil<T>(
   what: string,
@@ -25,7 +25,7 @@ export async function pollUntil<T>(
   intervalMs = 200,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
-  let last: unknown = null;
+  let last: unknown;
   for (;;) {
     try {
       const value = await probe();

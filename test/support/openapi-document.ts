@@ -65,7 +65,7 @@ export function openApiPath(expressPath: string): string {
 
 /** The documented operation a concrete request path hits, or null. */
 export function operationFor(doc: OpenApiDocument, method: string, requestPath: string): DocumentedOperation | null {
-  const pathname = decodeURI(requestPath.split('?')[0] as string);
+  const pathname = requestPath.split('?')[0] as string;
   for (const op of documentedOperations(doc)) {
     if (op.method !== method.toUpperCase()) continue;
     const pattern = new RegExp(`^${op.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\\?\{\w+\\?\}/g, '[^/]+')}$`);

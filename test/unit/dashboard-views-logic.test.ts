@@ -4,7 +4,7 @@ import type { SessionView, StatsSample } from '../../shared/api/views.js';
 import { MAX_POOL_SIZE as SERVICE_MAX_POOL_SIZE } from '../../shared/config/config.js';
 import type { StateSnapshot } from '../../shared/ipc/protocol.js';
 import { ApiError, ForbiddenError, UnauthorizedError, describeError, errorForStatus } from '../../dashboard/src/logic/api-errors.js';
-import { countryFlag, exitDisplay } from '../../dashboard/src/logic/exit-display.js';
+import { exitDisplay } from '../../dashboard/src/logic/exit-display.js';
 import { extendHistory, historyColumns } from '../../dashboard/src/logic/history-series.js';
 import { INSTANCE_ACTIONS, actionBlockedReason, actionPath, parsePoolSize } from '../../dashboard/src/logic/instance-actions.js';
 import { MAX_POOL_SIZE } from '../../dashboard/src/logic/pool-limits.js';
@@ -54,14 +54,6 @@ describe('dashboard view logic', () => {
       });
       expect(exitDisplay({ ...base, retired_exit_ip: '127.0.0.12' })).to.deep.equal({ kind: 'retired', ip: '127.0.0.12' });
       expect(exitDisplay(base)).to.deep.equal({ kind: 'none' });
-    });
-
-    it('turns a country code into a flag and ignores anything else', () => {
-      expect(countryFlag('de')).to.equal('🇩🇪');
-      expect(countryFlag('US')).to.equal('🇺🇸');
-      expect(countryFlag('??')).to.equal('');
-      expect(countryFlag('')).to.equal('');
-      expect(countryFlag('deu')).to.equal('');
     });
   });
 

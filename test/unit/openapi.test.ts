@@ -17,6 +17,7 @@ import { EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT, POOL_ROUTES } from '../../worke
 import { FakeHealth, FakeInstance } from '../support/fake-pool-parts.js';
 import { assertSupportedSchema, schemaViolations, type Schema } from '../support/json-schema-subset.js';
 import {
+  OPENAPI_FILE,
   documentedOperations,
   loadOpenApiDocument,
   openApiPath,
@@ -288,6 +289,30 @@ describe('docs/openapi.yaml', () => {
       expectConforms(doc, 'Ticket', credentials.issueTicket({ kind: 'session', user: 'admin' }));
       await store.idle();
     });
+  });
+});
+
+describe('docs/api.md', () => {
+  const text = fs.readFileSync(path.join(path.dirname(OPENAPI_FILE), 'api.md'), 'utf8');
+
+  it('has a section per route with its access and a curl example, and lists every route in the endpoint table', () => {
+    const sections = new Map<string, string>();
+    const parts = text.split(/^### /m).slice(1);
+    for (const part of parts) sections.set(part.slice(0, part.indexOf('\n')).trim(), part);
+    for (const r of routeTable()) {
+      const title = `${r.method} ${r.path}`;
+      const section = sections.get(title);
+      expect(section, `section ### ${title}`).to.be.a('string');
+      expect(section, title).to.match(new RegExp(`Access: ${r.access === 'stream' ? 'stream' : r.access === 'public' ? 'public' : r.access === 'proxy' ? 'proxy' : '(admin|a session credential)'}`));
+      expect(section, title).to.match(/```sh\n(.*\n)*?.*curl .*127\.0\.0\.1:8080/);
+      expect(text, `endpoint table row for ${title}`).to.contain(`| [${title}](#`);
+    }
+  });
+
+  it('uses only $JWT and $TOKEN as bearer credentials in its examples', () => {
+    const bearers = [...text.matchAll(/-H "Authorization: Bearer ([^"]+)"/g)].map((m) => m[1]);
+    expect(bearers.length).to.be.greaterThan(20);
+    for (const b of bearers) expect(['$JWT', '$TOKEN']).to.include(b);
   });
 });
 

@@ -11,6 +11,13 @@ import { SseHub } from './sse-hub.js';
 
 /** Requests get this long to finish on shutdown before their sockets are closed. */
 const API_SHUTDOWN_GRACE_MS = 2000;
+/** A client must deliver a whole request head within this (slowloris); Node answers 408 and closes. */
+export const API_HEADERS_TIMEOUT_MS = 10_000;
+/**
+ * How often Node checks the header and request deadlines. Its default (30 s) lets a slow head
+ * live up to 40 s whatever headersTimeout says.
+ */
+const API_DEADLINE_CHECK_MS = 1_000;
 
 /**
  * The API worker: REST, the live stream, /metrics, /health and the dashboard. Answers come
@@ -43,9 +50,9 @@ export async function startApiWorker(ctx: WorkerContext): Promise<RunningWorker>
     dashboardDir: path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'dashboard'),
     log,
   });
-  const server = http.createServer(app);
+  const server = http.createServer({ connectionsCheckingInterval: API_DEADLINE_CHECK_MS }, app);
   // Slow or idle clients must not hold sockets forever (slowloris): bounded header and request time.
-  server.headersTimeout = 10_000;
+  server.headersTimeout = API_HEADERS_TIMEOUT_MS;
   server.requestTimeout = 30_000;
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {

@@ -1,3 +1,4 @@
+import { MAX_SESSION_KEY_BYTES, sessionKeyTooLong } from '../../shared/api/session-key.js';
 import { badRequest } from './http-error.js';
 
 /** Query and path value parsing: anything malformed is a 400 that changes nothing. */
@@ -24,8 +25,8 @@ export function instanceId(value: unknown): number {
 
 /** Session keys are what a SOCKS5 username can carry: 1 to 255 bytes. */
 export function sessionKey(value: unknown): string {
-  if (typeof value !== 'string' || value.length === 0 || Buffer.byteLength(value) > 255) {
-    throw badRequest('session key must be 1 to 255 bytes');
+  if (typeof value !== 'string' || value.length === 0 || sessionKeyTooLong(value)) {
+    throw badRequest(`session key must be 1 to ${MAX_SESSION_KEY_BYTES} bytes`);
   }
   return value;
 }

@@ -5,6 +5,7 @@
  * makes itself are plain text and carry Proxy-Status (RFC 9209).
  */
 import type net from 'node:net';
+import { MAX_SESSION_KEY_BYTES, sessionKeyTooLong } from '../../shared/api/session-key.js';
 import { childLogger, type Logger } from '../../shared/logger.js';
 import { clientIpOf } from './client-address.js';
 import { transportFailureOf } from './dial-failure.js';
@@ -182,7 +183,13 @@ class HttpProxyConnection implements OwnedConnection {
         return;
       }
     }
-    const request: RouteRequest = { sessionKey: credentials?.username ?? null, clientIp: clientIpOf(socket.remoteAddress), listener: 'http' };
+    const sessionKey = credentials?.username ?? null;
+    if (sessionKey !== null && sessionKeyTooLong(sessionKey)) {
+      // A SOCKS5 username cannot be longer, and the API could never address such a session.
+      this.respond({ status: 400, error: 'http_request_error', message: `session key longer than ${MAX_SESSION_KEY_BYTES} bytes` }, keepAliveAfterError);
+      return;
+    }
+    const request: RouteRequest = { sessionKey, clientIp: clientIpOf(socket.remoteAddress), listener: 'http' };
     const decision = await routeSafely(context.deps.router, request);
     if (socket.destroyed) return;
     if (!decision.ok) {

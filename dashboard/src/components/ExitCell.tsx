@@ -1,5 +1,5 @@
 import type { InstanceView } from '../../../shared/api/views.js';
-import { countryFlag, exitDisplay } from '../logic/exit-display.js';
+import { exitDisplay } from '../logic/exit-display.js';
 
 /** The exit of an instance: current (confirmed or probable), the retired one during a rotation, or none. */
 export function ExitCell({ instance }: { instance: InstanceView }) {
@@ -11,7 +11,7 @@ export function ExitCell({ instance }: { instance: InstanceView }) {
           <code>{d.ip}</code>
           {d.country !== '' && (
             <span className="country" title={`country ${d.country}`}>
-              {countryFlag(d.country)} {d.country.toUpperCase()}
+              {d.country.toUpperCase()}
             </span>
           )}
           {d.confirmed ? (

@@ -1,4 +1,4 @@
-import { useEffect, useId, useRef, type ReactNode } from 'react';
+import { useId, useLayoutEffect, useRef, type ReactNode } from 'react';
 
 interface ModalProps {
   title: string;
@@ -18,9 +18,12 @@ export function Modal({ title, onClose, children, className }: ModalProps) {
   const titleId = useId();
   const onCloseRef = useRef(onClose);
   onCloseRef.current = onClose;
-  useEffect(() => {
+  // Layout effect: the dialog must still be in the document when it is closed, or the browser
+  // cannot hand focus back; the opener is also refocused explicitly for the same reason.
+  useLayoutEffect(() => {
     const dialog = ref.current;
     if (dialog === null) return;
+    const opener = document.activeElement instanceof HTMLElement ? document.activeElement : null;
     if (!dialog.open) dialog.showModal();
     const cancel = (e: Event): void => {
       e.preventDefault();
@@ -30,6 +33,7 @@ export function Modal({ title, onClose, children, className }: ModalProps) {
     return () => {
       dialog.removeEventListener('cancel', cancel);
       if (dialog.open) dialog.close();
+      if (opener?.isConnected) opener.focus();
     };
   }, []);
   return (

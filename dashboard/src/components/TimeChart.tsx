@@ -60,7 +60,7 @@ export function TimeChart({ title, time, series, format, height = 180 }: TimeCha
         { stroke: axis, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } },
         {
           stroke: axis,
-          size: 70,
+          size: 90,
           grid: { stroke: grid, width: 1 },
           ticks: { stroke: grid, width: 1 },
           values: (_u: uPlot, vals: number[]) => vals.map((v) => formatRef.current(v)),

@@ -16,10 +16,3 @@ export function exitDisplay(i: Pick<InstanceView, 'exit_ip' | 'exit_country' | '
   if (i.retired_exit_ip !== '') return { kind: 'retired', ip: i.retired_exit_ip };
   return { kind: 'none' };
 }
-
-/** Regional-indicator flag for a two-letter country code; empty for anything else ("??", "", "a1"). */
-export function countryFlag(code: string): string {
-  if (!/^[a-zA-Z]{2}$/.test(code)) return '';
-  const upper = code.toUpperCase();
-  return String.fromCodePoint(...[...upper].map((c) => 0x1f1e6 + c.charCodeAt(0) - 65));
-}

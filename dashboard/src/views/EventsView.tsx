@@ -50,7 +50,7 @@ export function EventsView() {
             all
           </button>
           {AUDIT_TYPES.map((t) => (
-            <button key={t} type="button" className={`chip type-${t}`} aria-pressed={types.has(t)} data-type-filter={t} onClick={() => toggle(t)}>
+            <button key={t} type="button" className="chip" aria-pressed={types.has(t)} data-type-filter={t} onClick={() => toggle(t)}>
               {t}
             </button>
           ))}

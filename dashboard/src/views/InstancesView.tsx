@@ -70,7 +70,7 @@ export function InstancesView() {
                         aria-expanded={open}
                         aria-controls={`instance-details-${i.id}`}
                         onClick={() => toggle(i.id)}
-                        title={open ? 'Hide details' : 'Show details'}
+                        aria-label={`Details of instance ${i.id}`}
                       >
                         <span aria-hidden="true">{open ? '▾' : '▸'}</span> {i.id}
                       </button>
