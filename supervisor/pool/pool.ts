@@ -25,7 +25,6 @@ interface Entry {
   /** Out of rotation until released (drain) or removed (retire). */
   draining: boolean;
   retiring: boolean;
-  active: number;
   requests: number;
   failures: number;
   bytesUp: number;
@@ -116,7 +115,6 @@ export class Pool extends EventEmitter {
     if (p.listener === 'session-port') {
       const e = p.instance === undefined ? undefined : this.entries.get(p.instance);
       if (!e || !this.isRoutable(e)) return { ok: false, reason: 'no_routable_instance' };
-      e.active += 1;
       return { ok: true, instance: e.instance.id, host: e.instance.socksHost, port: e.instance.socksPort, key: null };
     }
     const mode = this.deps.config.defaultSession;
@@ -129,14 +127,12 @@ export class Pool extends EventEmitter {
       const ids = placement.routable.length > 0 ? placement.routable : placement.lastResort !== null ? [placement.lastResort] : [];
       if (ids.length === 0) return { ok: false, reason: 'no_routable_instance' };
       const e = this.entries.get(ids[Math.floor(Math.random() * ids.length)] as number) as Entry;
-      e.active += 1;
       return { ok: true, instance: e.instance.id, host: e.instance.socksHost, port: e.instance.socksPort, key: null };
     }
     const outcome = this.sessions.route(key, placement, now);
     if (!outcome.ok) return { ok: false, reason: outcome.reason };
     if (outcome.assignment) this.auditAssignment(outcome.assignment);
     const e = this.entries.get(outcome.session.instance) as Entry;
-    e.active += 1;
     let open = this.openByWorker.get(workerSlot);
     if (!open) this.openByWorker.set(workerSlot, (open = new Map()));
     open.set(key, (open.get(key) ?? 0) + 1);
@@ -161,7 +157,6 @@ export class Pool extends EventEmitter {
       }
       const e = this.entries.get(r.instance);
       if (!e) continue;
-      e.active = Math.max(0, e.active - 1);
       e.requests += 1;
       e.bytesUp += r.bytesUp;
       e.bytesDown += r.bytesDown;
@@ -515,7 +510,6 @@ export class Pool extends EventEmitter {
       health,
       draining: false,
       retiring: false,
-      active: 0,
       requests: 0,
       failures: 0,
       bytesUp: 0,

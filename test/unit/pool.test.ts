@@ -253,3 +253,21 @@ describe('pool session rotation', () => {
     }
   });
 });
+
+describe('pool quarantine', () => {
+  it('moves sessions off a burnt exit onto instances with a different exit', async () => {
+    const { pool, instances } = rig({ POOL_SIZE: '3' });
+    const exit = (ip: string) => ({ ip, country: 'de', nickname: 'x', confirmed: true, retiredIp: '', pinned: '' });
+    instances.get(0)!.exitInfo = exit('127.0.0.11');
+    instances.get(1)!.exitInfo = exit('127.0.0.11');
+    instances.get(2)!.exitInfo = exit('127.0.0.12');
+    for (let i = 0; i < 9; i++) pool.route(socks(`k${i}`), 0);
+    const burnt = pool.sessionViews().filter((s) => s.instance === 0).map((s) => s.key);
+    expect(burnt.length).to.be.greaterThan(0);
+    await pool.instanceAction(0, 'quarantine');
+    for (const key of burnt) {
+      const v = pool.sessionView(key);
+      expect(v.ok && v.value.instance, key).to.equal(2);
+    }
+  });
+});
