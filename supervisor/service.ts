@@ -71,6 +71,7 @@ export class Service {
     const audit = new AuditLog();
     const pool: Pool = new Pool({
       config,
+      waitForListeners: true,
       audit,
       log,
       createInstance: (id) =>
@@ -152,6 +153,7 @@ export class Service {
 
     pool.start();
     await workers.start();
+    pool.listenersUp();
     const service = new Service(config, pool, workers, audit, store, generated, log);
     service.tickTimer = setInterval(() => service.tick(), TICK_MS);
     log.info('API and dashboard listening', { url: `http://${config.bindHost}:${config.apiPort}/` });

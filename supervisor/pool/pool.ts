@@ -39,6 +39,8 @@ export interface PoolDeps {
   audit: AuditLog;
   log: Logger;
   now?: () => number;
+  /** When true, the pool serves only after listenersUp(): /health must not say 200 before the proxies listen. */
+  waitForListeners?: boolean;
 }
 
 type Refusal = { ok: false; error: { status: 400 | 404 | 409 | 503; message: string } };
@@ -59,6 +61,7 @@ export class Pool extends EventEmitter {
   private sweeping = false;
   /** Latched once MIN_READY instances have bootstrapped: before that the proxies refuse at once. */
   private serving = false;
+  private listening: boolean;
   private stopped = false;
   private readonly totals = { requests: 0, failures: 0, bytesUp: 0, bytesDown: 0 };
   private growTimer: NodeJS.Timeout | null = null;
@@ -67,6 +70,7 @@ export class Pool extends EventEmitter {
     super();
     this.now = deps.now ?? Date.now;
     this.targetSize = deps.config.poolSize;
+    this.listening = !(deps.waitForListeners ?? false);
     this.sessions = new SessionTable({ maxSessions: deps.config.maxSessions, ttlMs: deps.config.sessionTtlMs });
   }
 
@@ -86,6 +90,19 @@ export class Pool extends EventEmitter {
   }
 
   // ---- routing (hot path: no awaits, no I/O) ----
+
+  /** The proxy listeners are up: the pool may start serving (see PoolDeps.waitForListeners). */
+  listenersUp(): void {
+    this.listening = true;
+    this.maybeServe();
+  }
+
+  private maybeServe(): void {
+    const ready = this.readyCount();
+    if (this.serving || !this.listening || ready < this.deps.config.minReady) return;
+    this.serving = true;
+    this.emit('serving', ready);
+  }
 
   get isServing(): boolean {
     return this.serving;
@@ -519,12 +536,8 @@ export class Pool extends EventEmitter {
     this.entries.set(id, entry);
     instance.on('ready', () => {
       health.bootstrapped(this.now());
-      const ready = this.readyCount();
-      this.emit('ready-count', ready);
-      if (!this.serving && ready >= this.deps.config.minReady) {
-        this.serving = true;
-        this.emit('serving', ready);
-      }
+      this.emit('ready-count', this.readyCount());
+      this.maybeServe();
     });
     instance.on('unready', () => {
       health.unbootstrapped(this.now());

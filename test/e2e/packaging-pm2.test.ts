@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { packageRoot } from '../../shared/version.js';
-import { curlSocksWhenListening } from '../support/curl.js';
+import { curlSocks } from '../support/curl.js';
 import { isAlive, waitAllGone } from '../support/process-tree.js';
 import { TEST_PROXY_TOKEN } from '../support/service-fixture.js';
 import { sharedTestnet } from '../support/testnet-fixture.js';
@@ -68,7 +68,7 @@ describe('packaging: under pm2 with ecosystem.config.cjs', function () {
       if (!healthy) await new Promise((r) => setTimeout(r, 300));
     }
     expect(healthy, 'GET /health answers 200 under pm2').to.equal(true);
-    const r = await curlSocksWhenListening(port, 'pm2', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
+    const r = await curlSocks(port, 'pm2', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
     expect(r.code, r.stderr).to.equal(0);
 
     const torPids = execFileSync('pgrep', ['-P', String(supervisorPid), '-x', 'tor']).toString().trim().split('\n').map(Number);

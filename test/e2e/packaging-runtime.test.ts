@@ -6,7 +6,7 @@ import path from 'node:path';
 import { packageRoot } from '../../shared/version.js';
 import { processUser, waitAllGone } from '../support/process-tree.js';
 import { TEST_PROXY_TOKEN } from '../support/service-fixture.js';
-import { curlSocksWhenListening } from '../support/curl.js';
+import { curlSocks } from '../support/curl.js';
 import { sharedTestnet } from '../support/testnet-fixture.js';
 
 /** The unprivileged account the test runs the installed service as (like the image's `exitpool`). */
@@ -85,7 +85,7 @@ describe('packaging: the runtime install, run as a non-root user', function () {
       // The supervisor (runuser's child) runs as the unprivileged user, and so do its tors.
       const supervisorPid = Number(execFileSync('pgrep', ['-P', String(child.pid)]).toString().trim().split('\n')[0]);
       expect(processUser(supervisorPid)).to.equal(RUNTIME_USER);
-      const r = await curlSocksWhenListening(port, 'packaged', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
+      const r = await curlSocks(port, 'packaged', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
       expect(r.code, r.stderr).to.equal(0);
       expect(r.stdout.trim()).to.match(/^127\.0\.0\.\d+$/);
       const auth = fs.statSync(path.join(dataDir, 'auth.json'));

@@ -27,16 +27,3 @@ export function curlHttp(port: number, user: string | null, password: string | n
   const cred = user === null ? '' : `${encodeURIComponent(user)}:${encodeURIComponent(password ?? '')}@`;
   return curl(['-x', `http://${cred}127.0.0.1:${port}`, ...extra, url]);
 }
-
-/**
- * Retries a SOCKS request until it succeeds or the deadline passes: /health turns 200 as soon
- * as an instance is routable, which can be a moment before every proxy worker listens.
- */
-export async function curlSocksWhenListening(port: number, user: string, password: string, url: string, timeoutMs = 30_000): Promise<CurlResult> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const r = await curlSocks(port, user, password, url);
-    if (r.code === 0 || Date.now() > deadline) return r;
-    await new Promise((resolve) => setTimeout(resolve, 300));
-  }
-}

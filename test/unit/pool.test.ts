@@ -271,3 +271,30 @@ describe('pool quarantine', () => {
     }
   });
 });
+
+describe('pool waiting for its listeners', () => {
+  it('serves only once MIN_READY are ready and the proxy listeners are up, in either order', () => {
+    const config = loadConfig({ POOL_SIZE: '2', SPAWN_STAGGER: '0' });
+    const instances = new Map<number, FakeInstance>();
+    const pool = new Pool({
+      config,
+      audit: new AuditLog(),
+      log: quietLogger(),
+      waitForListeners: true,
+      createInstance: (id) => {
+        const i = new FakeInstance(id);
+        instances.set(id, i);
+        return i;
+      },
+      createHealth: () => new FakeHealth(),
+    });
+    pool.start();
+    instances.get(0)!.setReady(true);
+    expect(pool.isServing).to.equal(false);
+    expect(pool.summary().routable).to.equal(0);
+    expect(pool.route(socks('k'), 0).ok).to.equal(false);
+    pool.listenersUp();
+    expect(pool.isServing).to.equal(true);
+    expect(pool.summary().routable).to.equal(1);
+  });
+});
