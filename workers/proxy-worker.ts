@@ -1,5 +1,5 @@
 import type { ProxyCredentialSnapshot } from '../shared/auth/credential-snapshot.js';
-import { ACCOUNTING_FLUSH_MS, type CloseRecord, type RouteResult } from '../shared/ipc/protocol.js';
+import { ACCOUNTING_FLUSH_MS, type CloseRecord, type ReleasedRoute, type RouteResult } from '../shared/ipc/protocol.js';
 import { HttpProxyServer } from './proxy/http-proxy-server.js';
 import type { ConnectionStats, ListenerKind, RouteDecision, RouteGranted, RouteRequest } from './proxy/proxy-types.js';
 import { Socks5ProxyServer, createSessionPortServer } from './proxy/socks5-server.js';
@@ -21,6 +21,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   const credentials = new ProxyCredentials(config.authDisabled, endpoint);
   credentials.install((await endpoint.request('credentials.get', null, 10_000)) as ProxyCredentialSnapshot);
   let closes: CloseRecord[] = [];
+  let released: ReleasedRoute[] = [];
   let rtts: number[] = [];
 
   const router = {
@@ -64,12 +65,16 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
       if (s.failure) record.failure = s.failure;
       closes.push(record);
     },
+    connectionReleased(route: RouteGranted): void {
+      released.push({ key: route.sessionKey, instance: route.instanceId });
+    },
   };
 
   const flush = (): void => {
-    if (closes.length === 0 && rtts.length === 0) return;
-    endpoint.notify('accounting', { closes, routeRttMs: rtts });
+    if (closes.length === 0 && released.length === 0 && rtts.length === 0) return;
+    endpoint.notify('accounting', { closes, released, routeRttMs: rtts });
     closes = [];
+    released = [];
     rtts = [];
   };
   const flushTimer = setInterval(flush, ACCOUNTING_FLUSH_MS);

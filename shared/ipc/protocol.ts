@@ -53,6 +53,16 @@ export interface CloseRecord {
   latencyMs: number | null;
 }
 
+/**
+ * A SOCKS5 route that was granted (routing starts before the client's CONNECT arrives) but never
+ * used: the client left or was refused first. It undoes the route's live-connection count and is
+ * not a request.
+ */
+export interface ReleasedRoute {
+  key: string | null;
+  instance: number;
+}
+
 export type InstanceAction = 'rotate' | 'restart' | 'quarantine' | 'release' | 'drain';
 
 /** An action refused by the supervisor: mapped by the API worker to an HTTP status. */
@@ -110,7 +120,7 @@ export interface WorkerNotices extends NoticeMap {
   /** The worker's listeners are up (or, for a worker without listeners, it is initialised). */
   ready: { role: WorkerRole; pid: number };
   /** Finished connections since the last batch (proxy workers, every ACCOUNTING_FLUSH_MS). */
-  accounting: { closes: CloseRecord[]; routeRttMs: number[] };
+  accounting: { closes: CloseRecord[]; released: ReleasedRoute[]; routeRttMs: number[] };
   /** API worker: a successful sign-in, for the audit log (failures are logged, never audited). */
   'signed-in': { user: string; address: string };
 }

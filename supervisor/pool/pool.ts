@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Logger } from 'winston';
 import type { InstanceView, PoolRotateResult, PoolSummary, ResizeResult, SessionRotateResult, SessionView } from '../../shared/api/views.js';
 import { formatDuration, MAX_POOL_SIZE, type Config } from '../../shared/config/index.js';
-import type { ActionResult, CloseRecord, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
+import type { ActionResult, CloseRecord, ReleasedRoute, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
 import { serviceVersion } from '../../shared/version.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import { viewOf } from '../sessions/session.js';
@@ -168,9 +168,7 @@ export class Pool extends EventEmitter {
       this.stats.record(r);
       if (r.key !== null) {
         this.sessions.close(r.key, r, now);
-        const n = open?.get(r.key) ?? 0;
-        if (n <= 1) open?.delete(r.key);
-        else open?.set(r.key, n - 1);
+        this.forgetOpen(open, r.key);
       }
       const e = this.entries.get(r.instance);
       if (!e) continue;
@@ -185,6 +183,23 @@ export class Pool extends EventEmitter {
         e.health.failure('transport', 'transport', r.failure?.scored ?? true, now);
       }
     }
+  }
+
+  /** Routes a worker granted but never used (the client left before its CONNECT): not requests. */
+  recordReleased(routes: readonly ReleasedRoute[], workerSlot: number): void {
+    const open = this.openByWorker.get(workerSlot);
+    for (const r of routes) {
+      if (r.key === null) continue;
+      this.sessions.forgetConnections(r.key, 1);
+      this.forgetOpen(open, r.key);
+    }
+  }
+
+  /** One connection of `key` on a worker ended (closed or released). */
+  private forgetOpen(open: Map<string, number> | undefined, key: string): void {
+    const n = open?.get(key) ?? 0;
+    if (n <= 1) open?.delete(key);
+    else open?.set(key, n - 1);
   }
 
   /** A proxy worker died: its connections are gone without a close record. */

@@ -7,44 +7,14 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
-import { Writable } from 'node:stream';
-import winston from 'winston';
 import { startFakeSocksBackend, type FakeSocksBackend } from '../support/fake-socks-backend.js';
+import { FakeRouter, RecordingEvents, capturingLogger, waitFor } from '../support/proxy-fakes.js';
 import { HttpProxyServer } from '../../workers/proxy/http-proxy-server.js';
 import { HTTP_MAX_HEAD_BYTES } from '../../workers/proxy/http-proxy-head.js';
 import type { ProxyTimeouts } from '../../workers/proxy/proxy-timeouts.js';
-import type {
-  ConnectionStats,
-  CredentialPolicy,
-  ListenerKind,
-  ProxyEvents,
-  RouteDecision,
-  RouteGranted,
-  RouteRequest,
-  Router,
-} from '../../workers/proxy/proxy-types.js';
+import type { CredentialPolicy, RouteDecision, RouteRequest } from '../../workers/proxy/proxy-types.js';
 
 // --- fakes ------------------------------------------------------------------------------------
-
-class FakeRouter implements Router {
-  readonly requests: RouteRequest[] = [];
-  constructor(public decide: (request: RouteRequest, index: number) => RouteDecision) {}
-  route(request: RouteRequest): Promise<RouteDecision> {
-    this.requests.push(request);
-    return Promise.resolve(this.decide(request, this.requests.length - 1));
-  }
-}
-
-class RecordingEvents implements ProxyEvents {
-  readonly opened: RouteGranted[] = [];
-  readonly closed: Array<{ route: RouteGranted; listener: ListenerKind; stats: ConnectionStats }> = [];
-  connectionOpened(route: RouteGranted): void {
-    this.opened.push(route);
-  }
-  connectionClosed(route: RouteGranted, listener: ListenerKind, stats: ConnectionStats): void {
-    this.closed.push({ route, listener, stats });
-  }
-}
 
 function granted(backend: FakeSocksBackend, instanceId: number, request: RouteRequest): RouteDecision {
   return { ok: true, instanceId, socksHost: backend.host, socksPort: backend.port, sessionKey: request.sessionKey };
@@ -53,25 +23,6 @@ function granted(backend: FakeSocksBackend, instanceId: number, request: RouteRe
 const TOKEN = 'tp_0123456789abcdefghijkl';
 const requiredCredentials: CredentialPolicy = { required: true, check: (_user, password) => (password === TOKEN ? { ok: true } : { ok: false }) };
 const AUTH = `Proxy-Authorization: Basic ${Buffer.from(`alice:${TOKEN}`).toString('base64')}`;
-
-function capturingLogger(): { logger: winston.Logger; lines: Array<Record<string, unknown>> } {
-  const lines: Array<Record<string, unknown>> = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, callback) {
-      lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
-      callback();
-    },
-  });
-  return { logger: winston.createLogger({ level: 'debug', format: winston.format.json(), transports: [new winston.transports.Stream({ stream })] }), lines };
-}
-
-async function waitFor(predicate: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 function curl(args: string[], input?: Buffer): Promise<{ code: number; stdout: Buffer; stderr: string }> {
   return new Promise((resolve, reject) => {

@@ -7,43 +7,13 @@ import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
-import { Writable } from 'node:stream';
-import winston from 'winston';
 import { startFakeSocksBackend, type FakeSocksBackend } from '../support/fake-socks-backend.js';
-import type {
-  ConnectionStats,
-  CredentialPolicy,
-  ListenerKind,
-  ProxyEvents,
-  RouteDecision,
-  RouteGranted,
-  RouteRequest,
-  Router,
-} from '../../workers/proxy/proxy-types.js';
+import { FakeRouter, RecordingEvents, capturingLogger, waitFor } from '../support/proxy-fakes.js';
+import type { CredentialPolicy, RouteDecision, RouteRequest } from '../../workers/proxy/proxy-types.js';
 import { Socks5ProxyServer, createSessionPortServer } from '../../workers/proxy/socks5-server.js';
 import type { ProxyTimeouts } from '../../workers/proxy/proxy-timeouts.js';
 
 // --- fakes ------------------------------------------------------------------------------------
-
-class FakeRouter implements Router {
-  readonly requests: RouteRequest[] = [];
-  constructor(public decide: (request: RouteRequest) => RouteDecision) {}
-  route(request: RouteRequest): Promise<RouteDecision> {
-    this.requests.push(request);
-    return Promise.resolve(this.decide(request));
-  }
-}
-
-class RecordingEvents implements ProxyEvents {
-  readonly opened: RouteGranted[] = [];
-  readonly closed: Array<{ route: RouteGranted; listener: ListenerKind; stats: ConnectionStats }> = [];
-  connectionOpened(route: RouteGranted): void {
-    this.opened.push(route);
-  }
-  connectionClosed(route: RouteGranted, listener: ListenerKind, stats: ConnectionStats): void {
-    this.closed.push({ route, listener, stats });
-  }
-}
 
 function routeTo(backend: FakeSocksBackend, instanceId = 1): (request: RouteRequest) => RouteDecision {
   return (request) => ({ ok: true, instanceId, socksHost: backend.host, socksPort: backend.port, sessionKey: request.sessionKey ?? `ip:${request.clientIp}` });
@@ -52,25 +22,6 @@ function routeTo(backend: FakeSocksBackend, instanceId = 1): (request: RouteRequ
 const TOKEN = 'tp_0123456789abcdefghijkl';
 const requiredCredentials: CredentialPolicy = { required: true, check: (_user, password) => (password === TOKEN ? { ok: true } : { ok: false }) };
 const noCredentials: CredentialPolicy = { required: false, check: () => ({ ok: false }) };
-
-function capturingLogger(): { logger: winston.Logger; lines: Array<Record<string, unknown>> } {
-  const lines: Array<Record<string, unknown>> = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, callback) {
-      lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
-      callback();
-    },
-  });
-  return { logger: winston.createLogger({ level: 'debug', format: winston.format.json(), transports: [new winston.transports.Stream({ stream })] }), lines };
-}
-
-async function waitFor(predicate: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 function curl(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -291,6 +242,85 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
     expect(router.requests).to.deep.equal([{ sessionKey: 'alice', clientIp: '127.0.0.1', listener: 'socks' }]);
   });
 
+  describe('routing ahead of the CONNECT', () => {
+    /** Greeting and credentials only: the client is authenticated and has not sent its request. */
+    async function authenticate(): Promise<{ socket: net.Socket; reader: ByteReader }> {
+      const socket = await connect(proxyPort);
+      const reader = new ByteReader(socket);
+      socket.write(Buffer.from([5, 1, 2]));
+      expect([...(await reader.read(2))]).to.deep.equal([5, 2]);
+      socket.write(userPass('alice', TOKEN));
+      expect([...(await reader.read(2))]).to.deep.equal([1, 0]);
+      return { socket, reader };
+    }
+
+    it('routes once the credentials are accepted and has the instance connection open before the CONNECT arrives', async () => {
+      await startProxy(requiredCredentials);
+      const port = await destination(echoServer());
+      const { socket, reader } = await authenticate();
+      await waitFor(() => router.requests.length === 1 && backend.connectionCount() === 1, 'route and instance connection before the CONNECT');
+      expect(router.requests[0]).to.deep.include({ sessionKey: 'alice', listener: 'socks' });
+      expect(backend.requests, 'no request forwarded before the client sent one').to.have.length(0);
+      socket.write(connectRequest({ ipv4: '127.0.0.1' }, port));
+      expect((await reader.read(10))[1]).to.equal(0);
+      socket.end('early routed');
+      expect((await reader.readAll()).toString()).to.equal('early routed');
+      await waitFor(() => events.closed.length === 1, 'accounting');
+      expect(router.requests, 'one route per connection').to.have.length(1);
+      expect(events.opened).to.have.length(1);
+      expect(events.released).to.have.length(0);
+      expect(backend.requests[0]).to.deep.include({ host: '127.0.0.1', port, methods: [0] });
+    });
+
+    it('hands the route back, not as a request, when an authenticated client leaves before its CONNECT', async () => {
+      await startProxy(requiredCredentials);
+      const { socket } = await authenticate();
+      await waitFor(() => backend.connectionCount() === 1, 'instance connection opened ahead');
+      socket.destroy();
+      await waitFor(() => events.released.length === 1, 'route released');
+      await waitFor(() => backend.connectionCount() === 0, 'instance connection closed');
+      expect(events.released[0]).to.deep.include({ listener: 'socks' });
+      expect(events.released[0]!.route).to.deep.include({ sessionKey: 'alice', instanceId: 1 });
+      expect(events.opened).to.have.length(0);
+      expect(events.closed).to.have.length(0);
+      expect(proxy.connectionCount).to.equal(0);
+    });
+
+    it('hands the route back when the request after authentication is refused (BIND)', async () => {
+      await startProxy(requiredCredentials);
+      const { socket, reader } = await authenticate();
+      await waitFor(() => router.requests.length === 1, 'route requested');
+      socket.write(connectRequest({ ipv4: '127.0.0.1' }, 80, 2));
+      const reply = await reader.read(10);
+      expect(reply[1], 'command not supported').to.equal(7);
+      await reader.closed();
+      await waitFor(() => events.released.length === 1 && backend.connectionCount() === 0, 'route released, instance connection closed');
+      expect(events.opened).to.have.length(0);
+      expect(events.closed).to.have.length(0);
+    });
+
+    it('hands back a route that arrives after the client already left', async () => {
+      let answer: (() => void) | null = null;
+      const slow = new Promise<void>((resolve) => (answer = resolve));
+      await startProxy(requiredCredentials);
+      const decide = router.decide;
+      router.route = async (request) => {
+        router.requests.push(request);
+        await slow;
+        return decide(request, router.requests.length - 1);
+      };
+      const { socket } = await authenticate();
+      await waitFor(() => router.requests.length === 1, 'route requested');
+      socket.destroy();
+      await waitFor(() => proxy.connectionCount === 0, 'connection gone');
+      answer!();
+      await waitFor(() => events.released.length === 1, 'late route released');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(backend.connectionCount(), 'no instance connection for a client that left').to.equal(0);
+      expect(events.opened).to.have.length(0);
+    });
+  });
+
   it('refuses a client without credentials in the handshake (0xFF) and never routes it', async () => {
     await startProxy(requiredCredentials);
     const socket = await connect(proxyPort);
@@ -411,7 +441,10 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
       expect([...(await reader.read(4))]).to.deep.equal([5, 2, 1, 0]);
       expect([...(await reader.read(10))]).to.deep.equal([5, 7, 0, 1, 0, 0, 0, 0, 0, 0]);
       await reader.closed();
-      expect(router.requests).to.have.length(0);
+      // Routed once the credentials were accepted, then handed back unused: never a request.
+      await waitFor(() => events.released.length === router.requests.length, 'route handed back');
+      expect(events.opened).to.have.length(0);
+      expect(events.closed).to.have.length(0);
     });
   }
 

@@ -141,6 +141,10 @@ export async function startFakeSocksBackend(): Promise<FakeSocksBackend> {
       });
     };
     client.on('data', onData);
+    // As tor does: a client that hangs up before its request is done with.
+    client.on('end', () => {
+      if (stage !== 'done') client.destroy();
+    });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   backend.port = (server.address() as net.AddressInfo).port;

@@ -133,6 +133,28 @@ describe('pool', () => {
     expect(active()).to.equal(1);
   });
 
+  it('hands back released routes: the live count drops, no request or failure is counted, and a later worker death does not count them twice', () => {
+    const { pool, health } = rig();
+    const inst = routed(pool.route(socks('k'), 1));
+    pool.route(socks('k'), 1);
+    pool.route(socks('k'), 1);
+    const view = (): { active: number; requests: number; failures: number } =>
+      (pool.sessionView('k') as { ok: true; value: { active: number; requests: number; failures: number } }).value;
+    expect(view().active).to.equal(3);
+    pool.recordReleased([{ key: 'k', instance: inst }], 1);
+    expect(view()).to.include({ active: 2, requests: 0, failures: 0 });
+    expect(pool.summary().totals).to.deep.equal({ requests: 0, failures: 0, bytes_up: 0, bytes_down: 0 });
+    expect(health.get(inst)!.failures).to.deep.equal([]);
+    pool.recordCloses([{ key: 'k', instance: inst, bytesUp: 1, bytesDown: 2, ok: true, latencyMs: 5 }], 1);
+    expect(view()).to.include({ active: 1, requests: 1 });
+    // One connection is still open on worker 1: its death forgets exactly that one.
+    pool.workerGone(1);
+    expect(view().active).to.equal(0);
+    // Routes without a session key (random, session ports) carry nothing to undo.
+    pool.recordReleased([{ key: null, instance: inst }], 1);
+    expect(view().active).to.equal(0);
+  });
+
   it('drains: moves sessions off and keeps new ones away until released', async () => {
     const { pool } = rig();
     for (let i = 0; i < 8; i++) pool.route(socks(`k${i}`), 0);

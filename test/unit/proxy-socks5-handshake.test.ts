@@ -17,7 +17,7 @@ function sent(steps: HandshakeStep[]): number[] {
 }
 
 function terminal(steps: HandshakeStep[]): HandshakeStep | undefined {
-  return steps.find((step) => step.type !== 'send');
+  return steps.find((step) => step.type === 'connect' || step.type === 'close');
 }
 
 /** Feeds `input` split at `cuts`, stopping once the machine finishes; returns steps and the unfed remainder. */
@@ -44,7 +44,8 @@ function normalise(steps: HandshakeStep[], unfed: Buffer): unknown {
     }
     out.push({ sent: bytes });
     bytes = [];
-    if (step.type === 'connect') out.push({ connect: step.target, key: step.sessionKey, rest: [...Buffer.concat([step.rest, unfed])] });
+    if (step.type === 'authenticated') out.push({ authenticated: step.sessionKey });
+    else if (step.type === 'connect') out.push({ connect: step.target, key: step.sessionKey, rest: [...Buffer.concat([step.rest, unfed])] });
     else out.push({ close: step.refusal.kind, code: step.refusal.kind === 'protocol-error' ? step.refusal.error.code : null });
   }
   out.push({ sent: bytes });
@@ -177,9 +178,29 @@ describe('proxy: SOCKS5 server handshake', () => {
         fc.property(modeArb, fc.array(fc.uint8Array({ maxLength: 64 }), { maxLength: 10 }), (mode, chunks) => {
           const machine = new Socks5ServerHandshake(mode, tokenCheck);
           const steps = chunks.flatMap((chunk) => machine.feed(Buffer.from(chunk)));
-          expect(steps.filter((step) => step.type !== 'send').length).to.be.at.most(1);
+          expect(steps.filter((step) => step.type === 'connect' || step.type === 'close').length).to.be.at.most(1);
         }),
         { numRuns: 1500 },
+      );
+    });
+
+    it('announces the settled session key once, before any CONNECT, and the CONNECT carries the same key', () => {
+      // The listener routes on 'authenticated' while the request is in flight: a CONNECT without
+      // it, or with another key, would be dialled through a route made for someone else.
+      fc.assert(
+        fc.property(modeArb, inputArb, fc.array(fc.nat(), { maxLength: 6 }), (mode, input, cuts) => {
+          const { steps } = feedChunked(new Socks5ServerHandshake(mode, tokenCheck), input, cuts);
+          const announced = steps.filter((step) => step.type === 'authenticated');
+          expect(announced.length).to.be.at.most(1);
+          const connectAt = steps.findIndex((step) => step.type === 'connect');
+          if (connectAt < 0) return;
+          const connect = steps[connectAt] as Extract<HandshakeStep, { type: 'connect' }>;
+          const announcedAt = steps.findIndex((step) => step.type === 'authenticated');
+          expect(announcedAt).to.be.within(0, connectAt - 1);
+          expect((announced[0] as Extract<HandshakeStep, { type: 'authenticated' }>).sessionKey).to.equal(connect.sessionKey);
+          if (mode === 'ignored') expect(connect.sessionKey).to.equal(null);
+        }),
+        { numRuns: 500 },
       );
     });
   });

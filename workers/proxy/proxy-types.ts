@@ -89,12 +89,15 @@ export interface ConnectionStats {
 
 /**
  * Accounting hooks. Called synchronously on the hot path, so implementations must be cheap
- * (the worker batches them into IPC). Every `connectionOpened` is followed by exactly one
- * `connectionClosed` with the same route object.
+ * (the worker batches them into IPC). Every granted route ends in exactly one of two ways:
+ * `connectionOpened` followed by exactly one `connectionClosed` with the same route object, or
+ * `connectionReleased` when the SOCKS5 client left (or was refused) between being routed and
+ * sending its CONNECT: the route was never used, so it is not a request.
  */
 export interface ProxyEvents {
   connectionOpened(route: RouteGranted, listener: ListenerKind): void;
   connectionClosed(route: RouteGranted, listener: ListenerKind, stats: ConnectionStats): void;
+  connectionReleased(route: RouteGranted, listener: ListenerKind): void;
 }
 
 /** The injected dependencies shared by every listener. */

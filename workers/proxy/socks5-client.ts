@@ -57,112 +57,174 @@ export interface DialedUpstream {
   readBase: number;
   /** socket.bytesWritten after the handshake, so bytesWritten - writeBase counts payload only. */
   writeBase: number;
-  /** Milliseconds from the start of the dial to tor's success reply. */
+  /** Milliseconds from sending the CONNECT (or starting the dial, when it was sent with the greeting) to tor's success reply. */
   connectMs: number;
 }
 
 const GREETING_NO_AUTH = encodeGreeting([AuthMethod.NoAuthentication]);
 
-export function dialSocks5(options: SocksDialOptions): Promise<DialedUpstream> {
-  return new Promise<DialedUpstream>((resolve, reject) => {
-    const started = performance.now();
-    let phase: SocksDialPhase = 'connecting';
-    let pending: Buffer | null = null;
-    let settled = false;
+export interface UpstreamAddress {
+  socksHost: string;
+  socksPort: number;
+}
 
-    if (options.signal?.aborted) {
-      reject(new SocksDialError('aborted', phase, null, 'dial aborted', 0));
-      return;
-    }
+/**
+ * A SOCKS5 connection to an instance that is opened before its target is known: the TCP connect
+ * and the greeting run while the client's own CONNECT is still on its way, so the connection
+ * setup a client sees carries only the CONNECT round trip to tor (bench: setup). `connect()` may
+ * be called at any point of the opening; the request then goes out with (or right after) the
+ * greeting. A failure before `connect()` is kept and reported by it.
+ */
+export class Socks5Upstream {
+  private readonly socket: net.Socket;
+  private readonly openedAt = performance.now();
+  private phase: SocksDialPhase = 'connecting';
+  private pending: Buffer | null = null;
+  private target: Socks5Target | null = null;
+  private requestWritten = false;
+  private requestedAt = 0;
+  private timer: NodeJS.Timeout | null = null;
+  /** Set once the outcome is known; later events are ignored. */
+  private outcome: { ok: true; value: DialedUpstream } | { ok: false; error: SocksDialError } | null = null;
+  private waiter: { resolve: (d: DialedUpstream) => void; reject: (e: SocksDialError) => void } | null = null;
 
-    const socket = net.connect({ host: options.socksHost, port: options.socksPort, allowHalfOpen: true, noDelay: true });
-    const timer = setTimeout(() => {
-      fail('timeout', null, `no SOCKS5 answer within ${options.timeoutMs} ms`);
-    }, options.timeoutMs);
+  constructor(address: UpstreamAddress) {
+    this.socket = net.connect({ host: address.socksHost, port: address.socksPort, allowHalfOpen: true, noDelay: true });
+    this.socket.on('connect', this.onConnect);
+    this.socket.on('data', this.onData);
+    this.socket.on('error', this.onError);
+    this.socket.on('close', this.onClose);
+    // allowHalfOpen: a FIN alone would not close the socket, and the handshake would wait for the deadline.
+    this.socket.on('end', this.onClose);
+  }
 
-    const cleanup = (): void => {
-      clearTimeout(timer);
-      socket.removeListener('connect', onConnect);
-      socket.removeListener('data', onData);
-      socket.removeListener('error', onError);
-      socket.removeListener('close', onClose);
-      socket.removeListener('end', onClose);
-      options.signal?.removeEventListener('abort', onAbort);
-    };
-
-    function fail(kind: SocksDialErrorKind, replyCode: number | null, message: string, socketErrorCode?: string): void {
-      if (settled) return;
-      settled = true;
-      cleanup();
-      socket.destroy();
-      reject(new SocksDialError(kind, phase, replyCode, message, performance.now() - started, socketErrorCode));
-    }
-
-    function onConnect(): void {
-      phase = 'negotiating';
-      // Greeting and CONNECT in one write: offering only "no authentication" leaves nothing to
-      // negotiate, and tor parses pipelined SOCKS5 messages in order (fetch_from_buf_socks loops
-      // over its buffer), so every connection saves one round trip to tor (bench: setup).
-      socket.write(Buffer.concat([GREETING_NO_AUTH, encodeRequest('connect', options.target)]));
-    }
-
-    function onData(chunk: Buffer): void {
-      let buf = pending === null ? chunk : Buffer.concat([pending, chunk]);
-      pending = null;
-      if (phase === 'negotiating') {
-        const selection = parseMethodSelection(buf);
-        if (selection.status === 'need-more') {
-          pending = buf;
-          return;
-        }
-        if (selection.status === 'error') return fail('protocol', null, selection.error.message);
-        if (selection.value !== AuthMethod.NoAuthentication) {
-          return fail('protocol', null, `SOCKS server selected method ${selection.value}, expected no authentication`);
-        }
-        phase = 'awaiting-reply';
-        buf = buf.subarray(selection.consumed);
-        if (buf.length === 0) return;
-      }
-      const reply = parseReply(buf);
-      if (reply.status === 'need-more') {
-        pending = buf;
+  /**
+   * Sends the CONNECT for `target` and resolves with the tunnel-ready socket once tor answers
+   * success. The deadline runs from this call. Call at most once.
+   */
+  connect(target: Socks5Target, timeoutMs: number): Promise<DialedUpstream> {
+    this.target = target;
+    this.requestedAt = performance.now();
+    return new Promise<DialedUpstream>((resolve, reject) => {
+      if (this.outcome !== null) {
+        // Only a failure can be known before the request: success needs tor's reply to it.
+        if (!this.outcome.ok) reject(this.outcome.error);
         return;
       }
-      if (reply.status === 'error') return fail('protocol', null, reply.error.message);
-      if (reply.value.code !== ReplyCode.Succeeded) {
-        return fail('refused', reply.value.code, `SOCKS server refused CONNECT with reply ${reply.value.code}`);
+      this.waiter = { resolve, reject };
+      this.timer = setTimeout(() => this.fail('timeout', null, `no SOCKS5 answer within ${timeoutMs} ms`), timeoutMs);
+      if (this.phase !== 'connecting') this.writeRequest();
+    });
+  }
+
+  /** Gives up: the socket is destroyed and a pending connect() rejects with kind 'aborted'. Idempotent. */
+  abort(): void {
+    this.fail('aborted', null, 'dial aborted');
+  }
+
+  private writeRequest(): void {
+    if (this.requestWritten || this.target === null) return;
+    this.requestWritten = true;
+    this.socket.write(encodeRequest('connect', this.target));
+  }
+
+  private readonly onConnect = (): void => {
+    this.phase = 'negotiating';
+    if (this.target !== null) {
+      // Greeting and CONNECT in one write: offering only "no authentication" leaves nothing to
+      // negotiate, and tor parses pipelined SOCKS5 messages in order (fetch_from_buf_socks loops
+      // over its buffer), so a dial whose target is known saves one round trip to tor.
+      this.requestWritten = true;
+      this.socket.write(Buffer.concat([GREETING_NO_AUTH, encodeRequest('connect', this.target)]));
+    } else {
+      this.socket.write(GREETING_NO_AUTH);
+    }
+  };
+
+  private readonly onData = (chunk: Buffer): void => {
+    if (this.outcome !== null) return;
+    let buf = this.pending === null ? chunk : Buffer.concat([this.pending, chunk]);
+    this.pending = null;
+    if (this.phase === 'negotiating') {
+      const selection = parseMethodSelection(buf);
+      if (selection.status === 'need-more') {
+        this.pending = buf;
+        return;
       }
-      settled = true;
-      cleanup();
-      socket.pause();
-      const rest = buf.subarray(reply.consumed);
-      if (rest.length > 0) socket.unshift(rest);
-      resolve({
-        socket,
-        readBase: socket.bytesRead - rest.length,
-        writeBase: socket.bytesWritten,
-        connectMs: performance.now() - started,
-      });
+      if (selection.status === 'error') return this.fail('protocol', null, selection.error.message);
+      if (selection.value !== AuthMethod.NoAuthentication) {
+        return this.fail('protocol', null, `SOCKS server selected method ${selection.value}, expected no authentication`);
+      }
+      this.phase = 'awaiting-reply';
+      buf = buf.subarray(selection.consumed);
+      if (buf.length === 0) return;
     }
-
-    function onError(error: NodeJS.ErrnoException): void {
-      fail(phase === 'connecting' ? 'connect' : 'closed', null, error.message, error.code);
+    if (!this.requestWritten) return this.fail('protocol', null, 'SOCKS server sent data before the CONNECT request');
+    const reply = parseReply(buf);
+    if (reply.status === 'need-more') {
+      this.pending = buf;
+      return;
     }
-
-    function onClose(): void {
-      fail(phase === 'connecting' ? 'connect' : 'closed', null, 'SOCKS server closed the connection during the handshake');
+    if (reply.status === 'error') return this.fail('protocol', null, reply.error.message);
+    if (reply.value.code !== ReplyCode.Succeeded) {
+      return this.fail('refused', reply.value.code, `SOCKS server refused CONNECT with reply ${reply.value.code}`);
     }
+    const { socket } = this;
+    this.detach();
+    socket.pause();
+    const rest = buf.subarray(reply.consumed);
+    if (rest.length > 0) socket.unshift(rest);
+    const value: DialedUpstream = {
+      socket,
+      readBase: socket.bytesRead - rest.length,
+      writeBase: socket.bytesWritten,
+      connectMs: performance.now() - this.requestedAt,
+    };
+    this.outcome = { ok: true, value };
+    this.waiter?.resolve(value);
+    this.waiter = null;
+  };
 
-    function onAbort(): void {
-      fail('aborted', null, 'dial aborted');
-    }
+  private readonly onError = (error: NodeJS.ErrnoException): void => {
+    this.fail(this.phase === 'connecting' ? 'connect' : 'closed', null, error.message, error.code);
+  };
 
-    socket.on('connect', onConnect);
-    socket.on('data', onData);
-    socket.on('error', onError);
-    socket.on('close', onClose);
-    // allowHalfOpen: a FIN alone would not close the socket, and the handshake would wait for the deadline.
-    socket.on('end', onClose);
-    options.signal?.addEventListener('abort', onAbort, { once: true });
-  });
+  private readonly onClose = (): void => {
+    this.fail(this.phase === 'connecting' ? 'connect' : 'closed', null, 'SOCKS server closed the connection during the handshake');
+  };
+
+  private fail(kind: SocksDialErrorKind, replyCode: number | null, message: string, socketErrorCode?: string): void {
+    if (this.outcome !== null) return;
+    this.detach();
+    this.socket.destroy();
+    // Elapsed from the request when there is one (what the client waited), else from the opening.
+    const since = this.target !== null ? this.requestedAt : this.openedAt;
+    const error = new SocksDialError(kind, this.phase, replyCode, message, performance.now() - since, socketErrorCode);
+    this.outcome = { ok: false, error };
+    this.waiter?.reject(error);
+    this.waiter = null;
+  }
+
+  /** Leaves the socket with no listeners of ours (the tunnel attaches its own) and no deadline. */
+  private detach(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    this.socket.removeListener('connect', this.onConnect);
+    this.socket.removeListener('data', this.onData);
+    this.socket.removeListener('error', this.onError);
+    this.socket.removeListener('close', this.onClose);
+    this.socket.removeListener('end', this.onClose);
+  }
+}
+
+/** Opens and connects in one go, for a caller that knows the target up front (the HTTP proxy). */
+export function dialSocks5(options: SocksDialOptions): Promise<DialedUpstream> {
+  if (options.signal?.aborted) return Promise.reject(new SocksDialError('aborted', 'connecting', null, 'dial aborted', 0));
+  const upstream = new Socks5Upstream(options);
+  const signal = options.signal;
+  const onAbort = (): void => upstream.abort();
+  signal?.addEventListener('abort', onAbort, { once: true });
+  const dialed = upstream.connect(options.target, options.timeoutMs);
+  if (signal) void dialed.then(() => signal.removeEventListener('abort', onAbort), () => signal.removeEventListener('abort', onAbort));
+  return dialed;
 }

@@ -38,6 +38,11 @@ export type HandshakeRefusal =
 export type HandshakeStep =
   /** Write these bytes to the client. */
   | { type: 'send'; bytes: Buffer }
+  /**
+   * The client may now send its request, and the session key is settled: the listener can route
+   * while the request is on its way. Not terminal; a 'connect' or 'close' follows.
+   */
+  | { type: 'authenticated'; sessionKey: string | null }
   /** Terminal: a CONNECT to dial. `rest` holds bytes the client sent after the request. */
   | { type: 'connect'; target: Socks5Target; sessionKey: string | null; rest: Buffer }
   /** Terminal: close the connection (after writing any preceding `send`). */
@@ -96,6 +101,7 @@ export class Socks5ServerHandshake {
       this.phase = 'credentials';
     } else if (offersNone && this.mode !== 'required') {
       steps.push({ type: 'send', bytes: METHOD_NO_AUTHENTICATION });
+      steps.push({ type: 'authenticated', sessionKey: null });
       this.phase = 'request';
     } else {
       steps.push({ type: 'send', bytes: METHOD_NONE_ACCEPTABLE });
@@ -123,6 +129,7 @@ export class Socks5ServerHandshake {
     }
     this.sessionKey = this.mode === 'ignored' ? null : username;
     steps.push({ type: 'send', bytes: USER_PASSWORD_ACCEPTED });
+    steps.push({ type: 'authenticated', sessionKey: this.sessionKey });
     this.phase = 'request';
     return parsed.consumed;
   }

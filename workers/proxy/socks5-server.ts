@@ -12,10 +12,10 @@ import { childLogger, type Logger } from '../../shared/logger.js';
 import { clientIpOf } from './client-address.js';
 import { socksReplyForDialError, transportFailureOf } from './dial-failure.js';
 import { ListeningServer, type OwnedConnection } from './listening-server.js';
-import type { ListenerKind, ProxyDependencies, ProxyEvents, RouteGranted, Router, TransportFailure } from './proxy-types.js';
+import type { ListenerKind, ProxyDependencies, ProxyEvents, RouteDecision, RouteGranted, Router, TransportFailure } from './proxy-types.js';
 import { routeSafely } from './route-safely.js';
 import { resolveTimeouts, type ProxyTimeouts } from './proxy-timeouts.js';
-import { SocksDialError, dialSocks5, type DialedUpstream } from './socks5-client.js';
+import { SocksDialError, Socks5Upstream, type DialedUpstream } from './socks5-client.js';
 import { Socks5ServerHandshake, type HandshakeAuthMode, type HandshakeRefusal, type HandshakeStep } from './socks5-handshake.js';
 import { AuthMethod, REPLY_SUCCEEDED, ReplyCode, encodeReply, type Socks5Target } from './socks5-protocol.js';
 import { Tunnel } from './tunnel.js';
@@ -83,10 +83,25 @@ export function createSessionPortServer(options: SessionPortServerOptions): Sock
   return new Socks5ProxyServer(deps);
 }
 
+/**
+ * One SOCKS5 client connection. Routing starts as soon as the handshake settles the session key
+ * (after the credentials, before the request), and once the route is known the instance's
+ * SocksPort is connected and greeted, all while the client's CONNECT is on its way: the client
+ * then waits only for tor's answer to the CONNECT (docs/architecture.md, "Connection setup").
+ * A route granted to a connection that never sends its CONNECT is handed back (released), so
+ * the supervisor's live-connection counts stay exact.
+ */
 class Socks5Connection implements OwnedConnection {
   private readonly handshake: Socks5ServerHandshake;
   private handshakeTimer: NodeJS.Timeout | null = null;
-  private dialAbort: AbortController | null = null;
+  /** The route decision, requested on 'authenticated'. */
+  private routing: Promise<RouteDecision> | null = null;
+  /** A granted route no dial has taken yet; released if the connection ends first. */
+  private unusedRoute: RouteGranted | null = null;
+  /** The instance connection opened ahead of the CONNECT, or being dialled. */
+  private upstream: Socks5Upstream | null = null;
+  /** Set once the connection can no longer reach its CONNECT (closed, refused, timed out). */
+  private abandoned = false;
   private tunnel: Tunnel | null = null;
   private released = false;
 
@@ -108,7 +123,8 @@ class Socks5Connection implements OwnedConnection {
   }
 
   destroy(): void {
-    this.dialAbort?.abort();
+    this.abandonRoute();
+    this.upstream?.abort();
     if (this.tunnel !== null) this.tunnel.destroy();
     else this.socket.destroy();
     this.releaseOnce();
@@ -124,8 +140,12 @@ class Socks5Connection implements OwnedConnection {
       case 'send':
         this.socket.write(step.bytes);
         return;
+      case 'authenticated':
+        this.routing = this.requestRoute(step.sessionKey);
+        return;
       case 'close':
         this.endHandshake();
+        this.abandonRoute();
         this.logRefusal(step.refusal);
         this.socket.destroySoon();
         return;
@@ -134,6 +154,37 @@ class Socks5Connection implements OwnedConnection {
         void this.connect(step.target, step.sessionKey, step.rest);
         return;
     }
+  }
+
+  /** Asks for a route and, once granted, opens the instance connection ahead of the CONNECT. */
+  private requestRoute(sessionKey: string | null): Promise<RouteDecision> {
+    const { context, socket } = this;
+    return routeSafely(context.deps.router, {
+      sessionKey,
+      clientIp: clientIpOf(socket.remoteAddress),
+      listener: context.listener,
+      ...(context.pinnedInstanceId !== undefined ? { instanceId: context.pinnedInstanceId } : {}),
+    }).then((decision) => {
+      if (!decision.ok) return decision;
+      if (this.abandoned) {
+        context.deps.events.connectionReleased(decision, context.listener);
+      } else {
+        this.unusedRoute = decision;
+        this.upstream = new Socks5Upstream(decision);
+      }
+      return decision;
+    });
+  }
+
+  /** The connection will not reach its CONNECT: close the opened instance connection and hand the route back. */
+  private abandonRoute(): void {
+    if (this.abandoned) return;
+    this.abandoned = true;
+    if (this.unusedRoute === null) return;
+    this.upstream?.abort();
+    this.upstream = null;
+    this.context.deps.events.connectionReleased(this.unusedRoute, this.context.listener);
+    this.unusedRoute = null;
   }
 
   /** Stops reading until the tunnel starts: bytes the client sends early stay in the kernel (backpressure). */
@@ -149,37 +200,33 @@ class Socks5Connection implements OwnedConnection {
 
   private async connect(target: Socks5Target, sessionKey: string | null, rest: Buffer): Promise<void> {
     const { context, socket } = this;
-    const decision = await routeSafely(context.deps.router, {
-      sessionKey,
-      clientIp: clientIpOf(socket.remoteAddress),
-      listener: context.listener,
-      ...(context.pinnedInstanceId !== undefined ? { instanceId: context.pinnedInstanceId } : {}),
-    });
-    if (socket.destroyed) return;
+    // The handshake announces 'authenticated' before every 'connect'; the fallback keeps this
+    // method correct on its own.
+    const decision = await (this.routing ?? this.requestRoute(sessionKey));
+    if (socket.destroyed) {
+      this.abandonRoute();
+      return;
+    }
     if (!decision.ok) {
       context.log.debug('no route', { listener: context.listener, reason: decision.reason });
       socket.end(encodeReply(ReplyCode.GeneralFailure));
       socket.destroySoon();
       return;
     }
+    const upstream = this.upstream ?? new Socks5Upstream(decision);
+    this.upstream = upstream;
+    this.unusedRoute = null;
     const routeStarted = performance.now();
     context.deps.events.connectionOpened(decision, context.listener);
-    this.dialAbort = new AbortController();
     let dialed: DialedUpstream;
     try {
-      dialed = await dialSocks5({
-        socksHost: decision.socksHost,
-        socksPort: decision.socksPort,
-        target,
-        timeoutMs: context.timeouts.dialMs,
-        signal: this.dialAbort.signal,
-      });
+      dialed = await upstream.connect(target, context.timeouts.dialMs);
     } catch (error) {
-      this.dialAbort = null;
+      this.upstream = null;
       this.onDialFailed(decision, target, error, routeStarted);
       return;
     }
-    this.dialAbort = null;
+    this.upstream = null;
     if (socket.destroyed) {
       dialed.socket.destroy();
       this.closed(decision, routeStarted, 0, 0, null, dialed.connectMs);
@@ -272,7 +319,9 @@ class Socks5Connection implements OwnedConnection {
       clearTimeout(this.handshakeTimer);
       this.handshakeTimer = null;
     }
-    this.dialAbort?.abort();
+    this.abandonRoute();
+    // A dial in progress ends as 'aborted', which is nobody's failure (dial-failure.ts).
+    this.upstream?.abort();
     if (this.tunnel === null) this.releaseOnce();
   };
 

@@ -1,0 +1,50 @@
+/**
+ * Fakes for the proxy listeners' component tests: a router that records what it was asked, an
+ * event recorder that keeps every accounting hook, and a logger whose lines can be inspected.
+ */
+import { Writable } from 'node:stream';
+import winston from 'winston';
+import type { ConnectionStats, ListenerKind, ProxyEvents, RouteDecision, RouteGranted, RouteRequest, Router } from '../../workers/proxy/proxy-types.js';
+
+export class FakeRouter implements Router {
+  readonly requests: RouteRequest[] = [];
+  constructor(public decide: (request: RouteRequest, index: number) => RouteDecision) {}
+  route(request: RouteRequest): Promise<RouteDecision> {
+    this.requests.push(request);
+    return Promise.resolve(this.decide(request, this.requests.length - 1));
+  }
+}
+
+export class RecordingEvents implements ProxyEvents {
+  readonly opened: RouteGranted[] = [];
+  readonly closed: Array<{ route: RouteGranted; listener: ListenerKind; stats: ConnectionStats }> = [];
+  readonly released: Array<{ route: RouteGranted; listener: ListenerKind }> = [];
+  connectionOpened(route: RouteGranted): void {
+    this.opened.push(route);
+  }
+  connectionClosed(route: RouteGranted, listener: ListenerKind, stats: ConnectionStats): void {
+    this.closed.push({ route, listener, stats });
+  }
+  connectionReleased(route: RouteGranted, listener: ListenerKind): void {
+    this.released.push({ route, listener });
+  }
+}
+
+export function capturingLogger(): { logger: winston.Logger; lines: Array<Record<string, unknown>> } {
+  const lines: Array<Record<string, unknown>> = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
+      callback();
+    },
+  });
+  return { logger: winston.createLogger({ level: 'debug', format: winston.format.json(), transports: [new winston.transports.Stream({ stream })] }), lines };
+}
+
+export async function waitFor(predicate: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
