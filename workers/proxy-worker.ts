@@ -1,5 +1,6 @@
 import type { ProxyCredentialSnapshot } from '../shared/auth/credential-snapshot.js';
 import { ACCOUNTING_FLUSH_MS, type CloseRecord, type ReleasedRoute, type RouteResult } from '../shared/ipc/protocol.js';
+import { ConnectionBudget } from './proxy/connection-budget.js';
 import { HttpProxyServer } from './proxy/http-proxy-server.js';
 import type { ConnectionStats, ListenerKind, RouteDecision, RouteGranted, RouteRequest } from './proxy/proxy-types.js';
 import { Socks5ProxyServer, createSessionPortServer } from './proxy/socks5-server.js';
@@ -70,16 +71,18 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
     },
   };
 
+  const budget = new ConnectionBudget(config.maxConnectionsPerWorker, log);
   const flush = (): void => {
-    if (closes.length === 0 && released.length === 0 && rtts.length === 0) return;
-    endpoint.notify('accounting', { closes, released, routeRttMs: rtts });
+    const refused = budget.takeRefusedCount();
+    if (closes.length === 0 && released.length === 0 && rtts.length === 0 && refused === 0) return;
+    endpoint.notify('accounting', { closes, released, routeRttMs: rtts, refused });
     closes = [];
     released = [];
     rtts = [];
   };
   const flushTimer = setInterval(flush, ACCOUNTING_FLUSH_MS);
 
-  const deps = { router, events, credentials: credentials.policy(), log };
+  const deps = { router, events, credentials: credentials.policy(), log, budget };
   const socks = new Socks5ProxyServer(deps);
   const http = new HttpProxyServer(deps);
   await socks.listen(config.socksPort, config.bindHost);
@@ -98,7 +101,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
     }
     for (const id of wanted) {
       if (sessionPorts.has(id)) continue;
-      const server = createSessionPortServer({ instanceId: id, router, events, log });
+      const server = createSessionPortServer({ instanceId: id, router, events, log, budget });
       sessionPorts.set(id, server);
       try {
         await server.listen(config.sessionPortBase + id, config.bindHost);

@@ -43,6 +43,7 @@ export interface Config {
   bootstrapStallTimeoutMs: number;
   spawnStaggerMs: number;
   proxyWorkers: number;
+  maxConnectionsPerWorker: number;
   remediationBackoffBaseMs: number;
   remediationBackoffMaxMs: number;
   remediationRecurrenceWindowMs: number;

@@ -109,6 +109,8 @@ export const VARIABLES: readonly VariableDefinition[] = [
     description: 'Delay between starting two instances (at start and when growing the pool).' }),
   def({ name: 'PROXY_WORKERS', key: 'proxyWorkers', defaultText: null, defaultDoc: 'number of CPU cores', parse: integerIn(1, 256),
     computeDefault: defaultProxyWorkers, description: 'Proxy worker processes sharing the SOCKS5 and HTTP listeners.' }),
+  def({ name: 'MAX_CONNECTIONS_PER_WORKER', key: 'maxConnectionsPerWorker', defaultText: '8192', parse: integerIn(1, 1_000_000),
+    description: 'Client connections one proxy worker holds at once over all its listeners (each costs it two file descriptors). Beyond it a connection is refused at once: HTTP gets 503, SOCKS5 is closed; refusals are logged and counted in pool_proxy_connections_refused_total.' }),
   def({ name: 'REMEDIATION_BACKOFF_BASE', key: 'remediationBackoffBaseMs', defaultText: '30s', parse: durationIn(SECOND, HOUR),
     description: 'First delay of the restart-with-backoff rung of the remediation ladder; it doubles per attempt at that rung.' }),
   def({ name: 'REMEDIATION_BACKOFF_MAX', key: 'remediationBackoffMaxMs', defaultText: '10m', parse: durationIn(SECOND, DAY),

@@ -120,7 +120,13 @@ export interface WorkerNotices extends NoticeMap {
   /** The worker's listeners are up (or, for a worker without listeners, it is initialised). */
   ready: { role: WorkerRole; pid: number };
   /** Finished connections since the last batch (proxy workers, every ACCOUNTING_FLUSH_MS). */
-  accounting: { closes: CloseRecord[]; released: ReleasedRoute[]; routeRttMs: number[] };
+  accounting: {
+    closes: CloseRecord[];
+    released: ReleasedRoute[];
+    routeRttMs: number[];
+    /** Connections refused over MAX_CONNECTIONS_PER_WORKER since the last batch. */
+    refused: number;
+  };
   /** API worker: a successful sign-in, for the audit log (failures are logged, never audited). */
   'signed-in': { user: string; address: string };
 }

@@ -20,6 +20,7 @@ export class PoolMetrics {
   readonly registry = new client.Registry();
   readonly dialLatency: client.Histogram;
   readonly ipcRoundTrip: client.Histogram;
+  readonly connectionsRefused: client.Counter;
 
   constructor(source: MetricsSource) {
     const r = this.registry;
@@ -80,6 +81,11 @@ export class PoolMetrics {
       name: 'pool_dial_latency_seconds',
       help: 'Time from routing to the instance accepting the connection',
       buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers: [r],
+    });
+    this.connectionsRefused = new client.Counter({
+      name: 'pool_proxy_connections_refused_total',
+      help: 'Client connections refused because a proxy worker held MAX_CONNECTIONS_PER_WORKER already',
       registers: [r],
     });
     this.ipcRoundTrip = new client.Histogram({

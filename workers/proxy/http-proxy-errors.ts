@@ -89,6 +89,11 @@ export function routeRefusedResponse(reason: RouteRefusalReason): ProxyErrorResp
   }
 }
 
+/** The worker holds MAX_CONNECTIONS_PER_WORKER connections already (connection-budget.ts). */
+export function connectionLimitReached(): ProxyErrorResponse {
+  return { status: 503, error: 'connection_limit_reached', message: 'proxy connection limit reached (MAX_CONNECTIONS_PER_WORKER); retry shortly' };
+}
+
 /** Maps a failed dial through an instance to a response; tor's reply code is named in the text. */
 export function dialFailedResponse(error: SocksDialError, host: string): ProxyErrorResponse {
   if (error.kind === 'timeout') return { status: 504, error: 'connection_timeout', message: 'timed out connecting through the instance' };

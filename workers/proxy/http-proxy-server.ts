@@ -11,6 +11,7 @@ import { clientIpOf } from './client-address.js';
 import { transportFailureOf } from './dial-failure.js';
 import { PlainHttpExchange, type ExchangeOutcome } from './http-plain-exchange.js';
 import {
+  connectionLimitReached,
   dialFailedResponse,
   proxyAuthenticationRequired,
   routeRefusedResponse,
@@ -21,7 +22,7 @@ import { HTTP_MAX_HEAD_BYTES, parseProxyRequestHead, type ProxyRequestHead } fro
 import { ListeningServer, type OwnedConnection } from './listening-server.js';
 import type { ProxyDependencies, RouteGranted, RouteRequest, TransportFailure } from './proxy-types.js';
 import { routeSafely } from './route-safely.js';
-import { HTTP_CLOSE_LINGER_MS, resolveTimeouts, type ProxyTimeouts } from './proxy-timeouts.js';
+import { HTTP_CLOSE_LINGER_MS, OVER_BUDGET_LINGER_MS, resolveTimeouts, type ProxyTimeouts } from './proxy-timeouts.js';
 import { SocksDialError, dialSocks5, type DialedUpstream } from './socks5-client.js';
 import { targetFromHost, type Socks5Target } from './socks5-protocol.js';
 import { Tunnel } from './tunnel.js';
@@ -52,8 +53,23 @@ export class HttpProxyServer extends ListeningServer {
       maxHeadBytes: options.maxHeadBytes ?? HTTP_MAX_HEAD_BYTES,
       log: options.log ?? childLogger({ component: 'http-proxy-listener' }),
     };
-    super(context.log, (socket, release) => new HttpProxyConnection(context, socket, release));
+    super(context.log, (socket, release) => new HttpProxyConnection(context, socket, release), {
+      budget: options.budget,
+      listener: 'http',
+      refuse: refuseOverBudget,
+    });
   }
+}
+
+/**
+ * A 503 naming the reason, then a short linger that reads and drops what the client sent, so the
+ * kernel does not answer unread request bytes with a reset that would destroy the response.
+ */
+function refuseOverBudget(socket: net.Socket): void {
+  socket.setTimeout(OVER_BUDGET_LINGER_MS, () => socket.destroy());
+  socket.on('end', () => socket.destroy());
+  socket.resume();
+  socket.end(serializeErrorResponse(connectionLimitReached(), false));
 }
 
 type ConnectionState = 'head' | 'busy' | 'tunnel' | 'closing';

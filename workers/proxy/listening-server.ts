@@ -4,12 +4,24 @@
  */
 import net from 'node:net';
 import type { Logger } from '../../shared/logger.js';
+import type { ConnectionBudget } from './connection-budget.js';
 
 export interface OwnedConnection {
   /** Begins reading from the socket; called once the connection is registered. */
   start(): void;
   /** Tears the connection down now (shutdown); must be idempotent. */
   destroy(): void;
+}
+
+/** How a listener turns away a connection over its worker's budget (its protocol's clearest refusal). */
+export type OverBudgetRefusal = (socket: net.Socket) => void;
+
+export interface ListenerLimits {
+  /** Shared by the worker's listeners; absent: no bound (component tests). */
+  budget?: ConnectionBudget | undefined;
+  /** Name used in the refusal log line. */
+  listener: string;
+  refuse: OverBudgetRefusal;
 }
 
 export class ListeningServer {
@@ -19,6 +31,7 @@ export class ListeningServer {
   constructor(
     log: Logger,
     private readonly accept: (socket: net.Socket, release: (connection: OwnedConnection) => void) => OwnedConnection,
+    private readonly limits?: ListenerLimits,
   ) {
     // allowHalfOpen: a client's FIN must reach the destination without closing the other direction.
     this.server = net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.acceptConnection(socket));
@@ -30,6 +43,12 @@ export class ListeningServer {
 
   /** Takes over an accepted socket (also usable with sockets obtained elsewhere, e.g. handed over by a parent). */
   acceptConnection(socket: net.Socket): void {
+    const limits = this.limits;
+    if (limits?.budget && !limits.budget.tryAcquire(limits.listener)) {
+      socket.on('error', () => undefined);
+      limits.refuse(socket);
+      return;
+    }
     const connection = this.accept(socket, this.release);
     this.live.add(connection);
     connection.start();
@@ -60,11 +79,11 @@ export class ListeningServer {
       this.server.close(() => resolve());
     });
     for (const connection of [...this.live]) connection.destroy();
-    this.live.clear();
     return closed;
   }
 
   private readonly release = (connection: OwnedConnection): void => {
-    this.live.delete(connection);
+    // Each connection releases once (their releaseOnce), so the budget is given back exactly once.
+    if (this.live.delete(connection)) this.limits?.budget?.release();
   };
 }

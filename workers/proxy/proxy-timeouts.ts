@@ -34,6 +34,12 @@ export const RELAY_IDLE_TIMEOUT_MS = 300_000;
  */
 export const HTTP_CLOSE_LINGER_MS = 2_000;
 
+/**
+ * A connection refused over the worker's budget lingers this long at most for the client to read
+ * its refusal; shorter than HTTP_CLOSE_LINGER_MS because refused sockets are outside the budget.
+ */
+export const OVER_BUDGET_LINGER_MS = 500;
+
 export interface ProxyTimeouts {
   socksHandshakeMs: number;
   httpHeadMs: number;

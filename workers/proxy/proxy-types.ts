@@ -3,6 +3,7 @@
  * verifies credentials. Nothing here knows about IPC or the supervisor: production wires these
  * interfaces to IPC, tests wire them to fakes.
  */
+import type { ConnectionBudget } from './connection-budget.js';
 
 /** Which listener a connection arrived on. */
 export type ListenerKind = 'socks' | 'http' | 'session-port';
@@ -105,4 +106,6 @@ export interface ProxyDependencies {
   router: Router;
   credentials: CredentialPolicy;
   events: ProxyEvents;
+  /** The worker's connection budget, shared by its listeners; absent: unbounded. */
+  budget?: ConnectionBudget;
 }

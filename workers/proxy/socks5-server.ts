@@ -10,6 +10,7 @@
 import type net from 'node:net';
 import { childLogger, type Logger } from '../../shared/logger.js';
 import { clientIpOf } from './client-address.js';
+import type { ConnectionBudget } from './connection-budget.js';
 import { socksReplyForDialError, transportFailureOf } from './dial-failure.js';
 import { ListeningServer, type OwnedConnection } from './listening-server.js';
 import type { ListenerKind, ProxyDependencies, ProxyEvents, RouteDecision, RouteGranted, Router, TransportFailure } from './proxy-types.js';
@@ -35,6 +36,7 @@ export interface SessionPortServerOptions {
   instanceId: number;
   router: Router;
   events: ProxyEvents;
+  budget?: ConnectionBudget;
   timeouts?: Partial<ProxyTimeouts>;
   log?: Logger;
 }
@@ -63,7 +65,13 @@ export class Socks5ProxyServer extends ListeningServer {
       timeouts: resolveTimeouts(options.timeouts),
       log: options.log ?? childLogger({ component: pinned ? 'session-port' : 'socks5-listener' }),
     };
-    super(context.log, (socket, release) => new Socks5Connection(context, socket, release));
+    // SOCKS5 has no way to give a reason before the client's greeting is answered: a connection
+    // over the budget is closed at once (the worker logs why, and /metrics counts it).
+    super(context.log, (socket, release) => new Socks5Connection(context, socket, release), {
+      budget: options.budget,
+      listener: context.listener,
+      refuse: (socket) => socket.destroy(),
+    });
   }
 }
 
@@ -80,6 +88,7 @@ export function createSessionPortServer(options: SessionPortServerOptions): Sock
   };
   if (options.timeouts !== undefined) deps.timeouts = options.timeouts;
   if (options.log !== undefined) deps.log = options.log;
+  if (options.budget !== undefined) deps.budget = options.budget;
   return new Socks5ProxyServer(deps);
 }
 
