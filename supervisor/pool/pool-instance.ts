@@ -13,7 +13,8 @@ export interface InstanceExit {
  * What the pool needs of one supervised tor instance. Reads are cached state: nothing
  * here waits on a control port, so routing never does either.
  * Events: 'ready' (bootstrapped), 'unready' (died, restarting), 'exit' (exit knowledge
- * changed), 'rotated' (a rotation finished: a new exit is known or it was abandoned).
+ * changed), 'rotated' (a rotation finished: a new exit is known or it was abandoned),
+ * 'unresponsive' / 'responsive' (a ready process stopped / resumed answering its control port).
  */
 export interface PoolInstance extends EventEmitter {
   readonly id: number;
@@ -26,6 +27,8 @@ export interface PoolInstance extends EventEmitter {
   uptimeSecs(): number;
   /** Mid-rotation: out of service until a new exit is known. */
   rotating(): boolean;
+  /** false while a ready process does not answer (frozen): out of service until it does or restarts. */
+  responsive(): boolean;
   exit(): InstanceExit;
   start(): Promise<void>;
   stop(): Promise<void>;

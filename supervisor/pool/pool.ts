@@ -118,13 +118,13 @@ export class Pool extends EventEmitter {
     if (routable.length === 0 && this.entries.size === 1) {
       const [id, e] = [...this.entries][0] as [number, Entry];
       // A single-instance pool keeps serving through its own rotation as a last resort.
-      if (e.instance.ready() && e.health.routable() && !e.draining && !e.retiring) single = id;
+      if (e.instance.ready() && e.instance.responsive() && e.health.routable() && !e.draining && !e.retiring) single = id;
     }
     return { routable, lastResort: single };
   }
 
   private isRoutable(e: Entry): boolean {
-    return e.instance.ready() && !e.instance.rotating() && e.health.routable() && !e.draining && !e.retiring;
+    return e.instance.ready() && e.instance.responsive() && !e.instance.rotating() && e.health.routable() && !e.draining && !e.retiring;
   }
 
   route(p: RouteParams, workerSlot: number): RouteResult {
@@ -378,7 +378,7 @@ export class Pool extends EventEmitter {
     if (e) this.moveOff(e, 'quarantine');
   }
 
-  private moveOff(e: Entry, reason: 'rotate' | 'drain' | 'quarantine' | 'retired'): Assignment[] {
+  private moveOff(e: Entry, reason: 'rotate' | 'drain' | 'quarantine' | 'retired' | 'unroutable'): Assignment[] {
     // A quarantine blames the exit (a captcha, a block): another instance on that same exit relay
     // would hand the sessions the same burnt address, so prefer instances on a different one.
     const placement = reason === 'quarantine' ? this.rotationTargets(e.instance.id) : this.placement();
@@ -559,6 +559,13 @@ export class Pool extends EventEmitter {
       this.moveOff(entry, 'drain');
     });
     instance.on('rotated', () => this.rotationEnded(id));
+    instance.on('unresponsive', (silentForMs: number) => {
+      this.deps.audit.record({ type: 'instance', instance: id, message: `instance ${id} does not answer its control port; out of rotation`, details: { silent_for_ms: silentForMs } });
+      this.moveOff(entry, 'unroutable');
+    });
+    instance.on('responsive', () => {
+      this.deps.audit.record({ type: 'instance', instance: id, message: `instance ${id} answers again; back in rotation` });
+    });
     this.deps.audit.record({ type: 'instance', instance: id, message: `instance ${id} starting` });
     instance.start().catch((err: unknown) => this.deps.log.error('instance failed to start', { instance: id, error: (err as Error).message }));
     this.emit('instances-changed', this.instanceIds());

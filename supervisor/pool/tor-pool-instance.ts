@@ -23,6 +23,8 @@ export class TorPoolInstance extends EventEmitter implements PoolInstance {
       if (previous === 'ready' && lifecycle !== 'ready') this.emit('unready');
     });
     this.tor.on('exit-changed', () => this.emit('exit'));
+    this.tor.on('unresponsive', ({ silentForMs }) => this.emit('unresponsive', silentForMs));
+    this.tor.on('responsive', () => this.emit('responsive'));
   }
 
   pid(): number | null {
@@ -42,6 +44,9 @@ export class TorPoolInstance extends EventEmitter implements PoolInstance {
   }
   rotating(): boolean {
     return this.tor.rotating;
+  }
+  responsive(): boolean {
+    return this.tor.responsive;
   }
   exit(): InstanceExit {
     const x = this.tor.exit;

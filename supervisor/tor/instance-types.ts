@@ -47,6 +47,15 @@ export interface TorInstanceOptions {
   restartBackoffMaxMs?: number;
   /** Per control command deadline. Default 10 s. */
   commandTimeoutMs?: number;
+  /**
+   * Liveness of a ready tor: a trivial control command every `livenessIntervalMs`, answered within
+   * `livenessTimeoutMs`. LIVENESS_MISSES misses in a row make the instance unresponsive (out of
+   * routing); unresponsive for `unresponsiveRestartMs` restarts it, keeping state. Defaults: instance.ts
+   * DEFAULTS.
+   */
+  livenessIntervalMs?: number;
+  livenessTimeoutMs?: number;
+  unresponsiveRestartMs?: number;
   /** Environment of the tor process (tests use it for LD_PRELOAD shims). Default process.env. */
   env?: NodeJS.ProcessEnv;
   log?: Logger;
@@ -132,4 +141,8 @@ export interface TorInstanceEvents {
   died: [{ code: number | null; signal: string | null; restartInMs: number }];
   /** No bootstrap progress for stallTimeoutMs; a restart follows (wipe on repeated stalls). */
   stalled: [{ percent: number; wipe: boolean }];
+  /** A ready tor stopped answering its control port (frozen, overloaded): route nothing to it. */
+  unresponsive: [{ silentForMs: number }];
+  /** It answers again after being unresponsive. */
+  responsive: [];
 }

@@ -44,7 +44,15 @@ const DEFAULTS = {
   restartBackoffInitialMs: 1_000,
   restartBackoffMaxMs: 60_000,
   commandTimeoutMs: 10_000,
+  livenessIntervalMs: 2_000,
+  livenessTimeoutMs: 3_000,
+  unresponsiveRestartMs: 60_000,
 };
+/**
+ * Missed liveness probes in a row before a ready tor counts as unresponsive: one slow answer on a
+ * loaded machine is not a frozen tor.
+ */
+export const LIVENESS_MISSES = 2;
 /** Retry interval for connecting to a fresh tor's control socket (it appears within ms of start). */
 const CONTROL_CONNECT_RETRY_MS = 100;
 const CONTROL_CONNECT_RETRY_MAX_MS = 1_000;
@@ -103,6 +111,8 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
 
   private bootstrapPercent = 0;
   private readyFlag = false;
+  /** false while a ready tor leaves its liveness probes unanswered. */
+  private responsiveFlag = true;
   private stallTimer: NodeJS.Timeout | undefined;
   private consecutiveStalls = 0;
   private restartTimer: NodeJS.Timeout | undefined;
@@ -171,6 +181,11 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
 
   get rotating(): boolean {
     return this.rotation !== undefined;
+  }
+
+  /** false while the tor is ready but does not answer its control port (see probeLiveness). */
+  get responsive(): boolean {
+    return this.responsiveFlag;
   }
 
   get exit(): ExitState {
@@ -397,6 +412,11 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
     this.bootstrapPercent = 0;
     this.tracker.reset();
     if (this.rotation) this.finishRotation(this.rotation, { ok: false, reason });
+    if (!this.responsiveFlag) {
+      // A new process starts unsuspected; whoever routed around this one may route again.
+      this.responsiveFlag = true;
+      this.emit('responsive');
+    }
     return clients;
   }
 
@@ -493,6 +513,64 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
     this.setLifecycle('ready');
     this.emit('ready');
     this.refreshExit();
+    void this.probeLiveness(generation);
+  }
+
+  /**
+   * While this process lives: asks tor something trivial on the control port at an interval. A
+   * frozen tor (SIGSTOP, a hung main loop) still accepts TCP connections on its SocksPort, so
+   * without this every request routed to it would wait out the dial deadline. Runs off the
+   * request path; its waits belong to `delays`, so detach() (stop, restart, death) ends it.
+   */
+  private async probeLiveness(generation: number): Promise<void> {
+    const intervalMs = this.opts.livenessIntervalMs ?? DEFAULTS.livenessIntervalMs;
+    const timeoutMs = this.opts.livenessTimeoutMs ?? DEFAULTS.livenessTimeoutMs;
+    const restartMs = this.opts.unresponsiveRestartMs ?? DEFAULTS.unresponsiveRestartMs;
+    let misses = 0;
+    let lastAnswerAt = Date.now();
+    while (await this.delays.wait(intervalMs)) {
+      if (generation !== this.generation) return;
+      const client = this.client;
+      let answered = false;
+      if (client?.connected) {
+        try {
+          // Any reply, even an error status, proves the main loop runs.
+          await client.request('GETINFO version', timeoutMs);
+          answered = true;
+        } catch {
+          // Silent or disconnected: a miss. (A command timeout also resets the control connection.)
+        }
+      } else {
+        // No control connection to ask: waiting for a reconnection is a miss too.
+        await this.delays.wait(timeoutMs);
+      }
+      if (generation !== this.generation) return;
+      if (answered) {
+        misses = 0;
+        lastAnswerAt = Date.now();
+        if (!this.responsiveFlag) {
+          this.responsiveFlag = true;
+          this.log.info('tor answers its control port again; back in rotation');
+          this.emit('responsive');
+        }
+        continue;
+      }
+      misses++;
+      const silentForMs = Date.now() - lastAnswerAt;
+      if (misses === LIVENESS_MISSES) {
+        this.responsiveFlag = false;
+        this.log.warn('tor does not answer its control port; out of rotation', { silentForMs, pid: this.pid });
+        this.emit('unresponsive', { silentForMs });
+      }
+      if (!this.responsiveFlag && silentForMs >= restartMs) {
+        this.log.warn('tor unresponsive for too long; restarting it', { silentForMs, unresponsiveRestartMs: restartMs });
+        this.enqueue(async () => {
+          if (generation !== this.generation) return;
+          await this.restartNow(false, 'control port unresponsive');
+        }).catch((error: Error) => this.log.error('restart of an unresponsive tor failed', { error: error.message }));
+        return;
+      }
+    }
   }
 
   private armStallTimer(generation: number): void {

@@ -253,6 +253,44 @@ describe('tor instance (fake tor binary)', function () {
     expect(alive(pid)).to.equal(false);
   });
 
+  it('marks a ready tor that stops answering (SIGSTOP) unresponsive, and responsive again when it resumes', async () => {
+    const i = instance([], { livenessIntervalMs: 100, livenessTimeoutMs: 200, unresponsiveRestartMs: 30_000 });
+    const seen: string[] = [];
+    i.on('unresponsive', () => seen.push('unresponsive'));
+    i.on('responsive', () => seen.push('responsive'));
+    await i.start();
+    await i.whenReady(10_000);
+    const pid = i.pid!;
+    await new Promise((r) => setTimeout(r, 400));
+    expect(i.responsive, 'a tor that answers stays responsive').to.equal(true);
+    expect(seen).to.deep.equal([]);
+    process.kill(pid, 'SIGSTOP');
+    try {
+      await until(() => !i.responsive, 5_000, 'unresponsive');
+      expect(i.ready, 'still bootstrapped: only out of service').to.equal(true);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    await until(() => i.responsive, 10_000, 'responsive again');
+    expect(seen).to.deep.equal(['unresponsive', 'responsive']);
+    expect(i.pid, 'the same process, not restarted').to.equal(pid);
+  });
+
+  it('restarts a tor that stays unresponsive, keeping its state', async () => {
+    const i = instance([], { livenessIntervalMs: 100, livenessTimeoutMs: 200, unresponsiveRestartMs: 800, stopGraceMs: 300 });
+    await i.start();
+    await i.whenReady(10_000);
+    await writeFile(join(i.dataDirectory, 'marker'), 'state');
+    const pid = i.pid!;
+    process.kill(pid, 'SIGSTOP');
+    await until(() => !i.responsive, 5_000, 'unresponsive');
+    await until(() => i.ready && i.pid !== undefined && i.pid !== pid, 15_000, 'ready again with a new process');
+    expect(i.responsive).to.equal(true);
+    expect(alive(pid), 'the frozen process is gone (SIGKILL ends a stopped process)').to.equal(false);
+    expect(await readFile(join(i.dataDirectory, 'marker'), 'utf8')).to.equal('state');
+    expect(i.restarts).to.equal(1);
+  });
+
   it('restart keeps or wipes the data directory and always waits for the old process to exit', async () => {
     const i = instance();
     await i.start();

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { UPSTREAM_DIAL_TIMEOUT_MS } from '../../workers/proxy/proxy-timeouts.js';
 import { curl, type CurlResult } from '../support/curl.js';
-import { instance, session, sessions } from '../support/fault-api.js';
+import { apiJson, instance, poolSummary, session, sessions } from '../support/fault-api.js';
 import { DripServer } from '../support/fault-drip-server.js';
 import { isAlive, pollUntil, processState, signal } from '../support/fault-processes.js';
 import { TrafficLoops, httpProxyRequest, socksRequest, type RequestRecord } from '../support/fault-traffic.js';
@@ -139,9 +139,10 @@ describe('faults: tor instances and exits (real service, private network)', func
     expect(isAlive(oldPid)).to.equal(false);
   });
 
-  it('keeps serving other sessions while a tor is frozen (SIGSTOP); requests pinned to it fail cleanly within the dial deadline', async function () {
-    this.timeout(UPSTREAM_DIAL_TIMEOUT_MS + 120_000);
+  it('takes a frozen tor (SIGSTOP) out of rotation: its sessions move and are served meanwhile, its in-flight requests fail cleanly, and it returns when thawed', async function () {
+    this.timeout(UPSTREAM_DIAL_TIMEOUT_MS + 180_000);
     await svc.waitReady(3, 120_000);
+    await pollUntil('all three routable', async () => ((await poolSummary(svc, admin)).routable === 3 ? true : undefined), 120_000, 500);
     const placed = await keysByInstance();
     const [frozenId, pinned] = [...placed.entries()].sort((a, b) => b[1].length - a[1].length)[0] as [number, string[]];
     const others = keys.filter((k) => !pinned.includes(k));
@@ -149,14 +150,33 @@ describe('faults: tor instances and exits (real service, private network)', func
     const pid = (await instance(svc, admin, frozenId)).pid;
     frozen.add(pid);
     expect(signal(pid, 'SIGSTOP')).to.equal(true);
+    const frozenAt = Date.now();
     await pollUntil('tor stopped', () => (processState(pid) === 'T' ? true : undefined), 5_000, 50);
 
+    // Sent before the pool can know: the kernel still accepts on the frozen SocksPort, so these
+    // wait for the proxy's dial deadline and must then be answered by the proxy, not hang.
     const stuck = [
       socksRequest(proxy, pinned[0] as string, svc.whoamiUrl, CLIENT_DEADLINE_MS),
       httpProxyRequest(proxy, pinned[0] as string, svc.whoamiUrl, CLIENT_DEADLINE_MS),
     ];
     const loops = new TrafficLoops(proxy, others, svc.whoamiUrl, 30_000);
     loops.start();
+
+    // The liveness probe notices the silent control port and the pool routes around it.
+    await pollUntil('the frozen instance out of rotation', async () => ((await poolSummary(svc, admin)).routable === 2 ? true : undefined), 60_000, 250);
+    const detectedAfterMs = Date.now() - frozenAt;
+    const events = await apiJson<Array<{ type: string; instance?: number; message: string }>>(svc, '/api/events?limit=200', admin);
+    expect(events.some((e) => e.type === 'instance' && e.instance === frozenId && /does not answer/.test(e.message)), 'audit event').to.equal(true);
+    // Still frozen, yet every session that was pinned there is served: through another instance.
+    expect(processState(pid)).to.equal('T');
+    for (const key of pinned) {
+      const r = await socksRequest(proxy, key, svc.whoamiUrl, 30_000);
+      expect(r.ok, `${key} while its tor is frozen: ${r.error}`).to.equal(true);
+      expect((await session(svc, admin, key)).instance, `${key} moved`).to.not.equal(frozenId);
+    }
+    expect(processState(pid), 'served while the tor was still frozen').to.equal('T');
+    process.stdout.write(`      frozen tor out of rotation after ${detectedAfterMs} ms\n`);
+
     await pollUntil('other sessions served meanwhile', () => (loops.records.filter((r) => r.ok).length >= 5 * others.length ? true : undefined), 60_000);
     const records = await loops.stop();
     expect(records.filter((r) => !r.ok), failuresOf(records)).to.deep.equal([]);
@@ -167,15 +187,12 @@ describe('faults: tor instances and exits (real service, private network)', func
       expect(r.endedAt - r.startedAt, `${r.listener} answered within`).to.be.below(PROXY_ANSWER_DEADLINE_MS);
     }
 
+    // Thawed (or, if it stayed silent past UNRESPONSIVE restart, replaced): back in rotation.
     thaw(pid);
-    await pollUntil('tor running again', () => (processState(pid) !== 'T' ? true : undefined), 5_000, 50);
-    // No lasting damage: the pinned session is served again (healed in place or moved).
-    await pollUntil(
-      `${pinned[0]} served again`,
-      async () => ((await socksRequest(proxy, pinned[0] as string, svc.whoamiUrl, 30_000)).ok ? true : undefined),
-      90_000,
-      1000,
-    );
+    await pollUntil('all three routable again', async () => ((await poolSummary(svc, admin)).routable === 3 ? true : undefined), 120_000, 500);
+    const back = await instance(svc, admin, frozenId);
+    expect(back.ready).to.equal(true);
+    expect(isAlive(back.pid)).to.equal(true);
   });
 
   it('recovers when every exit of the network disappears and returns: no request hangs, traffic resumes', async function () {

@@ -9,6 +9,7 @@ export class FakeInstance extends EventEmitter implements PoolInstance {
   readonly socksPort: number;
   isReady = false;
   isRotating = false;
+  isResponsive = true;
   started = false;
   stopped = false;
   rotations = 0;
@@ -36,6 +37,15 @@ export class FakeInstance extends EventEmitter implements PoolInstance {
   }
   rotating(): boolean {
     return this.isRotating;
+  }
+  responsive(): boolean {
+    return this.isResponsive;
+  }
+  /** As a frozen process does: stops (or resumes) answering, with the matching event. */
+  setResponsive(responsive: boolean): void {
+    this.isResponsive = responsive;
+    if (responsive) this.emit('responsive');
+    else this.emit('unresponsive', 10_000);
   }
   exit(): InstanceExit {
     return this.exitInfo;

@@ -155,6 +155,23 @@ describe('pool', () => {
     expect(view().active).to.equal(0);
   });
 
+  it('routes nothing to an instance that stops answering: its sessions move, and it takes traffic again once it answers', () => {
+    const { pool, instances, audit } = rig();
+    const keys = Array.from({ length: 8 }, (_, i) => `k${i}`);
+    for (const k of keys) pool.route(socks(k), 0);
+    const frozen = instances.get(routed(pool.route(socks('k0'), 0)))!;
+    const onFrozen = (): string[] => keys.filter((k) => (pool.sessionView(k) as { ok: true; value: { instance: number } }).value.instance === frozen.id);
+    expect(onFrozen().length).to.be.greaterThan(0);
+    const routableBefore = pool.summary().routable;
+    frozen.setResponsive(false);
+    expect(onFrozen(), 'sessions moved off at once').to.deep.equal([]);
+    expect(pool.summary().routable).to.equal(routableBefore - 1);
+    for (let n = 0; n < 20; n++) expect(routed(pool.route(socks(`new${n}`), 0))).to.not.equal(frozen.id);
+    expect(audit.recent(50).some((e) => e.type === 'instance' && e.instance === frozen.id && /does not answer/.test(e.message))).to.equal(true);
+    frozen.setResponsive(true);
+    expect(pool.summary().routable).to.equal(routableBefore);
+  });
+
   it('drains: moves sessions off and keeps new ones away until released', async () => {
     const { pool } = rig();
     for (let i = 0; i < 8; i++) pool.route(socks(`k${i}`), 0);
