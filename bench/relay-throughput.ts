@@ -6,6 +6,7 @@
  */
 import { startChildServer, type ChildServer } from './child-server.js';
 import { DOWNLOAD_REQUEST_BYTES, download } from './download-source.js';
+import { cpuMs } from './process-usage.js';
 import { startProxyHarness, type ProxyHarness } from './proxy-harness.js';
 import { type BenchSection, type Figure } from './report.js';
 import { openSocksTunnel, type SocksCredentials } from './socks5-bench-client.js';
@@ -26,6 +27,8 @@ export const FULL_RELAY_OPTIONS: RelayBenchOptions = { totalBytes: 200e6, rounds
 interface RelayPath {
   name: string;
   port: number;
+  /** The relaying processes (bare relay or proxy workers), whose CPU time per MB is compared. */
+  relayPids: () => number[];
   credentials?: (stream: number) => SocksCredentials;
   harness?: ProxyHarness;
 }
@@ -85,10 +88,10 @@ export async function benchRelayThroughput(options: RelayBenchOptions = FULL_REL
     const pool2 = await startProxyHarness({ workers: 2, backend: backendAddress });
     started.push(pool2);
     const paths: RelayPath[] = [
-      { name: 'direct to the backend', port: backend.port },
-      { name: 'bare Node relay', port: relay.port },
-      { name: 'exitpool, 1 proxy worker', port: pool1.socksPort, credentials: (i) => pool1.credentials(`bench-${i}`), harness: pool1 },
-      { name: 'exitpool, 2 proxy workers', port: pool2.socksPort, credentials: (i) => pool2.credentials(`bench-${i}`), harness: pool2 },
+      { name: 'direct to the backend', port: backend.port, relayPids: () => [] },
+      { name: 'bare Node relay', port: relay.port, relayPids: () => [relay.pid] },
+      { name: 'exitpool, 1 proxy worker', port: pool1.socksPort, relayPids: () => pool1.workerPids(), credentials: (i) => pool1.credentials(`bench-${i}`), harness: pool1 },
+      { name: 'exitpool, 2 proxy workers', port: pool2.socksPort, relayPids: () => pool2.workerPids(), credentials: (i) => pool2.credentials(`bench-${i}`), harness: pool2 },
     ];
     const target = { host: '127.0.0.1', port: source.port };
     const expected = new Map<ProxyHarness, { closes: number; down: number; up: number }>();
@@ -109,15 +112,21 @@ export async function benchRelayThroughput(options: RelayBenchOptions = FULL_REL
         account(p, streams, w.bytes);
       }
       const results = new Map<RelayPath, number[]>(paths.map((p) => [p, []]));
+      const relayCpuMs = new Map<RelayPath, number>(paths.map((p) => [p, 0]));
+      const processCpu = (p: RelayPath): number => p.relayPids().reduce((sum, pid) => sum + cpuMs(pid), 0);
       for (let round = 0; round < options.rounds; round++) {
         // Rotate the order so no path always runs first (or last) in a round.
         const order = paths.map((_, i) => paths[(i + round) % paths.length] as RelayPath);
         for (const p of order) {
+          const cpuBefore = processCpu(p);
           const t = await measureDownload(p.port, target, options.totalBytes, streams, p.credentials);
+          relayCpuMs.set(p, (relayCpuMs.get(p) as number) + processCpu(p) - cpuBefore);
           account(p, streams, t.bytes);
           results.get(p)?.push(mbPerSecond(t));
         }
       }
+      const mbRelayed = (options.totalBytes * options.rounds) / 1e6;
+      const cpuPerMb = (p: RelayPath): number => (relayCpuMs.get(p) as number) / mbRelayed;
       const bare = median(results.get(paths[1] as RelayPath) as number[]);
       const label = `${streams} stream${streams > 1 ? 's' : ''}`;
       for (const p of paths) {
@@ -131,6 +140,16 @@ export async function benchRelayThroughput(options: RelayBenchOptions = FULL_REL
           withinLimit: isPool ? m >= bare * POOL_VS_BARE_RELAY_BUDGET : null,
         });
       }
+      const bareCpu = cpuPerMb(paths[1] as RelayPath);
+      figures.push({
+        name: `${label}: CPU time of the relaying process(es) per MB`,
+        value: paths
+          .slice(1)
+          .map((p) => `${p.name} ${cpuPerMb(p).toFixed(2)} ms${p.harness ? ` (${(cpuPerMb(p) / bareCpu).toFixed(2)} ×)` : ''}`)
+          .join(', '),
+        limit: '',
+        withinLimit: null,
+      });
     }
 
     // Exact accounting: every stream through the pool reported once, with its exact byte counts.
@@ -152,7 +171,7 @@ export async function benchRelayThroughput(options: RelayBenchOptions = FULL_REL
         'the client goes straight to the backend, through a bare one-hop Node relay (a `net` server that only pipes: the limit for a Node relay), or through the real proxy workers (workers/main.js via WorkerManager, real token check, routes answered by an in-bench supervisor).',
         'Source, backend, relay and each worker are separate processes, as in production; everything shares the 2 cores with the client.',
         `Median of ${options.rounds} rounds (best in brackets), paths interleaved and their order rotated every round, after a warm-up per path. Single runs vary by ±25 % on a shared 2-core machine, so only medians of interleaved rounds are compared. With 2 workers the kernel hands each stream to either one.`,
-        'MB = 10⁶ bytes; the client counts every byte. Checked once while writing this benchmark, a syscall trace (strace -c) of the bare relay and of a proxy worker over the same 300 MB download showed the same number of read and write calls (about 4,600 each): once the tunnel is up the worker does what the bare relay does, and its own code is 1–2 % of its busy time (profile section). Where a run shows the pool below the bare relay, the difference is in the same socket writes taking longer in the worker process, not in work the bare relay skips.',
+        'MB = 10⁶ bytes; the client counts every byte. Checked once while writing this benchmark, a syscall trace (strace -c) of the bare relay and of a proxy worker over the same 300 MB download showed the same number of read and write calls (about 4,600 each): once the tunnel is up the worker does what the bare relay does, and its own code is 1–2 % of its busy time (profile section). The CPU row compares the work each relay does per MB, which the scheduler cannot move: throughput on 2 cores shared by four busy processes depends on which processes share a core for the run (two runs of the same code gave 0.92–1.05 and 0.77–0.88 × bare relay; pinning the processes to fixed cores did not steady it and lowered every path).',
       ].join(' '),
       figures,
     };

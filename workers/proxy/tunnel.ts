@@ -2,12 +2,14 @@
  * A raw byte tunnel between a client and a dialled instance (SOCKS5 CONNECT and HTTP CONNECT).
  * `pipe` gives backpressure both ways without buffering beyond the streams' high-water marks;
  * both sockets are allowHalfOpen, so one side's FIN is passed on and the other direction keeps
- * flowing until it ends too. Byte counts come from the upstream socket's own counters, so the
- * hot path carries no per-chunk work of ours.
+ * flowing until it ends too. Byte counts come from the upstream socket's own counters, and the
+ * idle timeout from a shared sweeper reading the same counters (idle-sweeper.ts), so the hot
+ * path carries no per-chunk work of ours.
  */
 import type net from 'node:net';
 import type { TransportFailure } from './proxy-types.js';
 import type { DialedUpstream } from './socks5-client.js';
+import { idleSweeperFor, type IdleSweeper, type IdleWatched } from './idle-sweeper.js';
 
 export interface TunnelResult {
   bytesUp: number;
@@ -16,7 +18,7 @@ export interface TunnelResult {
   failure: TransportFailure | null;
 }
 
-export class Tunnel {
+export class Tunnel implements IdleWatched {
   private clientClosed = false;
   private upstreamClosed = false;
   private failure: TransportFailure | null = null;
@@ -24,11 +26,12 @@ export class Tunnel {
   /** Set when we end the tunnel ourselves, so the resulting upstream errors are not blamed on the instance. */
   private tearingDown = false;
   private readonly upstream: net.Socket;
+  private readonly sweeper: IdleSweeper;
 
   constructor(
     private readonly client: net.Socket,
     private readonly dialed: DialedUpstream,
-    private readonly idleTimeoutMs: number,
+    idleTimeoutMs: number,
     /**
      * Bytes the client sent before the tunnel existed (after its SOCKS request or CONNECT head).
      * They are written upstream first instead of being unshifted into the client socket, because
@@ -38,6 +41,7 @@ export class Tunnel {
     private readonly onEnd: (result: TunnelResult) => void,
   ) {
     this.upstream = dialed.socket;
+    this.sweeper = idleSweeperFor(idleTimeoutMs);
   }
 
   start(): void {
@@ -46,9 +50,7 @@ export class Tunnel {
     upstream.on('error', this.onUpstreamError);
     client.on('close', this.onClientClose);
     upstream.on('close', this.onUpstreamClose);
-    // Each direction's traffic touches both sockets, so either timer firing means both are idle.
-    client.setTimeout(this.idleTimeoutMs, this.onIdle);
-    upstream.setTimeout(this.idleTimeoutMs, this.onIdle);
+    this.sweeper.watch(this);
     if (this.initialUpload.length > 0) upstream.write(this.initialUpload);
     // pipe() also copes with a source whose 'end' was already emitted: it ends the destination.
     client.pipe(upstream);
@@ -76,11 +78,17 @@ export class Tunnel {
     if (!this.client.destroyed) this.client.resetAndDestroy();
   };
 
-  private readonly onIdle = (): void => {
+  /** IdleWatched: grows with every byte either way (each direction's traffic touches both sockets). */
+  activity(): number {
+    return this.client.bytesRead + this.client.bytesWritten + this.upstream.bytesRead + this.upstream.bytesWritten;
+  }
+
+  /** IdleWatched: no traffic for the idle timeout, which is nobody's failure. */
+  expire(): void {
     this.tearingDown = true;
     this.client.destroy();
     this.upstream.destroy();
-  };
+  }
 
   private readonly onClientClose = (): void => {
     if (this.clientClosed) return;
@@ -106,10 +114,7 @@ export class Tunnel {
   private maybeFinish(): void {
     if (this.finished || !this.clientClosed || !this.upstreamClosed) return;
     this.finished = true;
-    this.client.setTimeout(0);
-    this.client.removeListener('timeout', this.onIdle);
-    this.upstream.setTimeout(0);
-    this.upstream.removeListener('timeout', this.onIdle);
+    this.sweeper.unwatch(this);
     this.onEnd({
       bytesUp: this.upstream.bytesWritten - this.dialed.writeBase,
       bytesDown: this.upstream.bytesRead - this.dialed.readBase,
