@@ -12,6 +12,7 @@ import { WorkerManager } from './cluster/worker-manager.js';
 import { readFailureReport } from './health/failure-kind.js';
 import { InstanceHealth } from './health/instance-health.js';
 import { PoolMetrics } from './metrics/pool-metrics.js';
+import { WorkerLoad } from './metrics/worker-load.js';
 import { Pool } from './pool/pool.js';
 import { TorPoolInstance } from './pool/tor-pool-instance.js';
 import { attachWorker, stateSnapshot } from './worker-ipc.js';
@@ -113,6 +114,7 @@ export class Service {
       },
     });
 
+    const load = new WorkerLoad();
     const metrics = new PoolMetrics({
       instanceViews: () => pool.instanceViews(),
       lifetime: (id) => pool.healthLifetime(id),
@@ -121,6 +123,12 @@ export class Service {
       sessionCount: () => pool.sessions.size,
       routableCount: () => pool.placement().routable.length,
       workerRestarts: () => workers.restarts,
+      workers: () =>
+        workers.handles().flatMap((h) => {
+          const pid = h.worker.process.pid;
+          return pid === undefined ? [] : [{ role: h.role, slot: h.slot, pid, connections: load.connectionsOf(h.slot) }];
+        }),
+      connectionLimitPerWorker: config.maxConnectionsPerWorker,
     });
 
     const workers: WorkerManager = new WorkerManager({
@@ -132,7 +140,7 @@ export class Service {
       env: { [WORKER_CONFIG_ENV]: encodeWorkerConfig(config) },
       log,
       attach: (h) => {
-        attachWorker(h, { pool, audit, metrics, readFailure: readFailureReport, log });
+        attachWorker(h, { pool, load, audit, metrics, readFailure: readFailureReport, log });
         const ep = h.endpoint;
         ep.handle('credentials.get', () => (h.role === 'api' ? store.snapshots().api : store.snapshots().proxy));
         ep.handle('tokens.list', () => store.listTokens());

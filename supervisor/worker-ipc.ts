@@ -3,6 +3,7 @@ import type { StateSnapshot } from '../shared/ipc/protocol.js';
 import type { AuditLog } from './audit/audit-log.js';
 import type { WorkerHandle } from './cluster/worker-manager.js';
 import type { PoolMetrics } from './metrics/pool-metrics.js';
+import type { WorkerLoad } from './metrics/worker-load.js';
 import type { Pool } from './pool/pool.js';
 import type { FailureKind } from './pool/health-tracker.js';
 
@@ -11,6 +12,7 @@ export type FailureBodyReader = (body: unknown) => { kind: FailureKind; reason: 
 
 export interface WorkerIpcDeps {
   pool: Pool;
+  load: WorkerLoad;
   audit: AuditLog;
   metrics: PoolMetrics;
   readFailure: FailureBodyReader;
@@ -26,14 +28,18 @@ export function attachWorker(h: WorkerHandle, d: WorkerIpcDeps): void {
   const { pool } = d;
   ep.handle('ping', () => ({ receivedAt: Date.now() }));
   ep.handle('route', (p) => pool.route(p, h.slot));
-  ep.onNotice('accounting', ({ closes, released, routeRttMs, refused }) => {
+  ep.onNotice('accounting', ({ closes, released, routeRttMs, refused, connections }) => {
+    d.load.record(h.slot, connections);
     pool.recordCloses(closes, h.slot);
     pool.recordReleased(released, h.slot);
     if (refused > 0) d.metrics.connectionsRefused.inc(refused);
     for (const c of closes) if (c.latencyMs !== null) d.metrics.dialLatency.observe(c.latencyMs / 1000);
     for (const ms of routeRttMs) d.metrics.ipcRoundTrip.observe(ms / 1000);
   });
-  h.worker.once('exit', () => pool.workerGone(h.slot));
+  h.worker.once('exit', () => {
+    pool.workerGone(h.slot);
+    d.load.forget(h.slot);
+  });
 
   ep.handle('pool.summary', () => pool.summary());
   ep.handle('pool.resize', ({ size }) => pool.resize(size));

@@ -72,10 +72,13 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   };
 
   const budget = new ConnectionBudget(config.maxConnectionsPerWorker, log);
+  let reportedConnections = -1;
   const flush = (): void => {
     const refused = budget.takeRefusedCount();
-    if (closes.length === 0 && released.length === 0 && rtts.length === 0 && refused === 0) return;
-    endpoint.notify('accounting', { closes, released, routeRttMs: rtts, refused });
+    const connections = budget.inUse;
+    if (closes.length === 0 && released.length === 0 && rtts.length === 0 && refused === 0 && connections === reportedConnections) return;
+    reportedConnections = connections;
+    endpoint.notify('accounting', { closes, released, routeRttMs: rtts, refused, connections });
     closes = [];
     released = [];
     rtts = [];

@@ -126,6 +126,8 @@ export interface WorkerNotices extends NoticeMap {
     routeRttMs: number[];
     /** Connections refused over MAX_CONNECTIONS_PER_WORKER since the last batch. */
     refused: number;
+    /** Client connections the worker holds now (sent when it changed, with any batch). */
+    connections: number;
   };
   /** API worker: a successful sign-in, for the audit log (failures are logged, never audited). */
   'signed-in': { user: string; address: string };

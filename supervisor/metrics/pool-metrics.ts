@@ -1,5 +1,6 @@
 import client from 'prom-client';
 import type { InstanceView } from '../../shared/api/views.js';
+import { readProcessStats, type ProcessStats } from './process-stats.js';
 
 export interface MetricsSource {
   instanceViews(): InstanceView[];
@@ -9,6 +10,18 @@ export interface MetricsSource {
   sessionCount(): number;
   routableCount(): number;
   workerRestarts(): number;
+  /** The workers running now. */
+  workers(): WorkerSample[];
+  /** MAX_CONNECTIONS_PER_WORKER. */
+  connectionLimitPerWorker: number;
+}
+
+export interface WorkerSample {
+  role: 'proxy' | 'api';
+  slot: number;
+  pid: number;
+  /** Proxy workers: client connections held, as last reported; null when not reported yet. */
+  connections: number | null;
 }
 
 /**
@@ -77,6 +90,27 @@ export class PoolMetrics {
       c.inc({ direction: 'down' }, t.bytesDown);
     });
     counter('pool_worker_restarts_total', 'Worker processes re-forked after dying', [], (c) => c.inc(source.workerRestarts()));
+    // Worker processes, read from /proc at scrape time (the supervisor's own are pool_process_*).
+    const workerStats = (): Array<{ labels: { role: string; slot: string }; stats: ProcessStats }> =>
+      source.workers().flatMap((w) => {
+        const stats = readProcessStats(w.pid);
+        return stats ? [{ labels: { role: w.role, slot: String(w.slot) }, stats }] : [];
+      });
+    gauge('pool_worker_resident_memory_bytes', 'Resident memory per worker process', ['role', 'slot'], (g) => {
+      for (const w of workerStats()) g.set(w.labels, w.stats.residentBytes);
+    });
+    gauge('pool_worker_open_fds', 'Open file descriptors per worker process', ['role', 'slot'], (g) => {
+      for (const w of workerStats()) g.set(w.labels, w.stats.openFds);
+    });
+    counter('pool_worker_cpu_seconds_total', 'CPU time per worker process (starts again at 0 when a worker is re-forked)', ['role', 'slot'], (c) => {
+      for (const w of workerStats()) c.inc(w.labels, w.stats.cpuSeconds);
+    });
+    gauge('pool_proxy_worker_connections', 'Client connections held per proxy worker', ['slot'], (g) => {
+      for (const w of source.workers()) if (w.role === 'proxy' && w.connections !== null) g.set({ slot: String(w.slot) }, w.connections);
+    });
+    gauge('pool_proxy_worker_connection_limit', 'MAX_CONNECTIONS_PER_WORKER: connections one proxy worker holds before refusing', [], (g) =>
+      g.set(source.connectionLimitPerWorker),
+    );
     this.dialLatency = new client.Histogram({
       name: 'pool_dial_latency_seconds',
       help: 'Time from routing to the instance accepting the connection',

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import net from 'node:net';
 import { AUDIT_TYPES, type AuditEvent } from '../../shared/api/audit-event.js';
 import type { InstanceView } from '../../shared/api/views.js';
 import { HealApi } from '../support/e2e-heal-api.js';
@@ -24,6 +25,13 @@ describe('the Prometheus text reader used by the /metrics test', () => {
   it('accepts a well-formed exposition and unescapes label values', () => {
     const f = parsePrometheusText(ok);
     expect(f.get('a_total')?.samples[0]?.labels.x).to.equal('q"\\\n');
+  });
+  it('reads NaN and infinities in any case, as Prometheus (Go ParseFloat) does', () => {
+    const f = parsePrometheusText('# TYPE g gauge\ng{x="a"} Nan\ng{x="b"} NaN\ng{x="c"} +Inf\ng{x="d"} -inf\n');
+    const values = f.get('g')?.samples.map((x) => x.value);
+    expect(Number.isNaN(values?.[0])).to.equal(true);
+    expect(Number.isNaN(values?.[1])).to.equal(true);
+    expect(values?.slice(2)).to.deep.equal([Infinity, -Infinity]);
   });
   for (const [what, text] of [
     ['a sample of an undeclared family', 'b 1\n'],
@@ -109,6 +117,33 @@ describe('management API end to end (pool of 3 on the private network)', functio
     // Release clears the failure again so later tests start from a clean window.
     const released = await api.action(s.instance, 'release');
     expect(released.health.failure_score).to.equal(0);
+  });
+
+  it('reports every worker process, and the client connections each proxy worker holds against its limit', async () => {
+    const scrape = async (): Promise<ReturnType<typeof parsePrometheusText>> => parsePrometheusText((await api.metricsText()).text);
+    const held = (f: ReturnType<typeof parsePrometheusText>): number => samplesOf(f, 'pool_proxy_worker_connections').reduce((sum, x) => sum + x.value, 0);
+    // A client in mid-handshake holds a place in its worker's budget.
+    const client = net.connect({ host: '127.0.0.1', port: svc.socksPort });
+    await new Promise<void>((resolve, reject) => {
+      client.once('connect', resolve);
+      client.once('error', reject);
+    });
+    client.write(Buffer.from([5, 1, 2]));
+    try {
+      const families = await pollUntil('the held connection in pool_proxy_worker_connections', scrape, (f) => held(f) >= 1, 10_000);
+      expect(samplesOf(families, 'pool_proxy_worker_connection_limit')[0]?.value).to.equal(8192);
+      expect(families.get('pool_worker_cpu_seconds_total')?.type).to.equal('counter');
+      for (const role of ['api', 'proxy']) {
+        const memory = samplesOf(families, 'pool_worker_resident_memory_bytes', { role });
+        expect(memory.length, `${role} workers reported`).to.be.at.least(1);
+        for (const m of memory) expect(m.value, `${role} worker RSS`).to.be.above(10 * 2 ** 20);
+        for (const fds of samplesOf(families, 'pool_worker_open_fds', { role })) expect(fds.value).to.be.above(0);
+        for (const cpu of samplesOf(families, 'pool_worker_cpu_seconds_total', { role })) expect(cpu.value).to.be.above(0);
+      }
+    } finally {
+      client.destroy();
+    }
+    await pollUntil('the connection gone from pool_proxy_worker_connections', scrape, (f) => held(f) === 0, 10_000);
   });
 
   it('reads the audit log newest first and refuses a bad limit with 400', async () => {

@@ -42,9 +42,12 @@ const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 const FLOAT = /^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$/;
 
 function parseValue(text: string): number | null {
-  if (text === 'NaN') return NaN;
-  if (text === '+Inf' || text === 'Inf') return Infinity;
-  if (text === '-Inf') return -Infinity;
+  // Prometheus reads values with Go's ParseFloat, which takes these words in any case
+  // (prom-client writes "Nan" for a gauge with no observations yet).
+  const word = text.toLowerCase();
+  if (word === 'nan') return NaN;
+  if (word === '+inf' || word === 'inf' || word === '+infinity' || word === 'infinity') return Infinity;
+  if (word === '-inf' || word === '-infinity') return -Infinity;
   return FLOAT.test(text) ? Number(text) : null;
 }
 
