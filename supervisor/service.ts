@@ -156,6 +156,7 @@ export class Service {
 
     audit.on('event', (e) => workers.broadcast('event', e, 'api'));
     pool.on('instances-changed', (ids: number[]) => workers.broadcast('session-ports', { instances: ids }, 'proxy'));
+    pool.on('instance-down', (id: number) => workers.broadcast('instance-down', { instance: id }, 'proxy'));
     pool.on('serving', (ready: number) => log.info('serving', { ready, socks: config.socksPort, http: config.httpPort }));
     pool.on('ready-count', (ready: number) => log.info('instance bootstrapped', { ready, size: pool.instanceIds().length }));
 

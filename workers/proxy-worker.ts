@@ -2,6 +2,7 @@ import type { ProxyCredentialSnapshot } from '../shared/auth/credential-snapshot
 import { ACCOUNTING_FLUSH_MS, type CloseRecord, type ReleasedRoute, type RouteResult } from '../shared/ipc/protocol.js';
 import { ConnectionBudget } from './proxy/connection-budget.js';
 import { HttpProxyServer } from './proxy/http-proxy-server.js';
+import { InstanceDownSignal } from './proxy/instance-down.js';
 import type { ConnectionStats, ListenerKind, RouteDecision, RouteGranted, RouteRequest } from './proxy/proxy-types.js';
 import { Socks5ProxyServer, createSessionPortServer } from './proxy/socks5-server.js';
 import { ProxyCredentials } from './proxy-credentials.js';
@@ -85,7 +86,9 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   };
   const flushTimer = setInterval(flush, ACCOUNTING_FLUSH_MS);
 
-  const deps = { router, events, credentials: credentials.policy(), log, budget };
+  const instanceDown = new InstanceDownSignal();
+  endpoint.onNotice('instance-down', ({ instance }) => instanceDown.markDown(instance));
+  const deps = { router, events, credentials: credentials.policy(), log, budget, instanceDown };
   const socks = new Socks5ProxyServer(deps);
   const http = new HttpProxyServer(deps);
   await socks.listen(config.socksPort, config.bindHost);
@@ -104,7 +107,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
     }
     for (const id of wanted) {
       if (sessionPorts.has(id)) continue;
-      const server = createSessionPortServer({ instanceId: id, router, events, log, budget });
+      const server = createSessionPortServer({ instanceId: id, router, events, log, budget, instanceDown });
       sessionPorts.set(id, server);
       try {
         await server.listen(config.sessionPortBase + id, config.bindHost);

@@ -143,6 +143,8 @@ export interface SupervisorNotices extends NoticeMap {
   event: AuditEvent;
   /** Proxy workers: session ports to open or close (instance ids present in the pool). */
   'session-ports': { instances: number[] };
+  /** Proxy workers: this instance stopped answering; re-route dials still waiting on it. */
+  'instance-down': { instance: number };
 }
 
 export type SupervisorEndpoint = IpcEndpoint<SupervisorRequests, WorkerRequests, SupervisorNotices, WorkerNotices>;

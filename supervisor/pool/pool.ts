@@ -562,6 +562,8 @@ export class Pool extends EventEmitter {
     instance.on('unresponsive', (silentForMs: number) => {
       this.deps.audit.record({ type: 'instance', instance: id, message: `instance ${id} does not answer its control port; out of rotation`, details: { silent_for_ms: silentForMs } });
       this.moveOff(entry, 'unroutable');
+      // After the move: dials the workers re-route must find the sessions on their new instances.
+      this.emit('instance-down', id);
     });
     instance.on('responsive', () => {
       this.deps.audit.record({ type: 'instance', instance: id, message: `instance ${id} answers again; back in rotation` });

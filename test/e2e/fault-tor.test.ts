@@ -139,7 +139,7 @@ describe('faults: tor instances and exits (real service, private network)', func
     expect(isAlive(oldPid)).to.equal(false);
   });
 
-  it('takes a frozen tor (SIGSTOP) out of rotation: its sessions move and are served meanwhile, its in-flight requests fail cleanly, and it returns when thawed', async function () {
+  it('takes a frozen tor (SIGSTOP) out of rotation: requests it held are re-routed and served, its sessions move, and it returns when thawed', async function () {
     this.timeout(UPSTREAM_DIAL_TIMEOUT_MS + 180_000);
     await svc.waitReady(3, 120_000);
     await pollUntil('all three routable', async () => ((await poolSummary(svc, admin)).routable === 3 ? true : undefined), 120_000, 500);
@@ -153,8 +153,8 @@ describe('faults: tor instances and exits (real service, private network)', func
     const frozenAt = Date.now();
     await pollUntil('tor stopped', () => (processState(pid) === 'T' ? true : undefined), 5_000, 50);
 
-    // Sent before the pool can know: the kernel still accepts on the frozen SocksPort, so these
-    // wait for the proxy's dial deadline and must then be answered by the proxy, not hang.
+    // Sent before the pool can know: the kernel still accepts on the frozen SocksPort, so tor
+    // holds their CONNECTs. Once the instance is reported down they are re-routed and served.
     const stuck = [
       socksRequest(proxy, pinned[0] as string, svc.whoamiUrl, CLIENT_DEADLINE_MS),
       httpProxyRequest(proxy, pinned[0] as string, svc.whoamiUrl, CLIENT_DEADLINE_MS),
@@ -182,9 +182,8 @@ describe('faults: tor instances and exits (real service, private network)', func
     expect(records.filter((r) => !r.ok), failuresOf(records)).to.deep.equal([]);
 
     for (const r of await Promise.all(stuck)) {
-      expect(r.ok, `${r.listener} request through the frozen tor succeeded`).to.equal(false);
-      expect(answeredByProxy(r), `${r.listener}: ${r.error}`).to.equal(true);
-      expect(r.endedAt - r.startedAt, `${r.listener} answered within`).to.be.below(PROXY_ANSWER_DEADLINE_MS);
+      expect(r.ok, `${r.listener} request held by the frozen tor, re-routed: ${r.error}`).to.equal(true);
+      expect(r.endedAt - r.startedAt, `${r.listener} served long before the dial deadline`).to.be.below(UPSTREAM_DIAL_TIMEOUT_MS / 2);
     }
 
     // Thawed (or, if it stayed silent past UNRESPONSIVE restart, replaced): back in rotation.

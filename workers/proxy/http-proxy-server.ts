@@ -206,38 +206,71 @@ class HttpProxyConnection implements OwnedConnection {
       return;
     }
     const request: RouteRequest = { sessionKey, clientIp: clientIpOf(socket.remoteAddress), listener: 'http' };
-    const decision = await routeSafely(context.deps.router, request);
-    if (socket.destroyed) return;
-    if (!decision.ok) {
-      this.respond(routeRefusedResponse(decision.reason), keepAliveAfterError);
-      return;
-    }
-    const routeStarted = performance.now();
-    context.deps.events.connectionOpened(decision, 'http');
     const target = targetFromHost(head.target.host, head.target.port);
-    this.dialAbort = new AbortController();
+    let decision = await routeSafely(context.deps.router, request);
+    let rerouted = false;
     let dialed: DialedUpstream;
-    try {
-      dialed = await dialSocks5({
-        socksHost: decision.socksHost,
-        socksPort: decision.socksPort,
-        target,
-        timeoutMs: context.timeouts.dialMs,
-        signal: this.dialAbort.signal,
+    let routeStarted: number;
+    let granted: RouteGranted;
+    for (;;) {
+      if (socket.destroyed) {
+        // Routed for a client that is gone: hand the route back so the live count stays exact.
+        if (decision.ok) context.deps.events.connectionReleased(decision, 'http');
+        return;
+      }
+      if (!decision.ok) {
+        this.respond(routeRefusedResponse(decision.reason), keepAliveAfterError);
+        return;
+      }
+      const route = decision;
+      routeStarted = performance.now();
+      context.deps.events.connectionOpened(route, 'http');
+      const abort = new AbortController();
+      this.dialAbort = abort;
+      let instanceDown = false;
+      const unwatch = context.deps.instanceDown?.watch(route.instanceId, () => {
+        instanceDown = true;
+        abort.abort();
       });
-    } catch (error) {
-      this.dialAbort = null;
-      this.onDialFailed(decision, target, error, routeStarted, keepAliveAfterError);
-      return;
+      try {
+        dialed = await dialSocks5({
+          socksHost: route.socksHost,
+          socksPort: route.socksPort,
+          target,
+          timeoutMs: context.timeouts.dialMs,
+          signal: abort.signal,
+        });
+        unwatch?.();
+        granted = route;
+        break;
+      } catch (error) {
+        unwatch?.();
+        this.dialAbort = null;
+        if (!instanceDown || socket.destroyed) {
+          this.onDialFailed(route, target, error, routeStarted, keepAliveAfterError);
+          return;
+        }
+        // As on the SOCKS5 listener: the instance stopped answering before tor replied, and the
+        // client has had no response yet; the abandoned attempt is a failed, unscored request.
+        const elapsedMs = error instanceof SocksDialError ? error.elapsedMs : performance.now() - routeStarted;
+        this.accountClosed(route, routeStarted, 0, 0, { kind: 'dial', scored: false }, elapsedMs);
+        if (rerouted) {
+          this.respond({ status: 502, error: 'destination_unavailable', message: 'instance stopped answering' }, keepAliveAfterError);
+          return;
+        }
+        context.log.info('re-routing a dial away from an instance that stopped answering', { listener: 'http', instance: route.instanceId });
+        rerouted = true;
+        decision = await routeSafely(context.deps.router, request);
+      }
     }
     this.dialAbort = null;
     if (socket.destroyed) {
       dialed.socket.destroy();
-      this.accountClosed(decision, routeStarted, 0, 0, null, dialed.connectMs);
+      this.accountClosed(granted, routeStarted, 0, 0, null, dialed.connectMs);
       return;
     }
-    if (head.target.form === 'authority') this.startTunnel(decision, dialed, routeStarted);
-    else this.startExchange(decision, dialed, head, routeStarted);
+    if (head.target.form === 'authority') this.startTunnel(granted, dialed, routeStarted);
+    else this.startExchange(granted, dialed, head, routeStarted);
   }
 
   private onDialFailed(route: RouteGranted, target: Socks5Target, error: unknown, routeStarted: number, keepAlive: boolean): void {

@@ -4,6 +4,7 @@
  * interfaces to IPC, tests wire them to fakes.
  */
 import type { ConnectionBudget } from './connection-budget.js';
+import type { InstanceDownSignal } from './instance-down.js';
 
 /** Which listener a connection arrived on. */
 export type ListenerKind = 'socks' | 'http' | 'session-port';
@@ -92,8 +93,9 @@ export interface ConnectionStats {
  * Accounting hooks. Called synchronously on the hot path, so implementations must be cheap
  * (the worker batches them into IPC). Every granted route ends in exactly one of two ways:
  * `connectionOpened` followed by exactly one `connectionClosed` with the same route object, or
- * `connectionReleased` when the SOCKS5 client left (or was refused) between being routed and
- * sending its CONNECT: the route was never used, so it is not a request.
+ * `connectionReleased` when the client left (or was refused) between being routed and the
+ * dial (a SOCKS5 client before its CONNECT, an HTTP client during the route request): the route
+ * was never used, so it is not a request.
  */
 export interface ProxyEvents {
   connectionOpened(route: RouteGranted, listener: ListenerKind): void;
@@ -108,4 +110,6 @@ export interface ProxyDependencies {
   events: ProxyEvents;
   /** The worker's connection budget, shared by its listeners; absent: unbounded. */
   budget?: ConnectionBudget;
+  /** Reports of instances that stopped answering; a dial waiting on one is re-routed once. Absent: dials wait for their deadline. */
+  instanceDown?: InstanceDownSignal;
 }

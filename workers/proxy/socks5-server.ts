@@ -11,6 +11,7 @@ import type net from 'node:net';
 import { childLogger, type Logger } from '../../shared/logger.js';
 import { clientIpOf } from './client-address.js';
 import type { ConnectionBudget } from './connection-budget.js';
+import type { InstanceDownSignal } from './instance-down.js';
 import { socksReplyForDialError, transportFailureOf } from './dial-failure.js';
 import { ListeningServer, type OwnedConnection } from './listening-server.js';
 import type { ListenerKind, ProxyDependencies, ProxyEvents, RouteDecision, RouteGranted, Router, TransportFailure } from './proxy-types.js';
@@ -37,6 +38,7 @@ export interface SessionPortServerOptions {
   router: Router;
   events: ProxyEvents;
   budget?: ConnectionBudget;
+  instanceDown?: InstanceDownSignal;
   timeouts?: Partial<ProxyTimeouts>;
   log?: Logger;
 }
@@ -89,6 +91,7 @@ export function createSessionPortServer(options: SessionPortServerOptions): Sock
   if (options.timeouts !== undefined) deps.timeouts = options.timeouts;
   if (options.log !== undefined) deps.log = options.log;
   if (options.budget !== undefined) deps.budget = options.budget;
+  if (options.instanceDown !== undefined) deps.instanceDown = options.instanceDown;
   return new Socks5ProxyServer(deps);
 }
 
@@ -211,34 +214,64 @@ class Socks5Connection implements OwnedConnection {
     const { context, socket } = this;
     // The handshake announces 'authenticated' before every 'connect'; the fallback keeps this
     // method correct on its own.
-    const decision = await (this.routing ?? this.requestRoute(sessionKey));
-    if (socket.destroyed) {
-      this.abandonRoute();
-      return;
-    }
-    if (!decision.ok) {
-      context.log.debug('no route', { listener: context.listener, reason: decision.reason });
-      socket.end(encodeReply(ReplyCode.GeneralFailure));
-      socket.destroySoon();
-      return;
-    }
-    const upstream = this.upstream ?? new Socks5Upstream(decision);
-    this.upstream = upstream;
-    this.unusedRoute = null;
-    const routeStarted = performance.now();
-    context.deps.events.connectionOpened(decision, context.listener);
+    let decision = await (this.routing ?? this.requestRoute(sessionKey));
+    let rerouted = false;
     let dialed: DialedUpstream;
-    try {
-      dialed = await upstream.connect(target, context.timeouts.dialMs);
-    } catch (error) {
-      this.upstream = null;
-      this.onDialFailed(decision, target, error, routeStarted);
-      return;
+    let routeStarted: number;
+    let granted: RouteGranted;
+    for (;;) {
+      if (socket.destroyed) {
+        this.abandonRoute();
+        return;
+      }
+      if (!decision.ok) {
+        context.log.debug('no route', { listener: context.listener, reason: decision.reason });
+        socket.end(encodeReply(ReplyCode.GeneralFailure));
+        socket.destroySoon();
+        return;
+      }
+      const route = decision;
+      const upstream = this.upstream ?? new Socks5Upstream(route);
+      this.upstream = upstream;
+      this.unusedRoute = null;
+      routeStarted = performance.now();
+      context.deps.events.connectionOpened(route, context.listener);
+      let instanceDown = false;
+      const unwatch = context.deps.instanceDown?.watch(route.instanceId, () => {
+        instanceDown = true;
+        upstream.abort();
+      });
+      try {
+        dialed = await upstream.connect(target, context.timeouts.dialMs);
+        unwatch?.();
+        granted = route;
+        break;
+      } catch (error) {
+        unwatch?.();
+        this.upstream = null;
+        if (!instanceDown || socket.destroyed) {
+          this.onDialFailed(route, target, error, routeStarted);
+          return;
+        }
+        // The instance stopped answering while tor held our CONNECT, and the client has had no
+        // reply yet: the pool already moved the session, so ask again and dial there, once. The
+        // abandoned attempt is a failed request, not scored (the instance is out of rotation).
+        const elapsedMs = error instanceof SocksDialError ? error.elapsedMs : performance.now() - routeStarted;
+        this.closed(route, routeStarted, 0, 0, { kind: 'dial', scored: false }, elapsedMs);
+        if (rerouted) {
+          socket.end(encodeReply(ReplyCode.GeneralFailure));
+          socket.destroySoon();
+          return;
+        }
+        context.log.info('re-routing a dial away from an instance that stopped answering', { listener: context.listener, instance: route.instanceId });
+        rerouted = true;
+        decision = await this.requestRoute(sessionKey);
+      }
     }
     this.upstream = null;
     if (socket.destroyed) {
       dialed.socket.destroy();
-      this.closed(decision, routeStarted, 0, 0, null, dialed.connectMs);
+      this.closed(granted, routeStarted, 0, 0, null, dialed.connectMs);
       return;
     }
     socket.write(REPLY_SUCCEEDED);
@@ -246,7 +279,7 @@ class Socks5Connection implements OwnedConnection {
     socket.removeListener('close', this.onClose);
     const latencyMs = dialed.connectMs;
     this.tunnel = new Tunnel(socket, dialed, context.timeouts.relayIdleMs, rest, (result) => {
-      this.closed(decision, routeStarted, result.bytesUp, result.bytesDown, result.failure, latencyMs);
+      this.closed(granted, routeStarted, result.bytesUp, result.bytesDown, result.failure, latencyMs);
       this.releaseOnce();
     });
     this.tunnel.start();
