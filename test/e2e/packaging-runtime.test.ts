@@ -90,8 +90,18 @@ describe('packaging: the runtime install, run as a non-root user', function () {
       expect(r.stdout.trim()).to.match(/^127\.0\.0\.\d+$/);
       const auth = fs.statSync(path.join(dataDir, 'auth.json'));
       expect(auth.mode & 0o777).to.equal(0o600);
-      const torPids = execFileSync('pgrep', ['-u', RUNTIME_USER, '-x', 'tor']).toString().trim().split('\n').map(Number);
-      expect(torPids).to.have.length(2);
+      // /health turns 200 with the first routable instance; the second tor may still be starting
+      // (or restarting) on a loaded machine, so wait for both rather than sample once.
+      const userTors = (): number[] => {
+        try {
+          return execFileSync('pgrep', ['-u', RUNTIME_USER, '-x', 'tor']).toString().trim().split('\n').map(Number);
+        } catch {
+          return []; // pgrep exits 1 when nothing matches
+        }
+      };
+      let torPids = userTors();
+      for (const until = Date.now() + 60_000; torPids.length < 2 && Date.now() < until; torPids = userTors()) await new Promise((r) => setTimeout(r, 250));
+      expect(torPids, `tors of the runtime user:\n${out.slice(-3000)}`).to.have.length(2);
       for (const pid of torPids) expect(processUser(pid)).to.equal(RUNTIME_USER);
       process.kill(supervisorPid, 'SIGTERM');
       expect(await exited).to.equal(0);
