@@ -1,5 +1,8 @@
 import { expect } from 'chai';
+import fs from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { AUDIT_TYPES, type AuditEvent } from '../../shared/api/audit-event.js';
 import type { InstanceView } from '../../shared/api/views.js';
 import { HealApi } from '../support/e2e-heal-api.js';
@@ -144,6 +147,23 @@ describe('management API end to end (pool of 3 on the private network)', functio
       client.destroy();
     }
     await pollUntil('the connection gone from pool_proxy_worker_connections', scrape, (f) => held(f) === 0, 10_000);
+  });
+
+  it('serves every metric that the Grafana dashboard and the operations guide name', async () => {
+    const families = parsePrometheusText((await api.metricsText()).text);
+    // A histogram's series carry suffixes; the family is what the exposition declares.
+    const family = (name: string): string => name.replace(/_(bucket|sum|count)$/, '');
+    const named = (text: string): string[] => [...new Set([...text.matchAll(/\bpool_[a-z0-9_]+/g)].map((m) => family(m[0])))];
+    const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+    const sources: Record<string, string> = {
+      'deploy/grafana-dashboard.json': fs.readFileSync(path.join(root, 'deploy', 'grafana-dashboard.json'), 'utf8'),
+      'docs/operations.md': fs.readFileSync(path.join(root, 'docs', 'operations.md'), 'utf8'),
+    };
+    for (const [file, text] of Object.entries(sources)) {
+      const names = named(text).filter((n) => !n.endsWith('_')); // "pool_process_*" is a prefix
+      expect(names.length, `${file} names metrics`).to.be.at.least(5);
+      for (const name of names) expect(families.has(name), `${file} names ${name}, which /metrics does not serve`).to.equal(true);
+    }
   });
 
   it('reads the audit log newest first and refuses a bad limit with 400', async () => {
