@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
+import { fuzzRuns } from '../support/fuzz-runs.js';
 import { HTTP_HEAD_TIMEOUT_MS, SOCKS_HANDSHAKE_TIMEOUT_MS } from '../../workers/proxy/proxy-timeouts.js';
 import { API_HEADERS_TIMEOUT_MS } from '../../workers/api/api-worker.js';
 import { MAX_JSON_BODY_BYTES } from '../../workers/api/api-app.js';
@@ -16,8 +17,8 @@ import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/
 const MARGIN_MS = 5_000;
 /** Slow connections per listener and kind. */
 const SLOW_CLIENTS = 8;
-/** fast-check runs per proxy listener, each a batch of connections (EXITPOOL_FUZZ_RUNS for long local runs). */
-const FUZZ_RUNS = Number(process.env.EXITPOOL_FUZZ_RUNS ?? '2');
+/** fast-check runs per proxy listener, each a batch of connections (scaled by EXITPOOL_FUZZ_SCALE, or set by EXITPOOL_FUZZ_RUNS). */
+const FUZZ_RUNS = process.env.EXITPOOL_FUZZ_RUNS === undefined ? fuzzRuns(2) : Number(process.env.EXITPOOL_FUZZ_RUNS);
 const FUZZ_BATCH = 40;
 
 /** No colon: a Basic credential cannot carry one in its user part (RFC 7617). */
@@ -163,7 +164,8 @@ describe('hostile input (real service, private network)', function () {
   });
 
   it('survives random bytes on both proxy listeners (fast-check): every connection ends, no worker dies', async function () {
-    this.timeout(120_000);
+    // A run is bound by the handshake deadlines (a batch waits for its slowest connection).
+    this.timeout(60_000 + FUZZ_RUNS * 2 * SOCKS_HANDSHAKE_TIMEOUT_MS);
     const workers = serviceWorkers(svc.pid);
     const valid = socksHandshakeBytes('fuzz', TEST_PROXY_TOKEN);
     const socksInput = fc.oneof(

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
+import { fuzzRuns } from '../support/fuzz-runs.js';
 import os from 'node:os';
 import path from 'node:path';
 import {
@@ -264,7 +265,7 @@ describe('configuration', () => {
             expect(e).to.be.instanceOf(ConfigError);
           }
         }),
-        { numRuns: 500 },
+        { numRuns: fuzzRuns(500) },
       );
     });
   });

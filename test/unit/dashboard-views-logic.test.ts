@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
+import '../support/fuzz-runs.js';
 import type { SessionView, StatsSample } from '../../shared/api/views.js';
 import { MAX_POOL_SIZE as SERVICE_MAX_POOL_SIZE } from '../../shared/config/config.js';
 import type { StateSnapshot } from '../../shared/ipc/protocol.js';

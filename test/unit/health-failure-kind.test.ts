@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
+import { fuzzRuns } from '../support/fuzz-runs.js';
 import {
   FAILURE_KINDS,
   FailureReportInvalidError,
@@ -130,7 +131,7 @@ describe('health: failure report reading', () => {
           expect(e).to.be.instanceOf(FailureReportInvalidError);
         }
       }),
-      { numRuns: 2000 },
+      { numRuns: fuzzRuns(2000) },
     );
   });
 
@@ -143,7 +144,7 @@ describe('health: failure report reading', () => {
         expect(Array.from(r.reason).length).to.be.at.most(MAX_FAILURE_REASON_LENGTH);
         expect(CONTROL.test(r.reason)).to.equal(false);
       }),
-      { numRuns: 2000 },
+      { numRuns: fuzzRuns(2000) },
     );
   });
 

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
+import { fuzzRuns } from '../support/fuzz-runs.js';
 import { formatIPv6, parseIPv4, parseIPv6 } from '../../workers/proxy/ip-literal.js';
 import { isPrivateDestination } from '../../workers/proxy/private-destination.js';
 import { clientIpOf } from '../../workers/proxy/client-address.js';
@@ -17,7 +18,7 @@ describe('proxy: IP literals and private destinations', () => {
         expect(bytes, text).to.not.equal(null);
         expect(formatIPv6(bytes!)).to.equal(canonical(text));
       }),
-      { numRuns: 2000 },
+      { numRuns: fuzzRuns(2000) },
     );
   });
 

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
+import { fuzzRuns } from '../support/fuzz-runs.js';
 import { ChunkedBodyScanner, ChunkedFramingError } from '../../workers/proxy/chunked-body-scanner.js';
 import { buildClientResponseHead, parseResponseHead, responseFraming, type ResponseHead } from '../../workers/proxy/http-response-head.js';
 import { proxyStatusValue, serializeErrorResponse } from '../../workers/proxy/http-proxy-errors.js';
@@ -65,7 +66,7 @@ describe('proxy: HTTP message framing', () => {
           expect(scanInPieces(buf, [])).to.deep.equal({ end: encoded.length, done: true });
           expect(scanInPieces(buf, cuts)).to.deep.equal({ end: encoded.length, done: true });
         }),
-        { numRuns: 1000 },
+        { numRuns: fuzzRuns(1000) },
       );
     });
 
@@ -75,7 +76,7 @@ describe('proxy: HTTP message framing', () => {
           const buf = Buffer.from(raw);
           expect(scanInPieces(buf, cuts)).to.deep.equal(scanInPieces(buf, []));
         }),
-        { numRuns: 2000 },
+        { numRuns: fuzzRuns(2000) },
       );
     });
   });

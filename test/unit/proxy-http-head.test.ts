@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
+import { fuzzRuns } from '../support/fuzz-runs.js';
 import {
   HTTP_MAX_HEAD_BYTES,
   HttpHeadError,
@@ -269,7 +270,7 @@ describe('proxy: HTTP proxy request head', () => {
           if (r.user === null && r.password === null) expect(h.credentials).to.equal(null);
           else expect(h.credentials).to.deep.equal({ username: r.user, password: r.password });
         }),
-        { numRuns: 1000 },
+        { numRuns: fuzzRuns(1000) },
       );
     });
 
@@ -286,7 +287,7 @@ describe('proxy: HTTP proxy request head', () => {
           }
           expect(parseProxyRequestHead(whole, { scanFrom: scannedTo })).to.deep.equal(parseProxyRequestHead(whole));
         }),
-        { numRuns: 500 },
+        { numRuns: fuzzRuns(500) },
       );
     });
 
@@ -306,7 +307,7 @@ describe('proxy: HTTP proxy request head', () => {
           else if (result.status === 'ok') expect(result.consumed).to.be.at.most(buf.length);
           else expect(result.status).to.equal('need-more');
         }),
-        { numRuns: 2000 },
+        { numRuns: fuzzRuns(2000) },
       );
     });
 
@@ -317,7 +318,7 @@ describe('proxy: HTTP proxy request head', () => {
           const padded = Buffer.concat([base.subarray(0, base.length - 2), Buffer.from(`X-Pad: ${'p'.repeat(limit + extra)}\r\n\r\n`)]);
           expect(refused(parseProxyRequestHead(padded, { maxBytes: limit })).status).to.equal(431);
         }),
-        { numRuns: 300 },
+        { numRuns: fuzzRuns(300) },
       );
     });
   });

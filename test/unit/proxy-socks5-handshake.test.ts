@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
+import { fuzzRuns } from '../support/fuzz-runs.js';
 import type { CredentialCheck } from '../../workers/proxy/proxy-types.js';
 import { Socks5ServerHandshake, type HandshakeAuthMode, type HandshakeStep } from '../../workers/proxy/socks5-handshake.js';
 import { encodeGreeting, encodeRequest, encodeUserPasswordRequest, type Socks5Target } from '../../workers/proxy/socks5-protocol.js';
@@ -158,7 +159,7 @@ describe('proxy: SOCKS5 server handshake', () => {
           const chunked = feedChunked(new Socks5ServerHandshake(mode, tokenCheck), input, cuts);
           expect(normalise(chunked.steps, chunked.unfed)).to.deep.equal(normalise(whole.steps, whole.unfed));
         }),
-        { numRuns: 1500 },
+        { numRuns: fuzzRuns(1500) },
       );
     });
 
@@ -169,7 +170,7 @@ describe('proxy: SOCKS5 server handshake', () => {
           const bytewise = feedChunked(new Socks5ServerHandshake(mode, tokenCheck), input, [...Array(input.length).keys()]);
           expect(normalise(bytewise.steps, bytewise.unfed)).to.deep.equal(normalise(whole.steps, whole.unfed));
         }),
-        { numRuns: 500 },
+        { numRuns: fuzzRuns(500) },
       );
     });
 
@@ -180,7 +181,7 @@ describe('proxy: SOCKS5 server handshake', () => {
           const steps = chunks.flatMap((chunk) => machine.feed(Buffer.from(chunk)));
           expect(steps.filter((step) => step.type === 'connect' || step.type === 'close').length).to.be.at.most(1);
         }),
-        { numRuns: 1500 },
+        { numRuns: fuzzRuns(1500) },
       );
     });
 
@@ -200,7 +201,7 @@ describe('proxy: SOCKS5 server handshake', () => {
           expect((announced[0] as Extract<HandshakeStep, { type: 'authenticated' }>).sessionKey).to.equal(connect.sessionKey);
           if (mode === 'ignored') expect(connect.sessionKey).to.equal(null);
         }),
-        { numRuns: 500 },
+        { numRuns: fuzzRuns(500) },
       );
     });
   });

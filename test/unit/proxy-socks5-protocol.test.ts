@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
+import { fuzzRuns } from '../support/fuzz-runs.js';
 import {
   AuthMethod,
   ReplyCode,
@@ -178,7 +179,7 @@ describe('proxy: SOCKS5 wire format', () => {
             else expect(outcome.status).to.equal('need-more');
           }
         }),
-        { numRuns: 2000 },
+        { numRuns: fuzzRuns(2000) },
       );
     });
 
@@ -208,7 +209,7 @@ describe('proxy: SOCKS5 wire format', () => {
           const early = parseRequest(buf.subarray(0, firstErrorAt! + 1));
           expect(errorOf(early).code).to.equal(whole.error.code);
         }),
-        { numRuns: 500 },
+        { numRuns: fuzzRuns(500) },
       );
     });
 

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { createSocket } from 'node:dgram';
 import { Resolver } from 'node:dns/promises';
 import fc from 'fast-check';
+import { fuzzRuns } from '../support/fuzz-runs.js';
 import winston from 'winston';
 import { answerQuery, DnsResponder, testnetAddressFor } from '../../internal/testnet/dns-responder.js';
 import { buildQuery, DNS_TYPE_A, DNS_TYPE_AAAA, parseQuery, RCODE_FORMERR, RCODE_NOERROR, RCODE_NXDOMAIN } from '../../internal/testnet/dns-message.js';
@@ -97,7 +98,7 @@ describe('testnet DNS responder', () => {
         const reply = answerQuery(Buffer.from(bytes));
         return reply === undefined || reply.length >= 12;
       }),
-      { numRuns: 2_000 },
+      { numRuns: fuzzRuns(2_000) },
     );
   });
 
@@ -123,7 +124,7 @@ describe('testnet DNS responder', () => {
           answers === (expected === RCODE_NOERROR && type === DNS_TYPE_A ? 1 : 0)
         );
       }),
-      { numRuns: 1_000 },
+      { numRuns: fuzzRuns(1_000) },
     );
   });
 });

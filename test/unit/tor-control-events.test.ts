@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
+import { fuzzRuns } from '../support/fuzz-runs.js';
 import { parseArguments, parseQuotedString, quoteString } from '../../supervisor/tor/control-arguments.js';
 import {
   parseBootstrapPhase,
@@ -61,7 +62,7 @@ describe('tor control arguments', () => {
         expect(parseQuotedString(quoted, 0)).to.deep.equal({ value: s, end: quoted.length });
         expect(parseArguments(`KEY=${quoted} NEXT=1`).keywords.get('KEY')).to.equal(s);
       }),
-      { numRuns: 1000 },
+      { numRuns: fuzzRuns(1000) },
     );
   });
 
@@ -74,7 +75,7 @@ describe('tor control arguments', () => {
           expect(error).to.be.instanceOf(ControlArgumentError);
         }
       }),
-      { numRuns: 2000 },
+      { numRuns: fuzzRuns(2000) },
     );
   });
 });

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
+import { fuzzRuns } from '../support/fuzz-runs.js';
 import {
   ControlReplyParser,
   getInfoValues,
@@ -201,7 +202,7 @@ describe('tor control reply parser', () => {
           expect(chunked).to.deep.equal(whole);
         },
       ),
-      { numRuns: 500 },
+      { numRuns: fuzzRuns(500) },
     );
   });
 
@@ -216,7 +217,7 @@ describe('tor control reply parser', () => {
           }
         }
       }),
-      { numRuns: 1000 },
+      { numRuns: fuzzRuns(1000) },
     );
   });
 

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
+import { fuzzRuns } from '../support/fuzz-runs.js';
 import { parseCircuitLine, parseStreamLine } from '../../supervisor/tor/control-events.js';
 import { ExitTracker } from '../../supervisor/tor/exit-tracker.js';
 
@@ -214,7 +215,7 @@ describe('tor exit tracker', () => {
           else expect(t.retiredFingerprint).to.equal(undefined);
         }
       }),
-      { numRuns: 500 },
+      { numRuns: fuzzRuns(500) },
     );
   });
 });

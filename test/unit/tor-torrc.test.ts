@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
+import { fuzzRuns } from '../support/fuzz-runs.js';
 import { PublicNetworkRefusedError, TorrcOptionError } from '../../supervisor/tor/errors.js';
 import { parseNodeList } from '../../supervisor/tor/node-list.js';
 import { assertPrivateNetworkTorrc, missingPrivateNetworkMarkers } from '../../supervisor/tor/private-network-guard.js';
@@ -146,7 +147,7 @@ describe('tor torrc rendering', () => {
           expect(controlCharacter, 'control character in the output').to.equal(false);
         },
       ),
-      { numRuns: 2000 },
+      { numRuns: fuzzRuns(2000) },
     );
   });
 });
