@@ -56,6 +56,12 @@ export interface InstanceView {
   pinned_exit: string;
   health: HealthView;
   totals: Totals & { latency_ms: number };
+  /** Beyond the SPEC (docs/api.md): drained, taking no new sessions until released. */
+  draining: boolean;
+  /** Beyond the SPEC: mid-rotation, out of service until its new exit is known. */
+  rotating: boolean;
+  /** Beyond the SPEC: false while its tor does not answer its control port (frozen); out of service meanwhile. */
+  responsive: boolean;
 }
 
 export interface SessionRotateResult {

@@ -271,7 +271,7 @@ export class Pool extends EventEmitter {
     return e ? { ok: true, value: this.viewOfEntry(e) } : refuse(404, `no instance ${id}`);
   }
 
-  private viewOfEntry(e: Entry): InstanceView & { draining: boolean; rotating: boolean } {
+  private viewOfEntry(e: Entry): InstanceView {
     const i = e.instance;
     const x = i.exit();
     return {
@@ -299,6 +299,7 @@ export class Pool extends EventEmitter {
       },
       draining: e.draining,
       rotating: i.rotating(),
+      responsive: i.responsive(),
     };
   }
 

@@ -221,6 +221,20 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     await dialog.waitFor({ state: 'detached' });
   });
 
+  it('marks an instance whose tor stopped answering (SIGSTOP), and clears the mark when it answers again', async () => {
+    const view = await svc.api('/api/instances/1', { bearer: await svc.login() });
+    const { pid } = (await view.json()) as { pid: number };
+    expect(pid, 'tor pid of instance 1').to.be.above(0);
+    const tag = page.locator('tr[data-instance="1"] .tag-bad', { hasText: 'not answering' });
+    process.kill(pid, 'SIGSTOP');
+    try {
+      await tag.waitFor({ timeout: 30_000 });
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    await tag.waitFor({ state: 'detached', timeout: 30_000 });
+  });
+
   it('resizes the pool up and down', async () => {
     const resize = async (size: number): Promise<void> => {
       await page.getByLabel('Pool size').fill(String(size));

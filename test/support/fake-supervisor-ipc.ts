@@ -29,8 +29,8 @@ import { channelPair } from './memory-channel.js';
  * (failure reports) uses those same functions, so 400s come out as in the service.
  */
 
-/** An instance as the pool reports it: the SPEC fields plus `draining` and `rotating`. */
-export type PoolInstanceView = InstanceView & { draining: boolean; rotating: boolean };
+/** An instance as the pool reports it: the SPEC fields plus `draining`, `rotating` and `responsive`. */
+export type PoolInstanceView = InstanceView;
 
 export interface CannedData {
   pool: PoolSummary;
@@ -274,6 +274,7 @@ export function cannedInstance(id: number, overrides: Partial<PoolInstanceView> 
     totals: { requests: 10, failures: 1, bytes_up: 1000, bytes_down: 20000, latency_ms: 12.5 },
     draining: false,
     rotating: false,
+    responsive: true,
     ...overrides,
   };
 }

@@ -44,6 +44,9 @@ function instance(id: number, over: Partial<InstanceView> = {}): InstanceView {
     retired_exit_ip: '',
     exit_confirmed: false,
     pinned_exit: '',
+    draining: false,
+    rotating: false,
+    responsive: true,
     health: {
       state: 'healthy',
       failures_in_window: 0,

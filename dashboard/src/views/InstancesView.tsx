@@ -84,6 +84,16 @@ export function InstancesView() {
                         </div>
                       )}
                       {!i.running && <span className="tag tag-bad">stopped</span>}
+                      {i.running && !i.responsive && (
+                        <span className="tag tag-bad" title="its tor does not answer its control port: out of rotation until it answers, restarted after a minute of silence">
+                          not answering
+                        </span>
+                      )}
+                      {i.draining && (
+                        <span className="tag tag-warn" title="takes no new sessions until released">
+                          draining
+                        </span>
+                      )}
                     </td>
                     <td>
                       <ExitCell instance={i} />
