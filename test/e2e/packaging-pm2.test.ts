@@ -6,7 +6,7 @@ import path from 'node:path';
 import { packageRoot } from '../../shared/version.js';
 import { curlSocks } from '../support/curl.js';
 import { isAlive, waitAllGone } from '../support/process-tree.js';
-import { TEST_PROXY_TOKEN } from '../support/service-fixture.js';
+import { TEST_PROXY_TOKEN, servicePorts } from '../support/service-fixture.js';
 import { sharedTestnet } from '../support/testnet-fixture.js';
 
 function pm2(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
@@ -17,6 +17,16 @@ function pm2(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
       else resolve(stdout);
     });
   });
+}
+
+/** The end of what pm2 captured of the service (its logs live in PM2_HOME, which after() removes). */
+function pm2Logs(pm2Home: string): string {
+  const dir = path.join(pm2Home, 'logs');
+  if (!fs.existsSync(dir)) return '(pm2 wrote no logs)';
+  return fs
+    .readdirSync(dir)
+    .map((f) => `--- ${f}\n${fs.readFileSync(path.join(dir, f), 'utf8').slice(-3000)}`)
+    .join('\n');
 }
 
 /**
@@ -37,17 +47,17 @@ describe('packaging: under pm2 with ecosystem.config.cjs', function () {
 
   it('starts in fork mode, answers /health, and stops with no tor left', async () => {
     const net = await sharedTestnet();
-    const port = 45000 + Math.floor(Math.random() * 400) * 4;
+    const ports = await servicePorts(2);
     env = {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
       PM2_HOME: pm2Home,
       DATA_DIR: dataDir,
       POOL_SIZE: '2',
-      SOCKS_PORT: String(port),
-      HTTP_PORT: String(port + 1),
-      API_PORT: String(port + 2),
-      INSTANCE_PORT_BASE: String(port + 300),
+      SOCKS_PORT: String(ports.socks),
+      HTTP_PORT: String(ports.http),
+      API_PORT: String(ports.api),
+      INSTANCE_PORT_BASE: String(ports.instanceBase),
       PROXY_WORKERS: '1',
       PROXY_TOKEN: TEST_PROXY_TOKEN,
       TOR_BINARY: net.torBinary,
@@ -64,11 +74,11 @@ describe('packaging: under pm2 with ecosystem.config.cjs', function () {
     const deadline = Date.now() + 120_000;
     let healthy = false;
     while (!healthy && Date.now() < deadline) {
-      healthy = await fetch(`http://127.0.0.1:${port + 2}/health`).then((r) => r.ok, () => false);
+      healthy = await fetch(`http://127.0.0.1:${ports.api}/health`).then((r) => r.ok, () => false);
       if (!healthy) await new Promise((r) => setTimeout(r, 300));
     }
-    expect(healthy, 'GET /health answers 200 under pm2').to.equal(true);
-    const r = await curlSocks(port, 'pm2', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
+    expect(healthy, `GET /health answers 200 under pm2; the service's log under pm2:\n${pm2Logs(pm2Home)}`).to.equal(true);
+    const r = await curlSocks(ports.socks, 'pm2', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
     expect(r.code, r.stderr).to.equal(0);
 
     const torPids = execFileSync('pgrep', ['-P', String(supervisorPid), '-x', 'tor']).toString().trim().split('\n').map(Number);

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { packageRoot } from '../../shared/version.js';
 import { processUser, waitAllGone } from '../support/process-tree.js';
-import { TEST_PROXY_TOKEN } from '../support/service-fixture.js';
+import { TEST_PROXY_TOKEN, servicePorts } from '../support/service-fixture.js';
 import { curlSocks } from '../support/curl.js';
 import { sharedTestnet } from '../support/testnet-fixture.js';
 
@@ -50,16 +50,16 @@ describe('packaging: the runtime install, run as a non-root user', function () {
 
   it('serves as the non-root user and stops gracefully with no tor left', async () => {
     const net = await sharedTestnet();
-    const port = 47000 + Math.floor(Math.random() * 500) * 4;
+    const ports = await servicePorts(2);
     const env = {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       HOME: dataDir,
       DATA_DIR: dataDir,
       POOL_SIZE: '2',
-      SOCKS_PORT: String(port),
-      HTTP_PORT: String(port + 1),
-      API_PORT: String(port + 2),
-      INSTANCE_PORT_BASE: String(port + 200),
+      SOCKS_PORT: String(ports.socks),
+      HTTP_PORT: String(ports.http),
+      API_PORT: String(ports.api),
+      INSTANCE_PORT_BASE: String(ports.instanceBase),
       PROXY_WORKERS: '1',
       PROXY_TOKEN: TEST_PROXY_TOKEN,
       TOR_BINARY: net.torBinary,
@@ -78,14 +78,14 @@ describe('packaging: the runtime install, run as a non-root user', function () {
       const deadline = Date.now() + 120_000;
       let healthy = false;
       while (!healthy && Date.now() < deadline) {
-        healthy = await fetch(`http://127.0.0.1:${port + 2}/health`).then((r) => r.ok, () => false);
+        healthy = await fetch(`http://127.0.0.1:${ports.api}/health`).then((r) => r.ok, () => false);
         if (!healthy) await new Promise((r) => setTimeout(r, 300));
       }
       expect(healthy, `never healthy:\n${out.slice(-3000)}`).to.equal(true);
       // The supervisor (runuser's child) runs as the unprivileged user, and so do its tors.
       const supervisorPid = Number(execFileSync('pgrep', ['-P', String(child.pid)]).toString().trim().split('\n')[0]);
       expect(processUser(supervisorPid)).to.equal(RUNTIME_USER);
-      const r = await curlSocks(port, 'packaged', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
+      const r = await curlSocks(ports.socks, 'packaged', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
       expect(r.code, r.stderr).to.equal(0);
       expect(r.stdout.trim()).to.match(/^127\.0\.0\.\d+$/);
       const auth = fs.statSync(path.join(dataDir, 'auth.json'));

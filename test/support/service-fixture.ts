@@ -72,6 +72,16 @@ async function freeBlock(size: number, taken: readonly number[]): Promise<number
 }
 
 /**
+ * Ports for a service started outside startService (pm2, another user): its three listeners
+ * from the OS, and a block for `instances` instances that is free now. Fixed or random ports
+ * can collide with the ephemeral ports other tests' sockets hold.
+ */
+export async function servicePorts(instances: number): Promise<{ socks: number; http: number; api: number; instanceBase: number }> {
+  const [socks, http, api] = [await freePort(), await freePort(), await freePort()];
+  return { socks, http, api, instanceBase: await freeBlock(instances * 2, [socks, http, api]) };
+}
+
+/**
  * Starts the real `bin/exitpool` on the shared private Tor network, configured by `env` on top
  * of test defaults (free ports, a fresh DATA_DIR, known credentials, private-network-only).
  */
