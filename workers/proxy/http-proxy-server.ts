@@ -19,6 +19,7 @@ import {
   type ProxyErrorResponse,
 } from './http-proxy-errors.js';
 import { HTTP_MAX_HEAD_BYTES, parseProxyRequestHead, type ProxyRequestHead } from './http-proxy-head.js';
+import { INSTANCE_DOWN_FAILURE, dialWatched } from './instance-down.js';
 import { ListeningServer, type OwnedConnection } from './listening-server.js';
 import type { ProxyDependencies, RouteGranted, RouteRequest, TransportFailure } from './proxy-types.js';
 import { routeSafely } from './route-safely.js';
@@ -227,43 +228,30 @@ class HttpProxyConnection implements OwnedConnection {
       context.deps.events.connectionOpened(route, 'http');
       const abort = new AbortController();
       this.dialAbort = abort;
-      let instanceDown = false;
-      const unwatch = context.deps.instanceDown?.watch(route.instanceId, () => {
-        instanceDown = true;
-        abort.abort();
-      });
-      try {
-        dialed = await dialSocks5({
-          socksHost: route.socksHost,
-          socksPort: route.socksPort,
-          target,
-          timeoutMs: context.timeouts.dialMs,
-          signal: abort.signal,
-        });
-        unwatch?.();
+      const outcome = await dialWatched(context.deps.instanceDown, route.instanceId, () => abort.abort(), () =>
+        dialSocks5({ socksHost: route.socksHost, socksPort: route.socksPort, target, timeoutMs: context.timeouts.dialMs, signal: abort.signal }),
+      );
+      this.dialAbort = null;
+      if (outcome.ok) {
+        dialed = outcome.value;
         granted = route;
         break;
-      } catch (error) {
-        unwatch?.();
-        this.dialAbort = null;
-        if (!instanceDown || socket.destroyed) {
-          this.onDialFailed(route, target, error, routeStarted, keepAliveAfterError);
-          return;
-        }
-        // As on the SOCKS5 listener: the instance stopped answering before tor replied, and the
-        // client has had no response yet; the abandoned attempt is a failed, unscored request.
-        const elapsedMs = error instanceof SocksDialError ? error.elapsedMs : performance.now() - routeStarted;
-        this.accountClosed(route, routeStarted, 0, 0, { kind: 'dial', scored: false }, elapsedMs);
-        if (rerouted) {
-          this.respond({ status: 502, error: 'destination_unavailable', message: 'instance stopped answering' }, keepAliveAfterError);
-          return;
-        }
-        context.log.info('re-routing a dial away from an instance that stopped answering', { listener: 'http', instance: route.instanceId });
-        rerouted = true;
-        decision = await routeSafely(context.deps.router, request);
       }
+      if (!outcome.instanceDown || socket.destroyed) {
+        this.onDialFailed(route, target, outcome.error, routeStarted, keepAliveAfterError);
+        return;
+      }
+      // As on the SOCKS5 listener: the instance stopped answering before tor replied, and the
+      // client has had no response yet.
+      this.accountClosed(route, routeStarted, 0, 0, INSTANCE_DOWN_FAILURE, outcome.elapsedMs);
+      if (rerouted) {
+        this.respond({ status: 502, error: 'destination_unavailable', message: 'instance stopped answering' }, keepAliveAfterError);
+        return;
+      }
+      context.log.info('re-routing a dial away from an instance that stopped answering', { listener: 'http', instance: route.instanceId });
+      rerouted = true;
+      decision = await routeSafely(context.deps.router, request);
     }
-    this.dialAbort = null;
     if (socket.destroyed) {
       dialed.socket.destroy();
       this.accountClosed(granted, routeStarted, 0, 0, null, dialed.connectMs);

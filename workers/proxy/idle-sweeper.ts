@@ -1,10 +1,11 @@
 /**
  * Closes relays that carried no byte in either direction for their idle timeout by comparing
- * byte counters at intervals. socket.setTimeout would do the same job, but Node refreshes that
- * timer on every read and every write of both sockets; measured on the relay bench this was the
- * largest part of the CPU a worker spends per MB beyond a bare pipe. Here the hot path does no
- * work at all, and no relay owns a timer: one interval per idle timeout serves every relay, and
- * it runs only while some relay is watched.
+ * byte counters at intervals. socket.setTimeout on both sockets would do the same job, but Node
+ * refreshes such a timer on every read and every write, and each relay would own two timers.
+ * Here the hot path does no work of ours and no relay owns a timer: one interval per idle
+ * timeout serves every relay, and it runs only while some relay is watched. (The idle bench's
+ * live heap per held connection went from 7.0 to 6.4 KiB with this; a CPU effect on the relay
+ * bench was within that bench's run-to-run spread.)
  */
 
 /** A relay the sweeper can watch. */

@@ -4,6 +4,46 @@
  * so a dial already waiting on it would otherwise wait out the dial deadline; a watched dial is
  * aborted at once and re-routed (see the listeners).
  */
+import type { TransportFailure } from './proxy-types.js';
+import { SocksDialError } from './socks5-client.js';
+
+/**
+ * How a dial abandoned because its instance went down is accounted: a failed request, not
+ * scored (the instance is out of rotation already; scoring it again would blame it twice).
+ */
+export const INSTANCE_DOWN_FAILURE: TransportFailure = Object.freeze({ kind: 'dial', scored: false });
+
+export type WatchedDial<T> =
+  | { ok: true; value: T }
+  | { ok: false; error: unknown; elapsedMs: number; instanceDown: boolean };
+
+/**
+ * Runs `dial` through `instanceId`. If the instance is reported down before the dial settles,
+ * `abort` ends it and the outcome says so: the client has had no reply yet, so the caller may
+ * route again. Without a signal (component tests) the dial simply runs.
+ */
+export async function dialWatched<T>(
+  signal: InstanceDownSignal | undefined,
+  instanceId: number,
+  abort: () => void,
+  dial: () => Promise<T>,
+): Promise<WatchedDial<T>> {
+  const started = performance.now();
+  let instanceDown = false;
+  const unwatch = signal?.watch(instanceId, () => {
+    instanceDown = true;
+    abort();
+  });
+  try {
+    return { ok: true, value: await dial() };
+  } catch (error) {
+    const elapsedMs = error instanceof SocksDialError ? error.elapsedMs : performance.now() - started;
+    return { ok: false, error, elapsedMs, instanceDown };
+  } finally {
+    unwatch?.();
+  }
+}
+
 export class InstanceDownSignal {
   private readonly watchers = new Map<number, Set<() => void>>();
 

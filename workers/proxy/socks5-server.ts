@@ -11,7 +11,7 @@ import type net from 'node:net';
 import { childLogger, type Logger } from '../../shared/logger.js';
 import { clientIpOf } from './client-address.js';
 import type { ConnectionBudget } from './connection-budget.js';
-import type { InstanceDownSignal } from './instance-down.js';
+import { INSTANCE_DOWN_FAILURE, dialWatched, type InstanceDownSignal } from './instance-down.js';
 import { socksReplyForDialError, transportFailureOf } from './dial-failure.js';
 import { ListeningServer, type OwnedConnection } from './listening-server.js';
 import type { ListenerKind, ProxyDependencies, ProxyEvents, RouteDecision, RouteGranted, Router, TransportFailure } from './proxy-types.js';
@@ -236,39 +236,29 @@ class Socks5Connection implements OwnedConnection {
       this.unusedRoute = null;
       routeStarted = performance.now();
       context.deps.events.connectionOpened(route, context.listener);
-      let instanceDown = false;
-      const unwatch = context.deps.instanceDown?.watch(route.instanceId, () => {
-        instanceDown = true;
-        upstream.abort();
-      });
-      try {
-        dialed = await upstream.connect(target, context.timeouts.dialMs);
-        unwatch?.();
+      const outcome = await dialWatched(context.deps.instanceDown, route.instanceId, () => upstream.abort(), () => upstream.connect(target, context.timeouts.dialMs));
+      this.upstream = null;
+      if (outcome.ok) {
+        dialed = outcome.value;
         granted = route;
         break;
-      } catch (error) {
-        unwatch?.();
-        this.upstream = null;
-        if (!instanceDown || socket.destroyed) {
-          this.onDialFailed(route, target, error, routeStarted);
-          return;
-        }
-        // The instance stopped answering while tor held our CONNECT, and the client has had no
-        // reply yet: the pool already moved the session, so ask again and dial there, once. The
-        // abandoned attempt is a failed request, not scored (the instance is out of rotation).
-        const elapsedMs = error instanceof SocksDialError ? error.elapsedMs : performance.now() - routeStarted;
-        this.closed(route, routeStarted, 0, 0, { kind: 'dial', scored: false }, elapsedMs);
-        if (rerouted) {
-          socket.end(encodeReply(ReplyCode.GeneralFailure));
-          socket.destroySoon();
-          return;
-        }
-        context.log.info('re-routing a dial away from an instance that stopped answering', { listener: context.listener, instance: route.instanceId });
-        rerouted = true;
-        decision = await this.requestRoute(sessionKey);
       }
+      if (!outcome.instanceDown || socket.destroyed) {
+        this.onDialFailed(route, target, outcome.error, routeStarted);
+        return;
+      }
+      // The instance stopped answering while tor held our CONNECT, and the client has had no
+      // reply yet: the pool already moved the session, so ask again and dial there, once.
+      this.closed(route, routeStarted, 0, 0, INSTANCE_DOWN_FAILURE, outcome.elapsedMs);
+      if (rerouted) {
+        socket.end(encodeReply(ReplyCode.GeneralFailure));
+        socket.destroySoon();
+        return;
+      }
+      context.log.info('re-routing a dial away from an instance that stopped answering', { listener: context.listener, instance: route.instanceId });
+      rerouted = true;
+      decision = await this.requestRoute(sessionKey);
     }
-    this.upstream = null;
     if (socket.destroyed) {
       dialed.socket.destroy();
       this.closed(granted, routeStarted, 0, 0, null, dialed.connectMs);

@@ -78,16 +78,14 @@ export class Tunnel implements IdleWatched {
     if (!this.client.destroyed) this.client.resetAndDestroy();
   };
 
-  /** IdleWatched: grows with every byte either way (each direction's traffic touches both sockets). */
+  /** IdleWatched: every byte either way passes the upstream socket, whose counters also give the accounting. */
   activity(): number {
-    return this.client.bytesRead + this.client.bytesWritten + this.upstream.bytesRead + this.upstream.bytesWritten;
+    return this.upstream.bytesRead + this.upstream.bytesWritten;
   }
 
   /** IdleWatched: no traffic for the idle timeout, which is nobody's failure. */
   expire(): void {
-    this.tearingDown = true;
-    this.client.destroy();
-    this.upstream.destroy();
+    this.destroy();
   }
 
   private readonly onClientClose = (): void => {
