@@ -4,27 +4,17 @@
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import { cpuSeconds, openFds, residentBytes } from '../supervisor/metrics/process-stats.js';
 
-/** Linux reports utime/stime in clock ticks of USER_HZ, which is 100 on every Linux ABI Node runs on. */
+/** Linux reports /proc/stat in clock ticks of USER_HZ, which is 100 on every Linux ABI Node runs on. */
 const USER_HZ = 100;
 
-export function rssBytes(pid: number): number {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
-}
-
-export function fdCount(pid: number): number {
-  return fs.readdirSync(`/proc/${pid}/fd`).length;
-}
+export const rssBytes = residentBytes;
+export const fdCount = openFds;
 
 /** User plus system CPU time the process has used so far, in milliseconds. */
 export function cpuMs(pid: number): number {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // The command name (field 2) may contain spaces and parentheses: count fields after its closing ')'.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const utime = Number(fields[11]);
-  const stime = Number(fields[12]);
-  return ((utime + stime) * 1000) / USER_HZ;
+  return cpuSeconds(pid) * 1000;
 }
 
 /** CPU time of the whole machine so far (all cores), ms: busy and idle (idle includes iowait). */

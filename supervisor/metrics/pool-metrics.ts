@@ -1,5 +1,6 @@
 import client from 'prom-client';
 import type { InstanceView } from '../../shared/api/views.js';
+import type { WorkerRole } from '../../shared/ipc/protocol.js';
 import { readProcessStats, type ProcessStats } from './process-stats.js';
 
 export interface MetricsSource {
@@ -17,7 +18,7 @@ export interface MetricsSource {
 }
 
 export interface WorkerSample {
-  role: 'proxy' | 'api';
+  role: WorkerRole;
   slot: number;
   pid: number;
   /** Proxy workers: client connections held, as last reported; null when not reported yet. */
@@ -34,8 +35,10 @@ export class PoolMetrics {
   readonly dialLatency: client.Histogram;
   readonly ipcRoundTrip: client.Histogram;
   readonly connectionsRefused: client.Counter;
+  /** The workers and their /proc figures, read once per scrape (text()) for every worker metric. */
+  private workerSamples: Array<{ worker: WorkerSample; labels: { role: string; slot: string }; stats: ProcessStats | null }> = [];
 
-  constructor(source: MetricsSource) {
+  constructor(private readonly source: MetricsSource) {
     const r = this.registry;
     client.collectDefaultMetrics({ register: r, prefix: 'pool_process_' });
     const gauge = (name: string, help: string, labelNames: string[], collect: (g: client.Gauge) => void): void => {
@@ -90,23 +93,18 @@ export class PoolMetrics {
       c.inc({ direction: 'down' }, t.bytesDown);
     });
     counter('pool_worker_restarts_total', 'Worker processes re-forked after dying', [], (c) => c.inc(source.workerRestarts()));
-    // Worker processes, read from /proc at scrape time (the supervisor's own are pool_process_*).
-    const workerStats = (): Array<{ labels: { role: string; slot: string }; stats: ProcessStats }> =>
-      source.workers().flatMap((w) => {
-        const stats = readProcessStats(w.pid);
-        return stats ? [{ labels: { role: w.role, slot: String(w.slot) }, stats }] : [];
-      });
+    // Worker processes (the supervisor's own are pool_process_*), from the scrape's sample.
     gauge('pool_worker_resident_memory_bytes', 'Resident memory per worker process', ['role', 'slot'], (g) => {
-      for (const w of workerStats()) g.set(w.labels, w.stats.residentBytes);
+      for (const w of this.workerSamples) if (w.stats) g.set(w.labels, w.stats.residentBytes);
     });
     gauge('pool_worker_open_fds', 'Open file descriptors per worker process', ['role', 'slot'], (g) => {
-      for (const w of workerStats()) g.set(w.labels, w.stats.openFds);
+      for (const w of this.workerSamples) if (w.stats) g.set(w.labels, w.stats.openFds);
     });
     counter('pool_worker_cpu_seconds_total', 'CPU time per worker process (starts again at 0 when a worker is re-forked)', ['role', 'slot'], (c) => {
-      for (const w of workerStats()) c.inc(w.labels, w.stats.cpuSeconds);
+      for (const w of this.workerSamples) if (w.stats) c.inc(w.labels, w.stats.cpuSeconds);
     });
     gauge('pool_proxy_worker_connections', 'Client connections held per proxy worker', ['slot'], (g) => {
-      for (const w of source.workers()) if (w.role === 'proxy' && w.connections !== null) g.set({ slot: String(w.slot) }, w.connections);
+      for (const { worker } of this.workerSamples) if (worker.role === 'proxy' && worker.connections !== null) g.set({ slot: String(worker.slot) }, worker.connections);
     });
     gauge('pool_proxy_worker_connection_limit', 'MAX_CONNECTIONS_PER_WORKER: connections one proxy worker holds before refusing', [], (g) =>
       g.set(source.connectionLimitPerWorker),
@@ -131,6 +129,11 @@ export class PoolMetrics {
   }
 
   async text(): Promise<{ contentType: string; text: string }> {
+    this.workerSamples = this.source.workers().map((worker) => ({
+      worker,
+      labels: { role: worker.role, slot: String(worker.slot) },
+      stats: readProcessStats(worker.pid),
+    }));
     return { contentType: this.registry.contentType, text: await this.registry.metrics() };
   }
 }

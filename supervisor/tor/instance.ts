@@ -412,11 +412,9 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
     this.bootstrapPercent = 0;
     this.tracker.reset();
     if (this.rotation) this.finishRotation(this.rotation, { ok: false, reason });
-    if (!this.responsiveFlag) {
-      // A new process starts unsuspected; whoever routed around this one may route again.
-      this.responsiveFlag = true;
-      this.emit('responsive');
-    }
+    // A new process starts unsuspected. No 'responsive' event: this one never answered again,
+    // and the instance is out of service anyway until the new one is ready.
+    this.responsiveFlag = true;
     return clients;
   }
 

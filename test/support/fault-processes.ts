@@ -5,6 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import { readProcessStats } from '../../supervisor/metrics/process-stats.js';
 import { ROLE_ENV } from '../../shared/ipc/protocol.js';
 
 export class PollTimeoutError extends Error {
@@ -110,20 +111,11 @@ export function serviceWorkers(servicePid: number): ServiceWorkers {
 
 /** Resident set size in bytes (VmRSS), or null when the process is gone. */
 export function rssBytes(pid: number): number | null {
-  try {
-    const m = /^VmRSS:\s+(\d+) kB$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) * 1024 : null;
-  } catch {
-    return null;
-  }
+  return readProcessStats(pid)?.residentBytes ?? null;
 }
 
 export function openFileDescriptors(pid: number): number | null {
-  try {
-    return fs.readdirSync(`/proc/${pid}/fd`).length;
-  } catch {
-    return null;
-  }
+  return readProcessStats(pid)?.openFds ?? null;
 }
 
 /** The soft and hard RLIMIT_NOFILE of a process (from /proc/<pid>/limits). */
