@@ -87,9 +87,9 @@ export async function servicePorts(instances: number): Promise<{ socks: number; 
  */
 export async function startService(env: Record<string, string> = {}): Promise<RunningService> {
   const testnet = await sharedTestnet();
-  const [socksPort, httpPort, apiPort] = [await freePort(), await freePort(), await freePort()];
+  // A block for 64 instances: tests resize the pool beyond its starting size.
+  const { socks: socksPort, http: httpPort, api: apiPort, instanceBase: instancePortBase } = await servicePorts(64);
   const poolSize = Number(env.POOL_SIZE ?? '4');
-  const instancePortBase = await freeBlock(2 * 64, [socksPort, httpPort, apiPort]);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-e2e-'));
   const fullEnv: Record<string, string> = {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
