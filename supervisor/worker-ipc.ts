@@ -28,11 +28,12 @@ export function attachWorker(h: WorkerHandle, d: WorkerIpcDeps): void {
   const { pool } = d;
   ep.handle('ping', () => ({ receivedAt: Date.now() }));
   ep.handle('route', (p) => pool.route(p, h.slot));
-  ep.onNotice('accounting', ({ closes, released, routeRttMs, refused, connections }) => {
+  ep.onNotice('accounting', ({ closes, released, routeRttMs, refused, evicted, connections }) => {
     d.load.record(h.slot, connections);
     pool.recordCloses(closes, h.slot);
     pool.recordReleased(released, h.slot);
     if (refused > 0) d.metrics.connectionsRefused.inc(refused);
+    if (evicted > 0) d.metrics.connectionsEvicted.inc(evicted);
     for (const c of closes) if (c.latencyMs !== null) d.metrics.dialLatency.observe(c.latencyMs / 1000);
     for (const ms of routeRttMs) d.metrics.ipcRoundTrip.observe(ms / 1000);
   });

@@ -1,6 +1,7 @@
 import type { ProxyCredentialSnapshot } from '../shared/auth/credential-snapshot.js';
 import { ACCOUNTING_FLUSH_MS, type CloseRecord, type ReleasedRoute, type RouteResult } from '../shared/ipc/protocol.js';
 import { ConnectionBudget } from './proxy/connection-budget.js';
+import { credentialRefusalLog } from './proxy/credential-refusal-log.js';
 import { HttpProxyServer } from './proxy/http-proxy-server.js';
 import { InstanceDownSignal } from './proxy/instance-down.js';
 import type { ConnectionStats, ListenerKind, RouteDecision, RouteGranted, RouteRequest } from './proxy/proxy-types.js';
@@ -72,14 +73,16 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
     },
   };
 
-  const budget = new ConnectionBudget(config.maxConnectionsPerWorker, log);
+  const budget = new ConnectionBudget(config.maxConnectionsPerWorker, log, undefined, config.maxUnauthenticatedPerWorker);
+  const credentialRefusals = credentialRefusalLog(log);
   let reportedConnections = -1;
   const flush = (): void => {
     const refused = budget.takeRefusedCount();
+    const evicted = budget.takeEvictedCount();
     const connections = budget.inUse;
-    if (closes.length === 0 && released.length === 0 && rtts.length === 0 && refused === 0 && connections === reportedConnections) return;
+    if (closes.length === 0 && released.length === 0 && rtts.length === 0 && refused === 0 && evicted === 0 && connections === reportedConnections) return;
     reportedConnections = connections;
-    endpoint.notify('accounting', { closes, released, routeRttMs: rtts, refused, connections });
+    endpoint.notify('accounting', { closes, released, routeRttMs: rtts, refused, evicted, connections });
     closes = [];
     released = [];
     rtts = [];
@@ -88,7 +91,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
 
   const instanceDown = new InstanceDownSignal();
   endpoint.onNotice('instance-down', ({ instance }) => instanceDown.markDown(instance));
-  const deps = { router, events, credentials: credentials.policy(), log, budget, instanceDown };
+  const deps = { router, events, credentials: credentials.policy(), log, budget, instanceDown, credentialRefusals };
   const socks = new Socks5ProxyServer(deps);
   const http = new HttpProxyServer(deps);
   await socks.listen(config.socksPort, config.bindHost);
@@ -125,6 +128,8 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
       clearInterval(flushTimer);
       await Promise.all([socks.close(), http.close(), ...[...sessionPorts.values()].map((s) => s.close())]);
       flush();
+      credentialRefusals.flush();
+      budget.flushLog();
     },
   };
 }

@@ -111,6 +111,8 @@ export const VARIABLES: readonly VariableDefinition[] = [
     computeDefault: defaultProxyWorkers, description: 'Proxy worker processes sharing the SOCKS5 and HTTP listeners.' }),
   def({ name: 'MAX_CONNECTIONS_PER_WORKER', key: 'maxConnectionsPerWorker', defaultText: '8192', parse: integerIn(1, 1_000_000),
     description: 'Client connections one proxy worker holds at once over all its listeners (each costs it two file descriptors). Beyond it a connection is refused at once: HTTP gets 503, SOCKS5 is closed; refusals are logged and counted in pool_proxy_connections_refused_total.' }),
+  def({ name: 'MAX_UNAUTHENTICATED_PER_WORKER', key: 'maxUnauthenticatedPerWorker', defaultText: '1024', parse: integerIn(1, 1_000_000),
+    description: 'Of those, connections one proxy worker holds that have not yet proved a credential (SOCKS5 before its credentials are accepted, HTTP before its first authenticated request); a value above MAX_CONNECTIONS_PER_WORKER counts as that. When a new connection needs room (over either bound), the oldest unauthenticated connection is closed to make it: idle sockets cannot lock real clients out. Counted in pool_proxy_connections_evicted_total.' }),
   def({ name: 'REMEDIATION_BACKOFF_BASE', key: 'remediationBackoffBaseMs', defaultText: '30s', parse: durationIn(SECOND, HOUR),
     description: 'First delay of the restart-with-backoff rung of the remediation ladder; it doubles per attempt at that rung.' }),
   def({ name: 'REMEDIATION_BACKOFF_MAX', key: 'remediationBackoffMaxMs', defaultText: '10m', parse: durationIn(SECOND, DAY),

@@ -126,6 +126,8 @@ export interface WorkerNotices extends NoticeMap {
     routeRttMs: number[];
     /** Connections refused over MAX_CONNECTIONS_PER_WORKER since the last batch. */
     refused: number;
+    /** Unauthenticated connections closed to make room (MAX_UNAUTHENTICATED_PER_WORKER) since the last batch. */
+    evicted: number;
     /** Client connections the worker holds now (sent when it changed, with any batch). */
     connections: number;
   };

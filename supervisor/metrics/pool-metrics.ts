@@ -35,6 +35,7 @@ export class PoolMetrics {
   readonly dialLatency: client.Histogram;
   readonly ipcRoundTrip: client.Histogram;
   readonly connectionsRefused: client.Counter;
+  readonly connectionsEvicted: client.Counter;
   /** The workers and their /proc figures, read once per scrape (text()) for every worker metric. */
   private workerSamples: Array<{ worker: WorkerSample; labels: { role: string; slot: string }; stats: ProcessStats | null }> = [];
 
@@ -118,6 +119,11 @@ export class PoolMetrics {
     this.connectionsRefused = new client.Counter({
       name: 'pool_proxy_connections_refused_total',
       help: 'Client connections refused because a proxy worker held MAX_CONNECTIONS_PER_WORKER already',
+      registers: [r],
+    });
+    this.connectionsEvicted = new client.Counter({
+      name: 'pool_proxy_connections_evicted_total',
+      help: 'Unauthenticated client connections a proxy worker closed to make room for new ones (MAX_UNAUTHENTICATED_PER_WORKER, MAX_CONNECTIONS_PER_WORKER)',
       registers: [r],
     });
     this.ipcRoundTrip = new client.Histogram({

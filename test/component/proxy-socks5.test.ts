@@ -331,7 +331,8 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
     const viaCurl = await curl(['--socks5-hostname', `127.0.0.1:${proxyPort}`, 'http://localhost:1/']);
     expect(viaCurl.code).to.not.equal(0);
     expect(router.requests).to.have.length(0);
-    expect(log.lines.filter((l) => l.message === 'credential refused' && l.level === 'warn')).to.have.length(2);
+    // Refusals are written at a bounded rate: the first at once, the curl one counted for the next line.
+    expect(log.lines.filter((l) => l.message === 'credential refused' && l.level === 'warn')).to.have.length(1);
   });
 
   it('refuses a bad token with RFC 1929 status 1 and logs "credential refused" without the secret', async () => {
@@ -345,8 +346,8 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
     expect(viaCurl.code).to.not.equal(0);
     expect(router.requests).to.have.length(0);
     const refusals = log.lines.filter((l) => l.message === 'credential refused');
-    expect(refusals).to.have.length(2);
-    expect(refusals[0]).to.include({ level: 'warn', reason: 'invalid', listener: 'socks' });
+    expect(refusals).to.have.length(1);
+    expect(refusals[0]).to.include({ level: 'warn', reason: 'invalid', listener: 'socks', occurrences: 1 });
     expect(JSON.stringify(log.lines)).to.not.include('tp_wrong');
   });
 

@@ -7,6 +7,8 @@
 import type net from 'node:net';
 import { MAX_SESSION_KEY_BYTES, sessionKeyTooLong } from '../../shared/api/session-key.js';
 import { childLogger, type Logger } from '../../shared/logger.js';
+import type { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
+import { credentialRefusalLog } from './credential-refusal-log.js';
 import { clientIpOf } from './client-address.js';
 import { transportFailureOf } from './dial-failure.js';
 import { PlainHttpExchange, type ExchangeOutcome } from './http-plain-exchange.js';
@@ -20,7 +22,7 @@ import {
 } from './http-proxy-errors.js';
 import { HTTP_MAX_HEAD_BYTES, parseProxyRequestHead, type ProxyRequestHead } from './http-proxy-head.js';
 import { INSTANCE_DOWN_FAILURE, dialWatched } from './instance-down.js';
-import { ListeningServer, type OwnedConnection } from './listening-server.js';
+import { ListeningServer, type ConnectionLifecycle, type OwnedConnection } from './listening-server.js';
 import type { ProxyDependencies, RouteGranted, RouteRequest, TransportFailure } from './proxy-types.js';
 import { routeSafely } from './route-safely.js';
 import { HTTP_CLOSE_LINGER_MS, OVER_BUDGET_LINGER_MS, resolveTimeouts, type ProxyTimeouts } from './proxy-timeouts.js';
@@ -37,6 +39,8 @@ export interface HttpProxyServerOptions extends ProxyDependencies {
 
 interface ConnectionContext {
   deps: ProxyDependencies;
+  /** "credential refused", counted and written at a bounded rate (shared by the worker's listeners). */
+  credentialRefusals: ThrottledWarning;
   timeouts: ProxyTimeouts;
   maxHeadBytes: number;
   log: Logger;
@@ -48,13 +52,15 @@ const EMPTY = Buffer.alloc(0);
 /** The HTTP proxy listener: a ListeningServer whose connections speak its protocol. */
 export class HttpProxyServer extends ListeningServer {
   constructor(options: HttpProxyServerOptions) {
+    const log = options.log ?? childLogger({ component: 'http-proxy-listener' });
     const context: ConnectionContext = {
       deps: options,
+      credentialRefusals: options.credentialRefusals ?? credentialRefusalLog(log),
       timeouts: resolveTimeouts(options.timeouts),
       maxHeadBytes: options.maxHeadBytes ?? HTTP_MAX_HEAD_BYTES,
-      log: options.log ?? childLogger({ component: 'http-proxy-listener' }),
+      log,
     };
-    super(context.log, (socket, release) => new HttpProxyConnection(context, socket, release), {
+    super(context.log, (socket, lifecycle) => new HttpProxyConnection(context, socket, lifecycle), {
       budget: options.budget,
       listener: 'http',
       refuse: refuseOverBudget,
@@ -93,7 +99,7 @@ class HttpProxyConnection implements OwnedConnection {
   constructor(
     private readonly context: ConnectionContext,
     private readonly socket: net.Socket,
-    private readonly release: (connection: OwnedConnection) => void,
+    private readonly lifecycle: ConnectionLifecycle,
   ) {}
 
   start(): void {
@@ -191,7 +197,7 @@ class HttpProxyConnection implements OwnedConnection {
     if (context.deps.credentials.required) {
       const verdict = credentials === null ? { ok: false } : context.deps.credentials.check(credentials.username, credentials.password);
       if (!verdict.ok) {
-        context.log.warn('credential refused', {
+        context.credentialRefusals.note({
           listener: 'http',
           client: clientIpOf(socket.remoteAddress),
           reason: credentials === null ? 'missing' : 'invalid',
@@ -200,6 +206,8 @@ class HttpProxyConnection implements OwnedConnection {
         return;
       }
     }
+    // Without AUTH, a complete request head is what proves the client is not an idle socket.
+    this.lifecycle.authenticated(this);
     const sessionKey = credentials?.username ?? null;
     if (sessionKey !== null && sessionKeyTooLong(sessionKey)) {
       // A SOCKS5 username cannot be longer, and the API could never address such a session.
@@ -376,6 +384,6 @@ class HttpProxyConnection implements OwnedConnection {
   private releaseOnce(): void {
     if (this.released) return;
     this.released = true;
-    this.release(this);
+    this.lifecycle.release(this);
   }
 }

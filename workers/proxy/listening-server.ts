@@ -13,6 +13,15 @@ export interface OwnedConnection {
   destroy(): void;
 }
 
+/**
+ * What a connection tells the listener that owns it: that it proved a credential (from then on
+ * the worker's budget never evicts it), and that it ended. Each is idempotent.
+ */
+export interface ConnectionLifecycle {
+  authenticated(connection: OwnedConnection): void;
+  release(connection: OwnedConnection): void;
+}
+
 /** How a listener turns away a connection over its worker's budget (its protocol's clearest refusal). */
 export type OverBudgetRefusal = (socket: net.Socket) => void;
 
@@ -30,7 +39,7 @@ export class ListeningServer {
 
   constructor(
     log: Logger,
-    private readonly accept: (socket: net.Socket, release: (connection: OwnedConnection) => void) => OwnedConnection,
+    private readonly accept: (socket: net.Socket, lifecycle: ConnectionLifecycle) => OwnedConnection,
     private readonly limits?: ListenerLimits,
   ) {
     // allowHalfOpen: a client's FIN must reach the destination without closing the other direction.
@@ -49,8 +58,9 @@ export class ListeningServer {
       limits.refuse(socket);
       return;
     }
-    const connection = this.accept(socket, this.release);
+    const connection = this.accept(socket, this.lifecycle);
     this.live.add(connection);
+    limits?.budget?.holdUnauthenticated(connection, limits.listener);
     connection.start();
   }
 
@@ -82,8 +92,11 @@ export class ListeningServer {
     return closed;
   }
 
-  private readonly release = (connection: OwnedConnection): void => {
+  private readonly lifecycle: ConnectionLifecycle = {
+    authenticated: (connection) => this.limits?.budget?.authenticated(connection),
     // Each connection releases once (their releaseOnce), so the budget is given back exactly once.
-    if (this.live.delete(connection)) this.limits?.budget?.release();
+    release: (connection) => {
+      if (this.live.delete(connection)) this.limits?.budget?.release(connection);
+    },
   };
 }

@@ -3,6 +3,7 @@
  * verifies credentials. Nothing here knows about IPC or the supervisor: production wires these
  * interfaces to IPC, tests wire them to fakes.
  */
+import type { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
 import type { ConnectionBudget } from './connection-budget.js';
 import type { InstanceDownSignal } from './instance-down.js';
 
@@ -108,6 +109,8 @@ export interface ProxyDependencies {
   router: Router;
   credentials: CredentialPolicy;
   events: ProxyEvents;
+  /** The worker's "credential refused" warning, shared by its listeners; absent: one per listener. */
+  credentialRefusals?: ThrottledWarning;
   /** The worker's connection budget, shared by its listeners; absent: unbounded. */
   budget?: ConnectionBudget;
   /** Reports of instances that stopped answering; a dial waiting on one is re-routed once. Absent: dials wait for their deadline. */

@@ -9,11 +9,13 @@
  */
 import type net from 'node:net';
 import { childLogger, type Logger } from '../../shared/logger.js';
+import type { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
+import { credentialRefusalLog } from './credential-refusal-log.js';
 import { clientIpOf } from './client-address.js';
 import type { ConnectionBudget } from './connection-budget.js';
 import { INSTANCE_DOWN_FAILURE, dialWatched, type InstanceDownSignal } from './instance-down.js';
 import { socksReplyForDialError, transportFailureOf } from './dial-failure.js';
-import { ListeningServer, type OwnedConnection } from './listening-server.js';
+import { ListeningServer, type ConnectionLifecycle, type OwnedConnection } from './listening-server.js';
 import type { ListenerKind, ProxyDependencies, ProxyEvents, RouteDecision, RouteGranted, Router, TransportFailure } from './proxy-types.js';
 import { routeSafely } from './route-safely.js';
 import { resolveTimeouts, type ProxyTimeouts } from './proxy-timeouts.js';
@@ -45,6 +47,8 @@ export interface SessionPortServerOptions {
 
 interface ConnectionContext {
   listener: ListenerKind;
+  /** "credential refused", counted and written at a bounded rate (shared by the worker's listeners). */
+  credentialRefusals: ThrottledWarning;
   authMode: HandshakeAuthMode;
   pinnedInstanceId: number | undefined;
   deps: ProxyDependencies;
@@ -59,17 +63,19 @@ export class Socks5ProxyServer extends ListeningServer {
   constructor(options: Socks5ProxyServerOptions) {
     const pinnedInstanceId = options.pinnedInstanceId;
     const pinned = pinnedInstanceId !== undefined;
+    const log = options.log ?? childLogger({ component: pinned ? 'session-port' : 'socks5-listener' });
     const context: ConnectionContext = {
       listener: pinned ? 'session-port' : 'socks',
+      credentialRefusals: options.credentialRefusals ?? credentialRefusalLog(log),
       authMode: pinned ? 'ignored' : options.credentials.required ? 'required' : 'optional',
       pinnedInstanceId,
       deps: options,
       timeouts: resolveTimeouts(options.timeouts),
-      log: options.log ?? childLogger({ component: pinned ? 'session-port' : 'socks5-listener' }),
+      log,
     };
     // SOCKS5 has no way to give a reason before the client's greeting is answered: a connection
     // over the budget is closed at once (the worker logs why, and /metrics counts it).
-    super(context.log, (socket, release) => new Socks5Connection(context, socket, release), {
+    super(context.log, (socket, lifecycle) => new Socks5Connection(context, socket, lifecycle), {
       budget: options.budget,
       listener: context.listener,
       refuse: (socket) => socket.destroy(),
@@ -120,7 +126,7 @@ class Socks5Connection implements OwnedConnection {
   constructor(
     private readonly context: ConnectionContext,
     private readonly socket: net.Socket,
-    private readonly release: (connection: OwnedConnection) => void,
+    private readonly lifecycle: ConnectionLifecycle,
   ) {
     this.handshake = new Socks5ServerHandshake(context.authMode, context.deps.credentials.check);
   }
@@ -153,6 +159,7 @@ class Socks5Connection implements OwnedConnection {
         this.socket.write(step.bytes);
         return;
       case 'authenticated':
+        this.lifecycle.authenticated(this);
         this.routing = this.requestRoute(step.sessionKey);
         return;
       case 'close':
@@ -313,11 +320,11 @@ class Socks5Connection implements OwnedConnection {
     const client = clientIpOf(this.socket.remoteAddress);
     switch (refusal.kind) {
       case 'credential-refused':
-        log.warn('credential refused', { listener, client, reason: refusal.usernamePresent ? 'invalid' : 'missing' });
+        this.context.credentialRefusals.note({ listener, client, reason: refusal.usernamePresent ? 'invalid' : 'missing' });
         return;
       case 'no-acceptable-method':
         if (this.context.authMode === 'required' && !refusal.offeredMethods.includes(AuthMethod.UsernamePassword)) {
-          log.warn('credential refused', { listener, client, reason: 'missing' });
+          this.context.credentialRefusals.note({ listener, client, reason: 'missing' });
         } else {
           log.debug('no acceptable SOCKS5 method', { listener, client, offered: refusal.offeredMethods });
         }
@@ -360,6 +367,6 @@ class Socks5Connection implements OwnedConnection {
   private releaseOnce(): void {
     if (this.released) return;
     this.released = true;
-    this.release(this);
+    this.lifecycle.release(this);
   }
 }
