@@ -44,6 +44,7 @@ export interface Config {
   spawnStaggerMs: number;
   proxyWorkers: number;
   maxConnectionsPerWorker: number;
+  shutdownGraceMs: number;
   remediationBackoffBaseMs: number;
   remediationBackoffMaxMs: number;
   remediationRecurrenceWindowMs: number;
