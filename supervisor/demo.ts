@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { startTestnet } from '../internal/testnet/index.js';
+import { PRIVATE_NETWORK_TOR_WARNINGS, startTestnet } from '../internal/testnet/index.js';
 import { loadConfig, removeSecretsFromEnvironment, type Environment } from '../shared/config/index.js';
 import { createRootLogger } from '../shared/logger.js';
 import { Service } from './service.js';
@@ -37,6 +37,7 @@ export async function runDemo(env: Environment): Promise<number> {
       allowPublicNetwork: false,
       torEnv: { ...process.env, ...net.clientEnvironment },
       defaultsTorrc: net.defaultsTorrc,
+      expectedTorWarnings: PRIVATE_NETWORK_TOR_WARNINGS,
     });
     const token = service.generated.proxyToken?.secret ?? config.proxyToken ?? '<your proxy token>';
     const password = service.generated.adminPassword ?? (config.adminPassword ? '(ADMIN_PASSWORD)' : '(as generated on first boot)');

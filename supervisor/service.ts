@@ -28,6 +28,8 @@ export interface ServiceOptions {
   torEnv?: NodeJS.ProcessEnv;
   /** A --defaults-torrc for every instance (the testnet's empty one). */
   defaultsTorrc?: string;
+  /** tor warnings this setting expects (the demo's private network), logged at debug. */
+  expectedTorWarnings?: readonly RegExp[];
 }
 
 /**
@@ -94,6 +96,7 @@ export class Service {
           stallTimeoutMs: config.bootstrapStallTimeoutMs,
           ...(options.torEnv ? { env: options.torEnv } : {}),
           ...(options.defaultsTorrc ? { defaultsTorrc: options.defaultsTorrc } : {}),
+          ...(options.expectedTorWarnings ? { expectedWarnings: options.expectedTorWarnings } : {}),
           log: log.child({ instance: id }),
         }),
       createHealth: (id, instance) => {
