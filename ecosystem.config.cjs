@@ -10,9 +10,10 @@ module.exports = {
       exec_mode: 'fork',
       instances: 1,
       autorestart: true,
-      // pm2 sends SIGINT, waits kill_timeout, then SIGKILLs: the supervisor stops the
-      // proxies and every tor (each with its own SIGTERM grace) well within this.
-      kill_timeout: 30000,
+      // pm2 sends SIGINT, waits kill_timeout, then SIGKILLs. The supervisor needs up to
+      // SHUTDOWN_GRACE (default 20 s) for open connections, then tor's own stop (10 s at most):
+      // keep this above their sum if you raise SHUTDOWN_GRACE (docs/operations.md).
+      kill_timeout: 40000,
       max_restarts: 10,
       min_uptime: '10s',
       // DATA_DIR defaults to ./data (beside this file); set it in the environment or below.

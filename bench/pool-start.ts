@@ -97,7 +97,7 @@ export async function benchPoolStart(): Promise<BenchSection> {
             withinLimit: n === 10 ? m <= one * TEN_VS_ONE_BUDGET : null,
           };
         }),
-        { name: 'RSS per tor instance (mean of 10)', value: `${avgRssMb.toFixed(1)} MB`, limit: '30–40 MB (SPEC, stock GeoIP)', withinLimit: null },
+        { name: 'RSS per tor instance (mean of 10)', value: `${avgRssMb.toFixed(1)} MB`, limit: '30–40 MB (usual figure, stock GeoIP)', withinLimit: null },
       ],
     };
   } finally {

@@ -1,6 +1,11 @@
-import { ConfigError, loadConfig } from '../shared/config/index.js';
+import { ConfigError, loadConfig, removeSecretsFromEnvironment } from '../shared/config/index.js';
 import { createRootLogger } from '../shared/logger.js';
 import { serviceVersion } from '../shared/version.js';
+import { loadEnvFile } from './startup/env-file.js';
+import { StartupError } from './startup/startup-error.js';
+
+/** sysexits EX_CONFIG: the service cannot run as configured. */
+const EX_CONFIG = 78;
 
 const HELP = `exitpool ${serviceVersion()}: a self-healing pool of Tor exits behind one sticky proxy
 
@@ -12,7 +17,8 @@ Commands:
   version    print the version
   help       show this help (also --help, -h)
 
-Configuration is read from environment variables; see docs/configuration.md.
+Configuration is read from environment variables, and from ./.env (or the file named by
+EXITPOOL_ENV_FILE) for variables the environment does not set; see docs/configuration.md.
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -29,12 +35,17 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(`${serviceVersion()}\n`);
       return 0;
     case 'serve': {
+      const envFile = loadEnvFile();
       const config = loadConfig(process.env);
-      createRootLogger(config.logLevel, config.logFormat);
+      // Workers and tor processes inherit this environment: keep the secrets in the supervisor only.
+      removeSecretsFromEnvironment(process.env);
+      const log = createRootLogger(config.logLevel, config.logFormat);
+      if (envFile !== null) log.info('settings read from a file (the environment wins over it)', { file: envFile });
       const { runService } = await import('./service.js');
       return runService(config);
     }
     case 'demo': {
+      loadEnvFile();
       const { runDemo } = await import('./demo.js');
       return runDemo(process.env);
     }
@@ -51,8 +62,13 @@ main(process.argv.slice(2)).then(
   (e: unknown) => {
     if (e instanceof ConfigError) {
       process.stderr.write(`exitpool: refusing to start: ${e.message}\n`);
-      process.exitCode = 78; // EX_CONFIG
+      process.exitCode = EX_CONFIG;
       return;
+    }
+    if (e instanceof StartupError) {
+      process.stderr.write(`exitpool: cannot start: ${e.message}\n`);
+      // Whatever was started has been stopped; do not wait for stray handles to drain.
+      process.exit(EX_CONFIG);
     }
     process.stderr.write(`exitpool: ${(e as Error)?.stack ?? String(e)}\n`);
     process.exitCode = 1;

@@ -1,6 +1,6 @@
 import path from 'node:path';
-import { startTestnet } from '../internal/testnet/index.js';
-import { loadConfig, type Environment } from '../shared/config/index.js';
+import { PRIVATE_NETWORK_TOR_WARNINGS, startTestnet } from '../internal/testnet/index.js';
+import { loadConfig, removeSecretsFromEnvironment, type Environment } from '../shared/config/index.js';
 import { createRootLogger } from '../shared/logger.js';
 import { Service } from './service.js';
 
@@ -31,10 +31,13 @@ export async function runDemo(env: Environment): Promise<number> {
       TOR_BINARY: net.torBinary,
       TOR_EXTRA_CONFIG: [...net.clientTorrcLines, ...(env.TOR_EXTRA_CONFIG ? [env.TOR_EXTRA_CONFIG] : [])].join('\n'),
     });
+    // Workers and tor processes inherit the environment: keep the secrets in the supervisor only.
+    removeSecretsFromEnvironment(process.env);
     service = await Service.start(config, {
       allowPublicNetwork: false,
       torEnv: { ...process.env, ...net.clientEnvironment },
       defaultsTorrc: net.defaultsTorrc,
+      expectedTorWarnings: PRIVATE_NETWORK_TOR_WARNINGS,
     });
     const token = service.generated.proxyToken?.secret ?? config.proxyToken ?? '<your proxy token>';
     const password = service.generated.adminPassword ?? (config.adminPassword ? '(ADMIN_PASSWORD)' : '(as generated on first boot)');

@@ -15,6 +15,7 @@ import { PoolMetrics } from './metrics/pool-metrics.js';
 import { WorkerLoad } from './metrics/worker-load.js';
 import { Pool } from './pool/pool.js';
 import { TorPoolInstance } from './pool/tor-pool-instance.js';
+import { checkTorBinary } from './startup/tor-binary-check.js';
 import { attachWorker, stateSnapshot } from './worker-ipc.js';
 
 /** The state snapshot for the live stream, and session expiry and statistics, run this often. */
@@ -27,6 +28,8 @@ export interface ServiceOptions {
   torEnv?: NodeJS.ProcessEnv;
   /** A --defaults-torrc for every instance (the testnet's empty one). */
   defaultsTorrc?: string;
+  /** tor warnings this setting expects (the demo's private network), logged at debug. */
+  expectedTorWarnings?: readonly RegExp[];
 }
 
 /**
@@ -46,7 +49,7 @@ export class Service {
     readonly store: AuthStore,
     /** Credentials generated at this start (cleartext, for the demo's printout); null otherwise. */
     readonly generated: GeneratedCredentials,
-    private readonly log: Logger,
+    readonly log: Logger,
   ) {}
 
   static async start(config: Config, options: ServiceOptions): Promise<Service> {
@@ -61,6 +64,7 @@ export class Service {
     });
     if (config.authDisabled) log.warn('AUTH_DISABLED is on: the proxies and the API accept anyone');
 
+    log.info('tor found', { version: await checkTorBinary(config.torBinary, options.torEnv) });
     const { store, generated } = await AuthStore.open({ config, log });
     if (generated.adminPassword) {
       log.warn('generated dashboard credentials (shown once; stored as a digest)', { user: config.adminUser, password: generated.adminPassword });
@@ -92,6 +96,7 @@ export class Service {
           stallTimeoutMs: config.bootstrapStallTimeoutMs,
           ...(options.torEnv ? { env: options.torEnv } : {}),
           ...(options.defaultsTorrc ? { defaultsTorrc: options.defaultsTorrc } : {}),
+          ...(options.expectedTorWarnings ? { expectedWarnings: options.expectedTorWarnings } : {}),
           log: log.child({ instance: id }),
         }),
       createHealth: (id, instance) => {
@@ -147,6 +152,8 @@ export class Service {
         ep.handle('tokens.create', ({ body }) => auth.create(body));
         ep.handle('tokens.delete', ({ id }) => auth.revoke(id));
         ep.onNotice('signed-in', ({ user, address }) => audit.record(signedInEvent(user, address)));
+        // A listener is up while at least one proxy worker is (they share the sockets).
+        ep.handle('health.get', () => ({ routable: pool.placement().routable.length, proxyWorkersListening: workers.handles('proxy').length }));
         if (h.role === 'proxy') {
           ep.onNotice('ready', () => ep.notify('session-ports', { instances: pool.instanceIds() }));
         }
@@ -161,7 +168,14 @@ export class Service {
     pool.on('ready-count', (ready: number) => log.info('instance bootstrapped', { ready, size: pool.instanceIds().length }));
 
     pool.start();
-    await workers.start();
+    try {
+      await workers.start();
+    } catch (e) {
+      log.debug('workers failed to start; stopping what started', { error: (e as Error).message });
+      await workers.stop(0);
+      await pool.stop();
+      throw e;
+    }
     pool.listenersUp();
     const service = new Service(config, pool, workers, audit, store, generated, log);
     service.tickTimer = setInterval(() => service.tick(), TICK_MS);
@@ -179,7 +193,10 @@ export class Service {
       this.stopping = (async () => {
         this.log.info('shutting down');
         if (this.tickTimer) clearInterval(this.tickTimer);
-        await this.workers.stop();
+        // Order: no remediation from here on; proxies stop accepting and drain within the grace
+        // (what is cut then is not scored); only then tor stops.
+        this.pool.beginShutdown();
+        await this.workers.stop(this.config.shutdownGraceMs);
         await this.pool.stop();
         await this.store.idle();
         this.log.info('stopped');
@@ -203,6 +220,7 @@ export async function runService(config: Config): Promise<number> {
     process.once('SIGTERM', () => resolve());
     process.once('SIGINT', () => resolve());
   });
+  service.log.info('stopping: proxies drain open connections', { grace: `${config.shutdownGraceMs} ms`, setting: 'SHUTDOWN_GRACE' });
   await service.stop();
   return 0;
 }

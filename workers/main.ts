@@ -4,7 +4,11 @@ import { decodeWorkerConfig, WORKER_CONFIG_ENV } from '../shared/config/index.js
 import { IpcEndpoint, channelToParent } from '../shared/ipc/index.js';
 import { ROLE_ENV, SLOT_ENV, type WorkerEndpoint, type WorkerRole } from '../shared/ipc/protocol.js';
 import { createRootLogger } from '../shared/logger.js';
+import { ListenError } from './listen-error.js';
 import type { RunningWorker, WorkerContext } from './worker-context.js';
+
+/** EX_CONFIG: the worker cannot start as configured. */
+const EXIT_CONFIG = 78;
 
 async function main(): Promise<void> {
   const role = process.env[ROLE_ENV] as WorkerRole | undefined;
@@ -25,12 +29,20 @@ async function main(): Promise<void> {
   });
   const ctx: WorkerContext = { role, slot, config, endpoint, log };
   let running: RunningWorker;
-  if (role === 'proxy') {
-    const { startProxyWorker } = await import('./proxy-worker.js');
-    running = await startProxyWorker(ctx);
-  } else {
-    const { startApiWorker } = await import('./api/api-worker.js');
-    running = await startApiWorker(ctx);
+  try {
+    if (role === 'proxy') {
+      const { startProxyWorker } = await import('./proxy-worker.js');
+      running = await startProxyWorker(ctx);
+    } else {
+      const { startApiWorker } = await import('./api/api-worker.js');
+      running = await startApiWorker(ctx);
+    }
+  } catch (e) {
+    if (!(e instanceof ListenError)) throw e;
+    // The supervisor ends the service with this one line; re-forking could not fix it.
+    endpoint.notify('start-failed', { setting: e.setting, message: e.message });
+    await endpoint.drain();
+    process.exit(EXIT_CONFIG);
   }
   let stopping = false;
   const stop = async (graceMs: number): Promise<void> => {

@@ -6,6 +6,7 @@ import { HttpProxyServer } from './proxy/http-proxy-server.js';
 import { InstanceDownSignal } from './proxy/instance-down.js';
 import type { ConnectionStats, ListenerKind, RouteDecision, RouteGranted, RouteRequest } from './proxy/proxy-types.js';
 import { Socks5ProxyServer, createSessionPortServer } from './proxy/socks5-server.js';
+import { listenNamed } from './listen-error.js';
 import { ProxyCredentials } from './proxy-credentials.js';
 import type { RunningWorker, WorkerContext } from './worker-context.js';
 
@@ -26,6 +27,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   let closes: CloseRecord[] = [];
   let released: ReleasedRoute[] = [];
   let rtts: number[] = [];
+  let stopping = false;
 
   const router = {
     async route(req: RouteRequest): Promise<RouteDecision> {
@@ -57,15 +59,16 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
       // The supervisor counted the connection when it routed it.
     },
     connectionClosed(route: RouteGranted, _listener: ListenerKind, s: ConnectionStats): void {
+      const failure = s.failure && stopping ? { ...s.failure, scored: false } : s.failure;
       const record: CloseRecord = {
         key: route.sessionKey,
         instance: route.instanceId,
         bytesUp: s.bytesUp,
         bytesDown: s.bytesDown,
         ok: s.ok,
-        latencyMs: s.failure && s.failure.kind !== 'socks_refused' ? null : s.latencyMs,
+        latencyMs: failure && failure.kind !== 'socks_refused' ? null : s.latencyMs,
       };
-      if (s.failure) record.failure = s.failure;
+      if (failure) record.failure = failure;
       closes.push(record);
     },
     connectionReleased(route: RouteGranted): void {
@@ -94,8 +97,8 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   const deps = { router, events, credentials: credentials.policy(), log, budget, instanceDown, credentialRefusals };
   const socks = new Socks5ProxyServer(deps);
   const http = new HttpProxyServer(deps);
-  await socks.listen(config.socksPort, config.bindHost);
-  await http.listen(config.httpPort, config.bindHost);
+  await listenNamed('SOCKS_PORT', config.socksPort, config.bindHost, () => socks.listen(config.socksPort, config.bindHost));
+  await listenNamed('HTTP_PORT', config.httpPort, config.bindHost, () => http.listen(config.httpPort, config.bindHost));
 
   // Session ports: one credential-free listener per instance, opened and closed as the pool changes.
   const sessionPorts = new Map<number, Socks5ProxyServer>();
@@ -124,9 +127,11 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
 
   log.debug('proxy listeners up', { socks: config.socksPort, http: config.httpPort });
   return {
-    async stop(): Promise<void> {
+    async stop(graceMs: number): Promise<void> {
+      // Connections cut at the end of the grace are the shutdown's doing, not the instances'.
+      stopping = true;
+      await Promise.all([socks.close(graceMs), http.close(graceMs), ...[...sessionPorts.values()].map((s) => s.close(graceMs))]);
       clearInterval(flushTimer);
-      await Promise.all([socks.close(), http.close(), ...[...sessionPorts.values()].map((s) => s.close())]);
       flush();
       credentialRefusals.flush();
       budget.flushLog();

@@ -36,10 +36,13 @@ function killEverythingNow(): void {
 }
 
 function onSignal(signal: NodeJS.Signals): void {
+  // Another handler (the demo, mocha) owns the shutdown and stops the network in order (the
+  // service's tors before the directories they write to); the 'exit' hook still kills whatever
+  // is left when the process ends. Alone, we must end it ourselves, since installing a listener
+  // removed Node's default "terminate" behaviour.
+  if (process.listenerCount(signal) > 1) return;
   killEverythingNow();
-  // Another handler (mocha, the exitpool CLI) decides how the process ends; alone, we must end
-  // it ourselves, since installing a listener removed Node's default "terminate" behaviour.
-  if (process.listenerCount(signal) <= 1) process.exit(128 + (constants.signals[signal] ?? 15));
+  process.exit(128 + (constants.signals[signal] ?? 15));
 }
 
 function install(): void {

@@ -12,5 +12,6 @@ export { reapStaleRuns, liveTorsOfRun, isTorOfRun } from './stale-runs.js';
 export { isShimMapped } from './shim-check.js';
 export { ensureShimBuilt } from './shim-build.js';
 export { findRepoRoot } from './repo-root.js';
+export { PRIVATE_NETWORK_TOR_WARNINGS } from './expected-tor-warnings.js';
 export { DEFAULT_EXIT_COUNTRIES, MIN_EXITS } from './topology.js';
 export * from './errors.js';

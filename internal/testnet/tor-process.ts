@@ -75,7 +75,9 @@ export class TorProcess {
         stdio: ['ignore', output, output],
         env: options.env,
         cwd: path.dirname(options.torrcPath),
-        detached: false,
+        // A process group of its own: a terminal's Ctrl-C reaches the demo (which stops the
+        // network in order) and not every tor at once. Still our child: awaited and reaped.
+        detached: true,
       });
     } finally {
       closeSync(output);

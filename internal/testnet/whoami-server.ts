@@ -12,6 +12,9 @@ export const WHOAMI_HOSTNAME = 'whoami.testnet';
 /** Present in every captcha page, so a client (or test) can recognise the challenge. */
 export const CAPTCHA_MARKER = 'exitpool-testnet-captcha';
 export const WHOAMI_JSON_PATH = '/json';
+/** `GET /slow?ms=N` answers like `/` after N milliseconds (at most WHOAMI_MAX_DELAY_MS): a request still in flight on cue. */
+export const WHOAMI_SLOW_PATH = '/slow';
+export const WHOAMI_MAX_DELAY_MS = 120_000;
 export const RATE_LIMIT_RETRY_AFTER_SECONDS = 30;
 
 /** Body of GET /json. */
@@ -64,6 +67,8 @@ export class WhoamiServer {
   private readonly behaviours = new Map<string, WhoamiBehaviour>();
   private readonly hitCounts = new Map<string, number>();
   private closing: Promise<void> | undefined;
+  /** Answers of /slow still waiting, cleared on close. */
+  private readonly delayed = new Set<NodeJS.Timeout>();
 
   private constructor(server: Server, host: string, port: number, log: winston.Logger) {
     this.server = server;
@@ -136,10 +141,21 @@ export class WhoamiServer {
     const behaviour = this.behaviourFor(ip);
     // Absolute-form targets ("GET http://whoami.testnet:PORT/json") carry their own origin.
     let path = '/';
+    let delayMs = 0;
     try {
-      path = new URL(req.url ?? '/', 'http://whoami.invalid').pathname;
+      const url = new URL(req.url ?? '/', 'http://whoami.invalid');
+      path = url.pathname;
+      if (path === WHOAMI_SLOW_PATH) delayMs = Math.min(WHOAMI_MAX_DELAY_MS, Math.max(0, Number(url.searchParams.get('ms')) || 0));
     } catch {
       // keep "/" for an unparseable target
+    }
+    if (delayMs > 0) {
+      const timer = setTimeout(() => {
+        this.delayed.delete(timer);
+        if (!res.destroyed) this.send(res, 200, 'text/plain; charset=utf-8', `${ip}\n`);
+      }, delayMs);
+      this.delayed.add(timer);
+      return;
     }
     res.setHeader('X-Whoami-Behaviour', behaviour);
     res.setHeader('Cache-Control', 'no-store');
@@ -174,6 +190,8 @@ export class WhoamiServer {
   }
 
   close(): Promise<void> {
+    for (const timer of this.delayed) clearTimeout(timer);
+    this.delayed.clear();
     this.closing ??= new Promise((resolve) => {
       this.server.close(() => resolve());
       // Keep-alive connections would hold close() open until they idle out.

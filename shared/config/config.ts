@@ -45,6 +45,7 @@ export interface Config {
   proxyWorkers: number;
   maxConnectionsPerWorker: number;
   maxUnauthenticatedPerWorker: number;
+  shutdownGraceMs: number;
   remediationBackoffBaseMs: number;
   remediationBackoffMaxMs: number;
   remediationRecurrenceWindowMs: number;

@@ -19,8 +19,11 @@ export function renderConfigurationDoc(): string {
     'exitpool reads its configuration from environment variables, once, in the supervisor.',
     'Every problem is reported at once, naming the variable, and the service refuses to start.',
     'An empty value counts as unset. Durations are Go-style (`90s`, `10m`, `1h30m`; a bare number',
-    'is seconds). Booleans accept `true/false`, `1/0`, `yes/no`, `on/off`. The SPEC writes `NET_`',
-    "where tor's own option names say `TOR_`: both spellings are accepted; set only one.",
+    'is seconds). Booleans accept `true/false`, `1/0`, `yes/no`, `on/off`. Older configurations write',
+    "`NET_` where tor's own option names say `TOR_`: both spellings are accepted; set only one.",
+    '',
+    'Settings are read from the environment, and from `./.env` (or the file `EXITPOOL_ENV_FILE` names)',
+    'for variables the environment does not set: the environment wins over the file.',
     '',
     `\`MAX_POOL_SIZE\` (in \`shared/config/config.ts\`) is ${MAX_POOL_SIZE}: the upper bound of \`POOL_SIZE\` and of a resize.`,
     '',
@@ -41,6 +44,8 @@ export function renderEnvExample(): string {
   const lines = [
     '# exitpool configuration. Generated from shared/config/variables.ts by `npm run docs:config`.',
     '# Every variable is optional; each line shows the default. See docs/configuration.md.',
+    '# Copy this file to .env in the directory you start exitpool from (or point EXITPOOL_ENV_FILE',
+    '# at it) and uncomment what you change: variables set in the environment win over the file.',
     '',
   ];
   for (const v of VARIABLES) {

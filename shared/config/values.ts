@@ -42,13 +42,23 @@ export function port(raw: string): number {
 const COUNTRY = /^\{[a-zA-Z]{2}\}$/;
 const FINGERPRINT = /^\$?[0-9A-Fa-f]{40}$/;
 const NICKNAME = /^[A-Za-z0-9]{1,19}$/;
+/**
+ * A bare two-letter entry (`de`) is read as a country code. Users write country lists that way;
+ * tor would read it as a relay nickname and match nothing useful. (A relay whose nickname has two
+ * letters is named by its fingerprint instead.)
+ */
+const BARE_COUNTRY = /^[a-zA-Z]{2}$/;
 
-/** Tor node lists as ExitNodes accepts them: braced country codes ({de}), fingerprints, nicknames. */
+/**
+ * Tor node lists as ExitNodes accepts them: braced country codes ({de}), fingerprints, nicknames;
+ * bare two-letter country codes (de) are braced.
+ */
 export function nodeList(raw: string): string[] {
   const items = raw
     .split(',')
     .map((s) => s.trim())
-    .filter((s) => s !== '');
+    .filter((s) => s !== '')
+    .map((s) => (BARE_COUNTRY.test(s) ? `{${s}}` : s));
   for (const item of items) {
     if (!COUNTRY.test(item) && !FINGERPRINT.test(item) && !NICKNAME.test(item)) {
       throw new Error(`not a country code like {de}, a relay fingerprint or a nickname: ${JSON.stringify(item)}`);

@@ -76,6 +76,8 @@ export type ActionResult<T> = { ok: true; value: T } | { ok: false; error: Actio
 /** Requests a worker sends to the supervisor. */
 export interface WorkerRequests extends MethodMap {
   ping: { params: { sentAt: number }; result: { receivedAt: number } };
+  /** GET /health: routable instances, and proxy workers whose listeners are up. */
+  'health.get': { params: null; result: { routable: number; proxyWorkersListening: number } };
   route: { params: RouteParams; result: RouteResult };
   'pool.summary': { params: null; result: PoolSummary };
   'pool.resize': { params: { size: number }; result: ActionResult<ResizeResult> };
@@ -131,6 +133,8 @@ export interface WorkerNotices extends NoticeMap {
     /** Client connections the worker holds now (sent when it changed, with any batch). */
     connections: number;
   };
+  /** A listener could not be opened at start (port in use, BIND_HOST unusable); the worker exits next. */
+  'start-failed': { setting: string; message: string };
   /** API worker: a successful sign-in, for the audit log (failures are logged, never audited). */
   'signed-in': { user: string; address: string };
 }

@@ -1,6 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'winston';
+import { StartupError } from '../startup/startup-error.js';
 import { IpcEndpoint, channelToWorker } from '../../shared/ipc/index.js';
 import {
   ROLE_ENV,
@@ -27,6 +28,8 @@ export interface RestartBackoff {
 export const DEFAULT_RESTART_BACKOFF: RestartBackoff = { baseMs: 100, maxMs: 10_000, resetAfterMs: 30_000 };
 /** How long a worker may take to close its listeners after the shutdown notice before SIGKILL. */
 export const WORKER_SHUTDOWN_GRACE_MS = 5_000;
+/** Beyond its grace, a worker gets this long to flush and exit before it is SIGKILLed. */
+export const WORKER_EXIT_MARGIN_MS = 2_000;
 
 export interface WorkerManagerOptions {
   /** The compiled worker entry point. */
@@ -50,6 +53,8 @@ export interface WorkerHandle {
   readonly endpoint: SupervisorEndpoint;
   readonly startedAt: number;
   ready: boolean;
+  /** Why the worker could not start (it says so before exiting), if it could not. */
+  startFailure: { setting: string; message: string } | null;
 }
 
 interface SlotState {
@@ -70,6 +75,10 @@ export class WorkerManager extends EventEmitter {
   private stopping = false;
   private readonly backoff: RestartBackoff;
   private restartCount = 0;
+  /** Set during start(): a worker that exits before it is ready ends the start instead of being re-forked. */
+  private failStart: ((error: Error) => void) | null = null;
+  /** start() failed: workers still exiting are not re-forked (the caller stops everything). */
+  private startFailed = false;
 
   constructor(private readonly options: WorkerManagerOptions) {
     super();
@@ -110,8 +119,15 @@ export class WorkerManager extends EventEmitter {
           this.on('ready', onReady);
         }),
     );
+    const failed = new Promise<never>((_, reject) => {
+      this.failStart = reject;
+    });
     for (const s of this.slots) this.fork(s);
-    await Promise.all(ready);
+    try {
+      await Promise.race([Promise.all(ready), failed]);
+    } finally {
+      this.failStart = null;
+    }
   }
 
   handles(role?: WorkerRole): WorkerHandle[] {
@@ -124,7 +140,10 @@ export class WorkerManager extends EventEmitter {
     for (const h of this.handles(role)) h.endpoint.notify(topic, data);
   }
 
-  /** Stops re-forking, asks every worker to shut down, and SIGKILLs those still alive after the grace. */
+  /**
+   * Stops re-forking, asks every worker to shut down within `graceMs` (open connections may finish
+   * meanwhile), and SIGKILLs those still alive WORKER_EXIT_MARGIN_MS after it.
+   */
   async stop(graceMs = WORKER_SHUTDOWN_GRACE_MS): Promise<void> {
     this.stopping = true;
     const exits: Promise<void>[] = [];
@@ -138,12 +157,12 @@ export class WorkerManager extends EventEmitter {
           const kill = setTimeout(() => {
             this.options.log.warn('worker did not exit in time; killing it', { worker: h.role, slot: h.slot, pid: h.worker.process.pid });
             h.worker.process.kill('SIGKILL');
-          }, graceMs);
+          }, graceMs + WORKER_EXIT_MARGIN_MS);
           h.worker.once('exit', () => {
             clearTimeout(kill);
             resolve();
           });
-          h.endpoint.notify('shutdown', { graceMs: Math.max(0, graceMs - 500) });
+          h.endpoint.notify('shutdown', { graceMs });
         }),
       );
     }
@@ -158,9 +177,12 @@ export class WorkerManager extends EventEmitter {
       [SLOT_ENV]: String(state.slot),
     });
     const endpoint: SupervisorEndpoint = new IpcEndpoint(channelToWorker(worker), this.options.ipcTimeoutMs);
-    const handle: WorkerHandle = { role: state.role, slot: state.slot, worker, endpoint, startedAt: Date.now(), ready: false };
+    const handle: WorkerHandle = { role: state.role, slot: state.slot, worker, endpoint, startedAt: Date.now(), ready: false, startFailure: null };
     state.handle = handle;
     this.options.attach?.(handle);
+    endpoint.onNotice('start-failed', (failure) => {
+      handle.startFailure = failure;
+    });
     endpoint.onNotice('ready', () => {
       handle.ready = true;
       this.options.log.debug('worker ready', { worker: state.role, slot: state.slot, pid: worker.process.pid });
@@ -171,6 +193,17 @@ export class WorkerManager extends EventEmitter {
       if (state.handle === handle) state.handle = null;
       this.emit('exit', handle, code, signal);
       if (this.stopping) return;
+      if (this.startFailed) return;
+      if (!handle.ready && this.failStart !== null) {
+        this.startFailed = true;
+        const f = handle.startFailure;
+        this.failStart(
+          f !== null
+            ? new StartupError(f.setting, f.message)
+            : new Error(`${state.role} worker ${state.slot} exited before it was ready (code ${code}, signal ${signal})`),
+        );
+        return;
+      }
       const lived = Date.now() - handle.startedAt;
       state.crashStreak = lived >= this.backoff.resetAfterMs ? 0 : state.crashStreak + 1;
       const delay = Math.min(this.backoff.maxMs, this.backoff.baseMs * 2 ** Math.max(0, state.crashStreak - 1));

@@ -588,6 +588,14 @@ export class Pool extends EventEmitter {
     }
   }
 
+  /**
+   * Shutdown has begun (the proxies drain next): no remediation runs or starts from here on, so
+   * nothing is quarantined or restarted while connections finish and tor is stopped.
+   */
+  beginShutdown(): void {
+    for (const e of this.entries.values()) e.health.stop();
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.growTimer) clearTimeout(this.growTimer);

@@ -58,6 +58,8 @@ export interface TorInstanceOptions {
   unresponsiveRestartMs?: number;
   /** Environment of the tor process (tests use it for LD_PRELOAD shims). Default process.env. */
   env?: NodeJS.ProcessEnv;
+  /** tor warnings expected in this setting (a private network's), logged at debug instead of warn. */
+  expectedWarnings?: readonly RegExp[];
   log?: Logger;
 }
 

@@ -481,7 +481,8 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
 
   private onTorLine(generation: number, text: string): void {
     const severity = logLineSeverity(text);
-    if (severity === 'warn' || severity === 'err') this.log.warn(text);
+    const expected = this.opts.expectedWarnings?.some((pattern) => pattern.test(text)) ?? false;
+    if ((severity === 'warn' || severity === 'err') && !expected) this.log.warn(text);
     else this.log.debug(text);
     if (generation !== this.generation) return;
     const phase = parseBootstrapLogLine(text);

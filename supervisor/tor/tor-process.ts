@@ -53,6 +53,10 @@ export class TorProcess extends EventEmitter<TorProcessEvents> {
     const child = spawn(this.options.torBinary, [...args, '-f', this.options.torrcPath], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: this.options.env ?? process.env,
+      // A process group of its own: a terminal's Ctrl-C reaches the supervisor, which drains the
+      // proxies and then stops tor itself, instead of every tor exiting under live connections.
+      // Still our child (awaited, reaped), and __OwningControllerProcess ends it if we die.
+      detached: true,
     });
     this.child = child;
     for (const stream of ['stdout', 'stderr'] as const) {

@@ -47,10 +47,15 @@ describe('API operational endpoints', function () {
     h.fake.data.pool = { ...h.fake.data.pool, routable: 0 };
     expectPlain(await h.request('/health'), 503, 'health with nothing routable');
     h.fake.data.pool = { ...h.fake.data.pool, routable: 1 };
+    h.fake.data.proxyWorkersListening = 0;
+    const down = await h.request('/health');
+    expectPlain(down, 503, 'health with the proxy listeners down');
+    expect(down.text).to.match(/proxy listeners are not up/);
+    h.fake.data.proxyWorkersListening = 1;
   });
 
   it('GET /health answers 503 when the supervisor does not answer within its deadline', async () => {
-    h.fake.stall('pool.summary');
+    h.fake.stall('health.get');
     const started = Date.now();
     expectPlain(await h.request('/health'), 503, 'health with a stalled supervisor');
     expect(Date.now() - started).to.be.below(3000);

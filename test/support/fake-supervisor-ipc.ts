@@ -34,6 +34,8 @@ export type PoolInstanceView = InstanceView;
 
 export interface CannedData {
   pool: PoolSummary;
+  /** Proxy workers whose listeners are up (GET /health). */
+  proxyWorkersListening: number;
   instances: PoolInstanceView[];
   sessions: SessionView[];
   /** Newest first, as the audit ring returns them. */
@@ -158,6 +160,7 @@ export class FakeSupervisorIpc {
     const instance = (id: number): PoolInstanceView | undefined => d().instances.find((i) => i.id === id);
     const session = (key: string): SessionView | undefined => d().sessions.find((s) => s.key === key);
     this.on('pool.summary', () => d().pool);
+    this.on('health.get', () => ({ routable: d().pool.routable, proxyWorkersListening: d().proxyWorkersListening }));
     this.on('pool.resize', ({ size }) => {
       if (!Number.isInteger(size) || size < 1 || size > MAX_POOL_SIZE) return refuse(400, `size must be from 1 to ${MAX_POOL_SIZE}`);
       const ids = d().instances.map((i) => i.id).sort((a, b) => a - b);
@@ -361,6 +364,7 @@ export function cannedData(): CannedData {
       },
     },
     instances,
+    proxyWorkersListening: 2,
     sessions: [session('alice', 0), session('bob', 1)],
     events,
     stats: {

@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { fuzzRuns } from '../support/fuzz-runs.js';
 import os from 'node:os';
 import path from 'node:path';
+import { nodeList } from '../../shared/config/values.js';
 import {
   ConfigError,
   VARIABLES,
@@ -84,6 +85,7 @@ describe('configuration', () => {
       maxSessions: 100_000,
       maxConnectionsPerWorker: 8192,
       maxUnauthenticatedPerWorker: 1024,
+      shutdownGraceMs: 20_000,
       quarantineFailures: 5,
       quarantineConsecutive: 3,
       failureWindowMs: 300_000,
@@ -143,13 +145,14 @@ describe('configuration', () => {
       ['MAX_SESSIONS', '50', 50, '-1'],
       ['MAX_CONNECTIONS_PER_WORKER', '20000', 20_000, '0'],
       ['MAX_UNAUTHENTICATED_PER_WORKER', '64', 64, '0'],
+      ['SHUTDOWN_GRACE', '45s', 45_000, '11m'],
       ['QUARANTINE_FAILURES', '1', 1, '0'],
       ['QUARANTINE_CONSECUTIVE', '8', 8, 'x'],
       ['FAILURE_WINDOW', '90s', 90_000, '0s'],
       ['PIN_EXIT_RELAY', 'yes', true, 'maybe'],
       ['TOR_MAX_CIRCUIT_DIRTINESS', '10m', 600_000, '1s'],
       ['TOR_CONFLUX', '1', true, '2'],
-      ['TOR_EXIT_NODES', '{DE}, {nl}', ['{de}', '{nl}'], '{germany}'],
+      ['TOR_EXIT_NODES', '{DE}, nl', ['{de}', '{nl}'], '{germany}'],
       ['TOR_STRICT_NODES', 'on', true, 'strict'],
       ['TOR_BINARY', '/usr/sbin/tor', '/usr/sbin/tor', 'tor\u0007'],
       ['TOR_EXTRA_CONFIG', 'UseBridges 1\\nBridge obfs4 x', ['UseBridges 1', 'Bridge obfs4 x'], 'A\u0000B'],
@@ -270,5 +273,30 @@ describe('configuration', () => {
         { numRuns: fuzzRuns(500) },
       );
     });
+  });
+});
+
+describe('configuration: TOR_EXIT_NODES lists (property)', () => {
+  const code = fc.stringMatching(/^[a-zA-Z]{2}$/);
+  const fingerprint = fc.stringMatching(/^\$?[0-9A-F]{40}$/);
+  const entry = fc.oneof(
+    code.map((c) => ({ text: c, expected: `{${c.toLowerCase()}}` })),
+    code.map((c) => ({ text: `{${c}}`, expected: `{${c.toLowerCase()}}` })),
+    fingerprint.map((f) => ({ text: f, expected: f })),
+  );
+
+  it('reads bare and braced country codes alike, keeps fingerprints, whatever the spacing', () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(entry, fc.constantFrom('', ' ', '  ')), { minLength: 1, maxLength: 8 }), (items) => {
+        const raw = items.map(([e, pad]) => `${pad}${e.text}${pad}`).join(',');
+        expect(nodeList(raw)).to.deep.equal(items.map(([e]) => e.expected));
+      }),
+      { numRuns: fuzzRuns(200) },
+    );
+  });
+
+  it('refuses what is neither a country, a fingerprint nor a nickname, naming the entry', () => {
+    expect(() => nodeList('de,{germany}')).to.throw(/"\{germany\}"/);
+    expect(() => nodeList('de, not a name')).to.throw(/"not a name"/);
   });
 });

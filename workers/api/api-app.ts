@@ -77,9 +77,13 @@ export function createApiApp(o: ApiAppOptions): express.Express {
 
   app.get('/health', async (_req, res) => {
     try {
-      const pool = await o.ipc.request('pool.summary', null, 1000);
-      const up = pool.routable > 0;
-      res.status(up ? 200 : 503).type('text/plain').send(up ? `ok: ${pool.routable} routable\n` : 'unavailable: no routable instance\n');
+      const h = await o.ipc.request('health.get', null, 1000);
+      if (h.proxyWorkersListening === 0) {
+        res.status(503).type('text/plain').send('unavailable: the proxy listeners are not up (no proxy worker is running)\n');
+        return;
+      }
+      const up = h.routable > 0;
+      res.status(up ? 200 : 503).type('text/plain').send(up ? `ok: ${h.routable} routable\n` : 'unavailable: no routable instance\n');
     } catch {
       res.status(503).type('text/plain').send('unavailable: supervisor not answering\n');
     }

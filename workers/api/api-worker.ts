@@ -3,6 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
 import type { ApiCredentialSnapshot } from '../../shared/auth/credential-snapshot.js';
+import { listenNamed } from '../listen-error.js';
 import type { RunningWorker, WorkerContext } from '../worker-context.js';
 import { createApiApp } from './api-app.js';
 import { authRoutes } from './auth-routes.js';
@@ -55,13 +56,15 @@ export async function startApiWorker(ctx: WorkerContext): Promise<RunningWorker>
   server.headersTimeout = API_HEADERS_TIMEOUT_MS;
   server.requestTimeout = 30_000;
   server.keepAliveTimeout = 5_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.apiPort, config.bindHost, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
+  await listenNamed('API_PORT', config.apiPort, config.bindHost, () =>
+    new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.apiPort, config.bindHost, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    }),
+  );
   log.debug('API listening', { port: config.apiPort });
   return {
     async stop(): Promise<void> {

@@ -95,6 +95,8 @@ class HttpProxyConnection implements OwnedConnection {
   private exchange: PlainHttpExchange | null = null;
   private tunnel: Tunnel | null = null;
   private released = false;
+  /** Shutdown has begun: no further request is read on this connection. */
+  private draining = false;
 
   constructor(
     private readonly context: ConnectionContext,
@@ -110,6 +112,13 @@ class HttpProxyConnection implements OwnedConnection {
     this.enterHeadState();
   }
 
+  shutdown(): void {
+    this.draining = true;
+    // Between requests (or with a head still arriving) nothing is in flight: close now. A request
+    // or tunnel in progress finishes, and enterHeadState closes the connection after it.
+    if (this.state === 'head') this.destroy();
+  }
+
   destroy(): void {
     this.dialAbort?.abort();
     if (this.tunnel !== null) this.tunnel.destroy();
@@ -121,6 +130,10 @@ class HttpProxyConnection implements OwnedConnection {
   // --- reading request heads ------------------------------------------------------------------
 
   private enterHeadState(): void {
+    if (this.draining) {
+      this.closeGracefully();
+      return;
+    }
     this.state = 'head';
     this.scannedTo = 0;
     if (this.pending.length > 0) {

@@ -9,8 +9,13 @@ import type { ConnectionBudget } from './connection-budget.js';
 export interface OwnedConnection {
   /** Begins reading from the socket; called once the connection is registered. */
   start(): void;
-  /** Tears the connection down now (shutdown); must be idempotent. */
+  /** Tears the connection down now (end of the shutdown grace); must be idempotent. */
   destroy(): void;
+  /**
+   * Shutdown has begun: a connection with nothing in flight (idle keep-alive, a handshake not yet
+   * at its request) closes now; one carrying a request or tunnel finishes it, then closes.
+   */
+  shutdown(): void;
 }
 
 /**
@@ -36,6 +41,8 @@ export interface ListenerLimits {
 export class ListeningServer {
   readonly server: net.Server;
   private readonly live = new Set<OwnedConnection>();
+  /** Set while close() waits for the last connection to end. */
+  private onEmpty: (() => void) | null = null;
 
   constructor(
     log: Logger,
@@ -79,8 +86,11 @@ export class ListeningServer {
     });
   }
 
-  /** Stops accepting and destroys every live connection. */
-  close(): Promise<void> {
+  /**
+   * Stops accepting, lets open requests and tunnels finish for up to `graceMs`, then destroys what
+   * is left. With no grace every live connection is destroyed at once.
+   */
+  async close(graceMs = 0): Promise<void> {
     const closed = new Promise<void>((resolve) => {
       if (!this.server.listening) {
         resolve();
@@ -88,8 +98,26 @@ export class ListeningServer {
       }
       this.server.close(() => resolve());
     });
+    if (graceMs > 0) {
+      for (const connection of [...this.live]) connection.shutdown();
+      await this.drained(graceMs);
+    }
     for (const connection of [...this.live]) connection.destroy();
-    return closed;
+    await closed;
+  }
+
+  /** Resolves when no connection is left, or after `graceMs`. */
+  private drained(graceMs: number): Promise<void> {
+    if (this.live.size === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.onEmpty = null;
+        resolve();
+      };
+      const timer = setTimeout(done, graceMs);
+      this.onEmpty = done;
+    });
   }
 
   private readonly lifecycle: ConnectionLifecycle = {
@@ -97,6 +125,7 @@ export class ListeningServer {
     // Each connection releases once (their releaseOnce), so the budget is given back exactly once.
     release: (connection) => {
       if (this.live.delete(connection)) this.limits?.budget?.release(connection);
+      if (this.live.size === 0) this.onEmpty?.();
     },
   };
 }

@@ -122,6 +122,8 @@ class Socks5Connection implements OwnedConnection {
   private abandoned = false;
   private tunnel: Tunnel | null = null;
   private released = false;
+  /** The client's CONNECT arrived: from here on the connection has a request in flight. */
+  private connecting = false;
 
   constructor(
     private readonly context: ConnectionContext,
@@ -138,6 +140,11 @@ class Socks5Connection implements OwnedConnection {
     socket.on('close', this.onClose);
     socket.on('end', this.onEndDuringHandshake);
     this.handshakeTimer = setTimeout(this.onHandshakeTimeout, this.context.timeouts.socksHandshakeMs);
+  }
+
+  shutdown(): void {
+    // A tunnel, or a CONNECT being dialled, finishes; a handshake short of its request ends now.
+    if (this.tunnel === null && !this.connecting) this.destroy();
   }
 
   destroy(): void {
@@ -169,6 +176,7 @@ class Socks5Connection implements OwnedConnection {
         this.socket.destroySoon();
         return;
       case 'connect':
+        this.connecting = true;
         this.endHandshake();
         void this.connect(step.target, step.sessionKey, step.rest);
         return;

@@ -1,0 +1,55 @@
+/**
+ * Issue 14, finding 10: `exitpool demo` reads clean. Started as a newcomer would (its own private
+ * network), stopped with Ctrl-C as a terminal sends it (SIGINT to the whole process group): no
+ * tor warning a private network always prints, no tor exiting under the service, no state file
+ * that cannot be written, exit 0.
+ */
+import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { pollUntil } from '../support/fault-processes.js';
+import { servicePorts } from '../support/service-fixture.js';
+
+const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'bin', 'exitpool');
+
+describe('hardening: the demo reads clean (bin/exitpool demo, its own private network)', function () {
+  this.timeout(240_000);
+
+  it('starts without private-network warnings and stops on Ctrl-C in order', async () => {
+    const ports = await servicePorts(4);
+    const child = spawn(process.execPath, [BIN, 'demo'], {
+      // Its own process group, like a shell job: the group gets the SIGINT, as from a terminal.
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        HOME: process.env.HOME ?? '/root',
+        SOCKS_PORT: String(ports.socks),
+        HTTP_PORT: String(ports.http),
+        API_PORT: String(ports.api),
+        INSTANCE_PORT_BASE: String(ports.instanceBase),
+        EXITPOOL_PRIVATE_NETWORK_ONLY: '1',
+      },
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    try {
+      await pollUntil('the demo banner', () => (out.includes('exitpool demo is running') ? true : undefined), 180_000, 200);
+      await pollUntil('every instance bootstrapped', () => ((out.match(/instance bootstrapped/g) ?? []).length >= 4 ? true : undefined), 60_000, 200);
+      const started = out;
+      const warnings = started.split('\n').filter((l) => / warn /.test(l) && !/generated (proxy token|dashboard credentials)/.test(l));
+      expect(warnings, 'warnings at start').to.deep.equal([]);
+
+      process.kill(-(child.pid as number), 'SIGINT');
+      expect(await exited).to.equal(0);
+      const stopping = out.slice(started.length);
+      expect(stopping).to.include('stopped');
+      expect(stopping).to.not.match(/exited unexpectedly|state file|Couldn't|\[warn\]| warn | error /);
+    } finally {
+      if (child.exitCode === null) process.kill(-(child.pid as number), 'SIGKILL');
+    }
+  });
+});
