@@ -2,7 +2,8 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { WORKER_SHUTDOWN_GRACE_MS } from '../../supervisor/cluster/worker-manager.js';
+import { WORKER_EXIT_MARGIN_MS } from '../../supervisor/cluster/worker-manager.js';
+import { DEFAULT_STOP_GRACE_MS } from '../../supervisor/tor/tor-process.js';
 import { ACCOUNTING_FLUSH_MS } from '../../shared/ipc/protocol.js';
 import { curl } from '../support/curl.js';
 import { instances, poolSummary, session, sessions, settledTotals } from '../support/fault-api.js';
@@ -14,7 +15,10 @@ import { TrafficLoops, socksRequest, type RequestRecord } from '../support/fault
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
 
 /** Tor's own SIGTERM grace in the service (supervisor/tor/instance.ts) plus the workers' grace and slack. */
-const SHUTDOWN_DEADLINE_MS = WORKER_SHUTDOWN_GRACE_MS + 10_000 + 5_000;
+// The service drains open connections for SHUTDOWN_GRACE (the streaming request below holds one
+// for the whole grace), then the workers get their exit margin and the tors their stop grace.
+const SHUTDOWN_GRACE_MS = 5_000;
+const SHUTDOWN_DEADLINE_MS = SHUTDOWN_GRACE_MS + WORKER_EXIT_MARGIN_MS + DEFAULT_STOP_GRACE_MS + 5_000;
 
 interface CreatedToken {
   id: string;
@@ -61,7 +65,7 @@ describe('faults: worker processes, DATA_DIR and SIGTERM (real service, private 
     dataDir = path.join(tmpfs.dir, 'data');
     fs.mkdirSync(dataDir, { mode: 0o700 });
     drip = await DripServer.start();
-    svc = await startService({ POOL_SIZE: '3', PROXY_WORKERS: '2', DATA_DIR: dataDir });
+    svc = await startService({ POOL_SIZE: '3', PROXY_WORKERS: '2', DATA_DIR: dataDir, SHUTDOWN_GRACE: `${SHUTDOWN_GRACE_MS}ms` });
     await svc.waitReady(3, 180_000);
     admin = await svc.login();
     proxy.socksPort = svc.socksPort;
