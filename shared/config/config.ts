@@ -29,6 +29,7 @@ export interface Config {
   adminUser: string;
   adminPassword: string | null;
   proxyToken: string | null;
+  signingSecret: string | null;
   loginTtlMs: number;
   loginRateLimit: RateLimit;
   sessionPortBase: number | null;
@@ -36,6 +37,7 @@ export interface Config {
   httpPort: number;
   apiPort: number;
   bindHost: string;
+  apiAllowedHosts: string[];
   instancePortBase: number;
   dataDir: string;
   logLevel: LogLevel;

@@ -110,3 +110,30 @@ export function tokenSecret(raw: string): string {
   }
   return v;
 }
+
+/**
+ * API_ALLOWED_HOSTS: comma-separated host names (no port, no scheme), lowercased, or `*` alone.
+ * Empty means none beyond the built-in ones (IP literals, localhost, BIND_HOST).
+ */
+export function hostList(raw: string): string[] {
+  const names = raw.split(',').map((n) => n.trim().toLowerCase().replace(/\.$/, '')).filter((n) => n !== '');
+  if (names.includes('*')) {
+    if (names.length > 1) throw new Error('* allows every host: list it alone');
+    return ['*'];
+  }
+  for (const name of names) {
+    if (!/^[a-z0-9_](?:[a-z0-9_-]{0,62})(?:\.[a-z0-9_](?:[a-z0-9_-]{0,62}))*$/.test(name) || name.length > 253) {
+      throw new Error(`not a host name: ${JSON.stringify(name)} (names only: no scheme, port or path)`);
+    }
+  }
+  return names;
+}
+
+/** SIGNING_SECRET: at least 32 characters, so it carries as much as the generated one. */
+export function signingSecret(raw: string): string {
+  const v = raw.trim();
+  if (v.length < 32) throw new Error('must be at least 32 characters (for example: openssl rand -base64 32)');
+  if (v.length > 1024) throw new Error('must be at most 1024 characters');
+  if (/[\0-\x1f\x7f]/.test(v)) throw new Error('must not contain control characters');
+  return v;
+}

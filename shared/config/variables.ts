@@ -3,6 +3,8 @@ import { DEFAULT_SESSION_MODES, MAX_POOL_SIZE, defaultProxyWorkers, resolveDataD
 import { LOG_LEVELS } from '../logger.js';
 import {
   durationIn,
+  hostList,
+  signingSecret,
   integerIn,
   nodeList,
   nonEmptyText,
@@ -84,6 +86,8 @@ export const VARIABLES: readonly VariableDefinition[] = [
     description: 'Dashboard password. Wins over the generated one at once, is never written to disk, and clears the stored digest.' }),
   def({ name: 'PROXY_TOKEN', key: 'proxyToken', defaultText: null, defaultDoc: 'none (a token is generated on first boot)', secret: true, parse: tokenSecret,
     description: 'An extra proxy-scoped token from configuration: verified like any token, never persisted, cannot be revoked through the API.' }),
+  def({ name: 'SIGNING_SECRET', key: 'signingSecret', defaultText: null, defaultDoc: 'none (a random secret is kept in DATA_DIR/signing.key)', secret: true, parse: signingSecret,
+    description: 'Secret from which sign-in credentials are signed. When set, nothing in DATA_DIR suffices to forge a sign-in, so a copy of DATA_DIR (a backup, a volume snapshot) grants no admin access; changing it signs everyone out.' }),
   def({ name: 'LOGIN_TTL', key: 'loginTtlMs', defaultText: '12h', parse: durationIn(MINUTE, 30 * DAY),
     description: 'Lifetime of a sign-in credential from POST /api/auth/login.' }),
   def({ name: 'LOGIN_RATE_LIMIT', key: 'loginRateLimit', defaultText: '10/5m', parse: rateLimit(5 * MINUTE),
@@ -95,6 +99,8 @@ export const VARIABLES: readonly VariableDefinition[] = [
   def({ name: 'API_PORT', key: 'apiPort', defaultText: '8080', parse: port, description: 'Management API and dashboard port.' }),
   def({ name: 'BIND_HOST', key: 'bindHost', defaultText: '127.0.0.1', parse: nonEmptyText(255),
     description: 'Address the proxy and API listeners bind. There is no TLS: publish on loopback unless a TLS terminator sits in front.' }),
+  def({ name: 'API_ALLOWED_HOSTS', key: 'apiAllowedHosts', defaultText: '', parse: hostList,
+    description: 'Host names (comma-separated) the API and dashboard answer to besides IP addresses, localhost and BIND_HOST; any other Host header gets 403, so a web page cannot reach the API by re-pointing its own name at this machine (DNS rebinding). Add the name you browse to, e.g. exitpool.internal. * accepts every Host (only behind a proxy that checks it).' }),
   def({ name: 'INSTANCE_PORT_BASE', key: 'instancePortBase', defaultText: '19050', parse: integerIn(1024, 65535 - MAX_POOL_SIZE * 2),
     description: 'Start of the loopback port block of the instances: instance N uses base+2N (SOCKS) and base+2N+1 (control).' }),
   def({ name: 'DATA_DIR', key: 'dataDir', defaultText: './data', parse: (raw) => resolveDataDir(nonEmptyText(4096)(raw)),

@@ -111,6 +111,12 @@ export class AuthStore {
   private readonly config: AuthStoreConfig;
   private readonly fixed: FixedCredentials;
   private readonly tokens: Map<string, StoredToken>;
+  /**
+   * Ids of tokens issued while AUTH_DISABLED: anyone who can reach the API could issue them (there
+   * is no credential to check), so they are never written to auth.json and end with this process.
+   * Listed with source `auth-disabled`.
+   */
+  private readonly memoryOnly = new Set<string>();
   private readonly configToken: ConfigToken | null;
   private readonly log: Logger;
   private readonly now: () => number;
@@ -252,12 +258,12 @@ export class AuthStore {
 
   /** GET /api/tokens: PROXY_TOKEN first (source `config`), then issued tokens oldest first. */
   listTokens(): TokenRecord[] {
-    const stored = [...this.tokens.values()].map((t) => toRecord(t, 'store'));
+    const stored = [...this.tokens.values()].map((t) => toRecord(t, this.memoryOnly.has(t.id) ? 'auth-disabled' : 'store'));
     return this.configToken === null ? stored : [toRecord(this.configToken, 'config'), ...stored];
   }
 
   /**
-   * POST /api/tokens. Resolves after auth.json holds the token. Throws AuthBadRequestError (400),
+   * POST /api/tokens. Resolves after auth.json holds the token (under AUTH_DISABLED: at once, memory only). Throws AuthBadRequestError (400),
    * TokenLimitError (409) or AuthStorePersistError (nothing changed).
    */
   async createToken(request: TokenCreateRequest): Promise<TokenCreation> {
@@ -276,11 +282,13 @@ export class AuthStore {
         digest: digestTokenSecret(secret),
         createdAt: unixSeconds(this.now()),
       };
-      await this.save([...this.tokens.values(), token]);
+      const source: TokenSource = this.config.authDisabled ? 'auth-disabled' : 'store';
+      if (source === 'store') await this.save([...this.persistedTokens(), token]);
+      else this.memoryOnly.add(token.id);
       this.tokens.set(token.id, token);
       this.changed();
-      this.log.info('token issued', { id: token.id, scope });
-      return { token: { ...toRecord(token, 'store'), secret }, snapshots: this.snapshots() };
+      this.log.info('token issued', { id: token.id, scope, source });
+      return { token: { ...toRecord(token, source), secret }, snapshots: this.snapshots() };
     });
   }
 
@@ -294,19 +302,24 @@ export class AuthStore {
     }
     const token = this.tokens.get(id);
     if (token === undefined) throw new TokenNotFoundError(id);
+    const source: TokenSource = this.memoryOnly.delete(id) ? 'auth-disabled' : 'store';
     this.tokens.delete(id);
     this.changed();
-    this.log.info('token revoked', { id, scope: token.scope });
-    const persisted = this.queue.coalesced(() => this.save([...this.tokens.values()]));
+    this.log.info('token revoked', { id, scope: token.scope, source });
+    const persisted = source === 'store' ? this.queue.coalesced(() => this.save([...this.persistedTokens()])) : Promise.resolve();
     // The caller awaits this only after pushing the snapshots; meanwhile a failure must not
     // count as an unhandled rejection. The caller still sees it when it awaits.
     persisted.catch(() => undefined);
-    return { token: toRecord(token, 'store'), snapshots: this.snapshots(), persisted };
+    return { token: toRecord(token, source), snapshots: this.snapshots(), persisted };
   }
 
   /** Resolves when every save queued so far has finished (for shutdown). */
   idle(): Promise<void> {
     return this.queue.idle();
+  }
+
+  private persistedTokens(): StoredToken[] {
+    return [...this.tokens.values()].filter((t) => !this.memoryOnly.has(t.id));
   }
 
   private changed(): void {

@@ -3,6 +3,7 @@ import type { Logger } from 'winston';
 import type { InstanceView, PoolRotateResult, PoolSummary, ResizeResult, SessionRotateResult, SessionView } from '../../shared/api/views.js';
 import { formatDuration, MAX_POOL_SIZE, type Config } from '../../shared/config/index.js';
 import type { ActionResult, CloseRecord, ReleasedRoute, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
+import { IP_SESSION_PREFIX } from '../../shared/api/session-key.js';
 import { serviceVersion } from '../../shared/version.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import { viewOf } from '../sessions/session.js';
@@ -11,8 +12,8 @@ import { StatsHistory } from '../stats/stats-history.js';
 import type { FailureKind, HealthTracker } from './health-tracker.js';
 import type { PoolInstance } from './pool-instance.js';
 
-/** Session keys that DEFAULT_SESSION gives callers who name none. */
-export const IP_SESSION_PREFIX = 'ip:';
+/** Session keys that DEFAULT_SESSION gives callers who name none (IP_SESSION_PREFIX: shared/api/session-key.ts). */
+export { IP_SESSION_PREFIX };
 export const SHARED_SESSION_KEY = 'shared';
 /** Weight of the newest dial latency in an instance's moving average. */
 const LATENCY_EWMA_WEIGHT = 0.2;

@@ -1,9 +1,11 @@
 import { expect } from 'chai';
+import fc from 'fast-check';
 import { MAX_POOL_SIZE } from '../../shared/config/config.js';
 import type { InstanceAction } from '../../shared/ipc/protocol.js';
 import { MAX_JSON_BODY_BYTES } from '../../workers/api/api-app.js';
 import { EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT } from '../../workers/api/route-table.js';
 import { cannedData, cannedHealth, refuse } from '../support/fake-supervisor-ipc.js';
+import { fuzzRuns } from '../support/fuzz-runs.js';
 import { startApiHarness, undocumentedResponses, type ApiHarness, type ApiResponse } from './api-support-harness.js';
 
 /**
@@ -187,6 +189,40 @@ describe('API pool, instances, sessions, events and statistics', function () {
       h.fake.data.sessionPortBase = 20_000;
       expect((await get('/api/sessions/bob', h.storeProxyToken)).json()).to.include({ key: 'bob', instance: 1, session_port: 20_001 });
       expectPlainError(await get('/api/sessions/carol', h.storeProxyToken), 404, 'unknown session');
+    });
+
+    it("a proxy token addresses only its own ip: session: another address's answers as an unknown key does", async () => {
+      const ipSession = (address: string) => ({ ...h.fake.data.sessions[0]!, key: `ip:${address}` });
+      h.fake.data.sessions.push(ipSession('127.0.0.1'), ipSession('10.9.8.7'));
+      const unknown = await get('/api/sessions/never-used', h.storeProxyToken);
+      const mine = await get('/api/sessions/ip:127.0.0.1', h.storeProxyToken);
+      expect(mine.status).to.equal(200);
+      expect(mine.json()).to.include({ key: 'ip:127.0.0.1' });
+      const calls = h.fake.calls.length;
+      for (const [method, suffix] of [['GET', ''], ['POST', '/rotate'], ['POST', '/failure'], ['DELETE', '']] as const) {
+        for (const key of ['ip:10.9.8.7', 'ip:127.0.0.2', 'ip:', 'ip:::1']) {
+          const r = await h.request(`/api/sessions/${encodeURIComponent(key)}${suffix}`, { method, bearer: h.storeProxyToken });
+          expect([r.status, r.text], `${method} ${key}${suffix}`).to.deep.equal([unknown.status, unknown.text]);
+        }
+      }
+      expect(h.fake.calls.length, 'refused before the supervisor is asked').to.equal(calls);
+      // The admin sees and acts on every address session.
+      expect((await get('/api/sessions/ip:10.9.8.7', h.adminToken)).status).to.equal(200);
+      expect((await h.request('/api/sessions/ip:10.9.8.7', { method: 'DELETE', bearer: h.adminToken })).status).to.equal(204);
+    });
+
+    it('property: a proxy token never reaches the supervisor with a foreign ip: key', async () => {
+      await fc.assert(
+        fc.asyncProperty(fc.string({ maxLength: 40 }), async (rest) => {
+          const key = `ip:${rest}`;
+          fc.pre(key !== 'ip:127.0.0.1');
+          const before = h.fake.callsOf('sessions.get').length;
+          const r = await get(`/api/sessions/${encodeURIComponent(key)}`, h.storeProxyToken);
+          expect(r.status).to.be.oneOf([400, 404]);
+          expect(h.fake.callsOf('sessions.get').length).to.equal(before);
+        }),
+        { numRuns: fuzzRuns(100) },
+      );
     });
 
     it('decodes the key from the path; 400 for an over-long key or broken percent-encoding', async () => {

@@ -13,6 +13,7 @@ import type { WorkerManager } from '../../supervisor/cluster/worker-manager.js';
 import { createApiApp } from '../../workers/api/api-app.js';
 import { authRoutes } from '../../workers/api/auth-routes.js';
 import { POOL_ROUTES, type ApiRoute } from '../../workers/api/route-table.js';
+import type { RequestOriginPolicy } from '../../workers/api/request-origin.js';
 import { SseHub, type SseHubOptions } from '../../workers/api/sse-hub.js';
 import { FakeSupervisorIpc, type CannedData } from '../support/fake-supervisor-ipc.js';
 import { documentationGaps, loadOpenApiDocument, type ObservedResponse } from '../support/openapi-document.js';
@@ -40,6 +41,7 @@ export interface HarnessOptions {
   dashboardDir?: string | null;
   data?: CannedData;
   hub?: SseHubOptions;
+  origin?: RequestOriginPolicy;
 }
 
 export interface ApiResponse {
@@ -128,6 +130,7 @@ export async function startApiHarness(options: HarnessOptions = {}): Promise<Api
     hub,
     initialStreamFrames: () => (latestState ? [latestState] : []),
     dashboardDir: options.dashboardDir ?? null,
+    origin: options.origin ?? { bindHost: '127.0.0.1', allowedHosts: [] },
     log,
   });
   const server = http.createServer(app);

@@ -370,6 +370,27 @@ describe('auth store', () => {
     expect(await new LoginChecker(enforced.api).check('admin', generated.adminPassword!)).to.equal(true);
   });
 
+  it('AUTH_DISABLED: tokens issued meanwhile are memory only (source auth-disabled), revocable, and gone after a restart', async () => {
+    const dir = await tempDir();
+    const { store } = await open(configFor(dir, { authDisabled: true }));
+    const onDisk = await fsp.readFile(path.join(dir, 'auth.json'), 'utf8');
+    const minted = await store.createToken({ name: 'minted unauthenticated', scope: 'admin' });
+    expect(minted.token.source).to.equal('auth-disabled');
+    expect(TokenVerifier.fromSnapshot(minted.snapshots.api).verify(minted.token.secret)).to.deep.equal({ id: minted.token.id, scope: 'admin' });
+    expect(store.listTokens().find((t) => t.id === minted.token.id)?.source).to.equal('auth-disabled');
+    expect(await fsp.readFile(path.join(dir, 'auth.json'), 'utf8'), 'auth.json untouched').to.equal(onDisk);
+    const second = await store.createToken({ name: 'another', scope: 'proxy' });
+    const revoked = store.revokeToken(second.token.id);
+    await revoked.persisted;
+    expect(revoked.token.source).to.equal('auth-disabled');
+    expect(store.listTokens().map((t) => t.id)).not.to.include(second.token.id);
+
+    // Restarted with authentication on: the minted token does not exist.
+    const enforced = (await open(configFor(dir))).store;
+    expect(enforced.listTokens().map((t) => t.id)).not.to.include(minted.token.id);
+    expect(TokenVerifier.fromSnapshot(enforced.snapshots().api).verify(minted.token.secret)).to.equal(null);
+  });
+
   it('changing ADMIN_USER, the password or AUTH_DISABLED and restarting invalidates every outstanding sign-in', async () => {
     const dir = await tempDir();
     const signIn = (api: { signingKey: string; adminUser: string }) => new SignInCredentials(api.signingKey, api.adminUser, 3_600_000);

@@ -48,6 +48,7 @@ export async function startApiWorker(ctx: WorkerContext): Promise<RunningWorker>
     hub,
     initialStreamFrames: () => (latestState ? [latestState] : []),
     // dist/workers/api → dist/dashboard (built by Vite next to the compiled server).
+    origin: { bindHost: config.bindHost, allowedHosts: config.apiAllowedHosts },
     dashboardDir: path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'dashboard'),
     log,
   });
