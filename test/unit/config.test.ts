@@ -170,6 +170,8 @@ describe('configuration', () => {
       ['HTTP_PORT', '3128', 3128, '0'],
       ['API_PORT', '8081', 8081, 'http'],
       ['BIND_HOST', '0.0.0.0', '0.0.0.0', ''],
+      ['API_ALLOWED_HOSTS', 'Exitpool.Internal, dash.example.org.', ['exitpool.internal', 'dash.example.org'], 'http://evil.example:80'],
+      ['SIGNING_SECRET', 'q'.repeat(32), 'q'.repeat(32), 'short'],
       ['INSTANCE_PORT_BASE', '40000', 40000, '80'],
       ['DATA_DIR', '/var/lib/exitpool', '/var/lib/exitpool', 'a\u0001'],
       ['LOG_LEVEL', 'debug', 'debug', 'verbose'],
