@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import http from 'node:http';
+import { rawHttp as raw } from '../support/raw-http.js';
 import { startApiHarness, type ApiHarness } from './api-support-harness.js';
 
 /**
@@ -7,25 +7,6 @@ import { startApiHarness, type ApiHarness } from './api-support-harness.js';
  * headers a browser sends (fetch will not let a caller set Host, so this speaks HTTP itself).
  * Both hold with authentication on and with AUTH_DISABLED, where they are the only guard.
  */
-
-interface Raw {
-  status: number;
-  text: string;
-}
-
-function raw(base: string, method: string, pathname: string, headers: Record<string, string>, body?: string): Promise<Raw> {
-  const url = new URL(base);
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: url.hostname, port: url.port, method, path: pathname, headers, setHost: false, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
 
 for (const authDisabled of [false, true]) {
   describe(`API request origin guards (${authDisabled ? 'AUTH_DISABLED' : 'authentication on'})`, function () {
