@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import path from 'node:path';
 import { ADMIN_PASSWORD_BCRYPT_COST, hashAdminPassword } from '../../shared/auth/admin-password.js';
@@ -29,12 +28,16 @@ import {
 } from './errors.js';
 import { AUTH_FILE_MODE, readAuthFile } from './read-auth-file.js';
 import { SerialQueue } from './serial-queue.js';
-import { deriveSigningKey, SIGNING_SECRET_BYTES, type AdminPasswordSource } from './signing-key.js';
+import { deriveSigningKey, type AdminPasswordSource } from './signing-key.js';
+import { loadSigningSecret } from './signing-secret-file.js';
 
 /** Name of the proxy token generated on first boot. */
 export const FIRST_BOOT_TOKEN_NAME = 'generated on first boot';
 
-export type AuthStoreConfig = Pick<Config, 'adminUser' | 'adminPassword' | 'proxyToken' | 'authDisabled' | 'dataDir'>;
+export type AuthStoreConfig = Pick<Config, 'adminUser' | 'adminPassword' | 'proxyToken' | 'authDisabled' | 'dataDir'> & {
+  /** SIGNING_SECRET; unset means the secret kept in DATA_DIR/signing.key. */
+  signingSecret?: string | null;
+};
 
 export interface AuthStoreOptions {
   config: AuthStoreConfig;
@@ -76,7 +79,6 @@ export interface TokenRevocation {
 
 /** What does not change for the life of a store (the admin credentials change only by restart). */
 interface FixedCredentials {
-  signingSecret: string;
   /** The stored digest (null while ADMIN_PASSWORD is set). */
   storedPasswordHash: string | null;
   /** What the API worker compares against: the stored hash, or a hash of ADMIN_PASSWORD made at start. */
@@ -156,7 +158,16 @@ export class AuthStore {
     const generated: GeneratedCredentials = { adminPassword: null, proxyToken: null };
 
     await fsp.mkdir(config.dataDir, { recursive: true, mode: 0o700 });
-    const existing = await readAuthFile(file, log);
+    const parsed = await readAuthFile(file, log);
+    const existing = parsed?.contents ?? null;
+    // Before auth.json is rewritten without it, so a 0.1.0 file's secret is never lost.
+    const signing = await loadSigningSecret({
+      dataDir: config.dataDir,
+      operatorSecret: config.signingSecret ?? null,
+      legacySecret: parsed?.legacySigningSecret ?? null,
+      log,
+      fileSystem: options.fileSystem,
+    });
     const configToken = config.proxyToken === null ? null : configTokenFrom(config.proxyToken, now());
     let changed = false;
     let contents: AuthFileContents;
@@ -170,16 +181,13 @@ export class AuthStore {
         digest: digestTokenSecret(secret),
         createdAt: unixSeconds(now()),
       };
-      contents = {
-        version: AUTH_FILE_VERSION,
-        signingSecret: randomBytes(SIGNING_SECRET_BYTES).toString('base64'),
-        admin: { passwordHash: null },
-        tokens: [token],
-      };
+      contents = { version: AUTH_FILE_VERSION, admin: { passwordHash: null }, tokens: [token] };
       generated.proxyToken = { ...toRecord(token, 'store'), secret };
       changed = true;
     } else {
       contents = existing;
+      // A 0.1.0 file: rewritten without its signing secret (now in signing.key, or unused under SIGNING_SECRET).
+      if (parsed?.legacySigningSecret != null) changed = true;
     }
 
     let passwordSource: AdminPasswordSource;
@@ -213,7 +221,7 @@ export class AuthStore {
     }
 
     const signingKey = deriveSigningKey(
-      Buffer.from(contents.signingSecret, 'base64'),
+      signing.secret,
       config.adminUser,
       passwordSource,
       config.authDisabled,
@@ -222,7 +230,6 @@ export class AuthStore {
       file,
       config,
       fixed: {
-        signingSecret: contents.signingSecret,
         storedPasswordHash: contents.admin.passwordHash,
         effectivePasswordHash,
         signingKey,
@@ -330,7 +337,6 @@ export class AuthStore {
   private async save(tokens: StoredToken[]): Promise<void> {
     const contents: AuthFileContents = {
       version: AUTH_FILE_VERSION,
-      signingSecret: this.fixed.signingSecret,
       admin: { passwordHash: this.fixed.storedPasswordHash },
       tokens,
     };

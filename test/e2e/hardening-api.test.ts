@@ -12,11 +12,37 @@ import os from 'node:os';
 import path from 'node:path';
 import type { TokenRecord } from '../../shared/auth/token-record.js';
 import type { InstanceView, SessionView } from '../../shared/api/views.js';
+import { SignInCredentials } from '../../shared/auth/sign-in-credentials.js';
+import { AuthStore } from '../../supervisor/auth/auth-store.js';
 import { curlSocks } from '../support/curl.js';
 import { apiJson, sessionWhen } from '../support/e2e-proxy-api.js';
 import { socksHttpGet } from '../support/e2e-proxy-socks-client.js';
 import { rawHttp } from '../support/raw-http.js';
-import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
+import { quietLogger } from '../support/quiet-logger.js';
+import { TEST_ADMIN_PASSWORD, TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
+
+/**
+ * What a reader of DATA_DIR can do with a copy of it: open it as exitpool itself does and sign
+ * an admin credential with the key that results (the admin password is the one configured, the
+ * worst case: an attacker who also knows it, or a generated one whose digest is in the copy).
+ */
+async function credentialForgedFromCopyOf(dataDir: string): Promise<string> {
+  const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-e2e-stolen-'));
+  try {
+    // The credential files (tor's directories are no help to a forger).
+    for (const name of fs.readdirSync(dataDir)) {
+      if (fs.statSync(path.join(dataDir, name)).isFile()) fs.copyFileSync(path.join(dataDir, name), path.join(copy, name));
+    }
+    const { store } = await AuthStore.open({
+      config: { adminUser: 'admin', adminPassword: TEST_ADMIN_PASSWORD, proxyToken: null, authDisabled: false, dataDir: copy },
+      log: quietLogger(),
+      bcryptCost: 4,
+    });
+    return new SignInCredentials(store.snapshots().api.signingKey, 'admin', 3_600_000).issueSession().token;
+  } finally {
+    fs.rmSync(copy, { recursive: true, force: true });
+  }
+}
 
 /** What a page on another site sends with a simple (preflight-free) POST. */
 const CROSS_SITE = { origin: 'http://attacker.example', 'sec-fetch-site': 'cross-site', 'content-type': 'text/plain' };
@@ -71,6 +97,15 @@ describe('hardening: API access from other clients and other sites (authenticati
     expect(r.code, r.stderr).to.equal(0);
   });
 
+  it('keeps the signing secret out of auth.json, in a 0600 signing.key; a copy of DATA_DIR still signs in without SIGNING_SECRET (8g)', async () => {
+    const auth = JSON.parse(fs.readFileSync(path.join(svc.dataDir, 'auth.json'), 'utf8')) as Record<string, unknown>;
+    expect(auth).to.not.have.property('signingSecret');
+    expect(fs.statSync(path.join(svc.dataDir, 'signing.key')).mode & 0o777).to.equal(0o600);
+    // Documented, not hidden: without SIGNING_SECRET the directory holds every input of the key.
+    const forged = await credentialForgedFromCopyOf(svc.dataDir);
+    expect((await svc.api('/api/pool', { bearer: forged })).status).to.equal(200);
+  });
+
   it('serves the dashboard with CSP, frame, sniffing and referrer headers, and never its compiled sources or maps (8a)', async () => {
     const page = await svc.api('/');
     expect(page.status).to.equal(200);
@@ -91,6 +126,31 @@ describe('hardening: API access from other clients and other sites (authenticati
       const r = await svc.api(`/assets/${asset}.map`);
       expect(r.status, `${asset}.map`).to.equal(404);
     }
+  });
+});
+
+describe('hardening: with SIGNING_SECRET a copy of DATA_DIR forges nothing (8g)', function () {
+  this.timeout(240_000);
+  let svc: RunningService;
+  let dataDir: string;
+
+  before(async () => {
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-e2e-signing-'));
+    svc = await startService({ POOL_SIZE: '1', DATA_DIR: dataDir, SIGNING_SECRET: 'an operator secret that is long enough 0123456789' });
+    await svc.waitReady(1, 120_000);
+  });
+  after(async () => {
+    expect(await svc?.stop()).to.equal(0);
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('signs in as usual, writes no secret to DATA_DIR, and refuses a credential signed from a copy of it', async () => {
+    const real = await svc.login();
+    expect((await svc.api('/api/pool', { bearer: real })).status).to.equal(200);
+    expect(fs.existsSync(path.join(dataDir, 'signing.key'))).to.equal(false);
+    const forged = await credentialForgedFromCopyOf(dataDir);
+    const r = await svc.api('/api/pool', { bearer: forged });
+    expect(r.status).to.equal(401);
   });
 });
 
