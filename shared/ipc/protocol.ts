@@ -1,5 +1,6 @@
 import type { AuditEvent } from '../api/audit-event.js';
 import type { ApiCredentialSnapshot, ProxyCredentialSnapshot } from '../auth/credential-snapshot.js';
+import type { RateLimitDecision } from '../auth/login-rate-limiter.js';
 import type { CreatedToken, TokenRecord } from '../auth/token-record.js';
 import type {
   FailureResult,
@@ -101,6 +102,8 @@ export interface WorkerRequests extends MethodMap {
   'tokens.list': { params: null; result: TokenRecord[] };
   'tokens.create': { params: { body: unknown }; result: ActionResult<CreatedToken> };
   'tokens.delete': { params: { id: string }; result: ActionResult<null> };
+  /** API worker, per sign-in attempt: count it in its bucket (shared/auth/sign-in-limit.ts) or refuse it. */
+  'signin.attempt': { params: { bucket: string }; result: RateLimitDecision };
 }
 
 /** Requests the supervisor sends to a worker. */
@@ -137,6 +140,8 @@ export interface WorkerNotices extends NoticeMap {
   'start-failed': { setting: string; message: string };
   /** API worker: a successful sign-in, for the audit log (failures are logged, never audited). */
   'signed-in': { user: string; address: string };
+  /** API worker: the attempt counted in `bucket` had the right password; its failures are forgiven. */
+  'signin.succeeded': { bucket: string };
 }
 
 /** Notices from the supervisor (sent to one worker, or to all as a broadcast). */

@@ -259,9 +259,10 @@ describe('configuration', () => {
       expect(loadConfig({ POOL_SIZE: '', ADMIN_PASSWORD: '' }).poolSize).to.equal(5);
     });
     it('keeps secrets out of what workers receive', () => {
-      const c = loadConfig({ ADMIN_PASSWORD: 'hunter22', PROXY_TOKEN: 'tp_abcdefghijklmnopqrstuv' });
+      const c = loadConfig({ ADMIN_PASSWORD: 'hunter22', PROXY_TOKEN: 'tp_abcdefghijklmnopqrstuv', SIGNING_SECRET: 'signing-secret-of-32-characters-or-more' });
       const text = encodeWorkerConfig(c);
       expect(text).not.to.contain('hunter22');
+      expect(text).not.to.contain('signing-secret-of-32');
       expect(text).not.to.contain('tp_abcdefghijklmnopqrstuv');
       expect(decodeWorkerConfig(text)).to.deep.equal(configForWorkers(c));
     });

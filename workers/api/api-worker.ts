@@ -9,6 +9,7 @@ import { createApiApp } from './api-app.js';
 import { authRoutes } from './auth-routes.js';
 import { POOL_ROUTES } from './route-table.js';
 import { SseHub } from './sse-hub.js';
+import { SupervisorSignInLimiter } from './supervisor-sign-in-limiter.js';
 
 /** Requests get this long to finish on shutdown before their sockets are closed. */
 const API_SHUTDOWN_GRACE_MS = 2000;
@@ -27,7 +28,11 @@ const API_DEADLINE_CHECK_MS = 1_000;
 export async function startApiWorker(ctx: WorkerContext): Promise<RunningWorker> {
   const { config, endpoint, log } = ctx;
   const first = (await endpoint.request('credentials.get', null, 10_000)) as ApiCredentialSnapshot;
-  const auth = new ApiAuthenticator(first, { loginTtlMs: config.loginTtlMs, loginRateLimit: config.loginRateLimit });
+  const auth = new ApiAuthenticator(
+    first,
+    { loginTtlMs: config.loginTtlMs, loginRateLimit: config.loginRateLimit },
+    { limiter: new SupervisorSignInLimiter(endpoint) },
+  );
   endpoint.handle('credentials.update', (snapshot) => {
     auth.update(snapshot as ApiCredentialSnapshot);
     return { version: auth.version };

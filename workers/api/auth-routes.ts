@@ -1,4 +1,5 @@
 import type { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
+import { deviceCookieFrom, deviceSetCookie } from '../../shared/auth/device-cookie.js';
 import { HttpError } from './http-error.js';
 import type { ApiRoute } from './route-table.js';
 
@@ -21,11 +22,15 @@ export function authRoutes(auth: () => ApiAuthenticator): ApiRoute[] {
     {
       method: 'POST', path: '/api/auth/login', access: 'public', summary: 'sign in for a session credential',
       handler: async ({ req, ipc, clientIp }) => {
-        const outcome = await auth().signIn(req.body, clientIp);
+        const outcome = await auth().signIn(req.body, clientIp, deviceCookieFrom(req.headers.cookie));
         switch (outcome.kind) {
           case 'signed-in':
             ipc.notify('signed-in', { user: outcome.result.user, address: clientIp });
-            return { status: 200, json: outcome.result };
+            return {
+              status: 200,
+              json: outcome.result,
+              ...(outcome.deviceCookie === null ? {} : { headers: { 'Set-Cookie': deviceSetCookie(outcome.deviceCookie) } }),
+            };
           case 'bad-request':
             throw new HttpError(400, outcome.message);
           case 'refused':
