@@ -52,6 +52,12 @@ export interface CloseRecord {
   failure?: TransportFailureRecord;
   /** Time from routing to the instance's SOCKS success, ms; null when the dial failed. */
   latencyMs: number | null;
+  /**
+   * When the connection ended (Date.now() of the worker; same host, same clock). Records reach
+   * the supervisor a batch later than a client's failure report about the same request: health
+   * orders them by this, not by arrival.
+   */
+  endedAt: number;
 }
 
 /**

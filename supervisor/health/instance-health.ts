@@ -110,12 +110,13 @@ export class InstanceHealth {
   }
 
   /** scored=false for failures that are not the exit's fault (a private destination). */
-  failure(kind: FailureKind, source: FailureSource, scored: boolean, now: number): void {
-    this.dispatch({ type: 'failure', kind, source, scored }, now);
+  failure(kind: FailureKind, source: FailureSource, scored: boolean, now: number, occurredAt?: number): void {
+    this.dispatch({ type: 'failure', kind, source, scored, ...(occurredAt === undefined ? {} : { occurredAt }) }, now);
   }
 
-  success(now: number): void {
-    this.dispatch({ type: 'success' }, now);
+  /** endedAt: when the connection ended (it may be reported a batch later). */
+  success(now: number, endedAt?: number): void {
+    this.dispatch({ type: 'success', ...(endedAt === undefined ? {} : { endedAt }) }, now);
   }
 
   tick(now: number): void {

@@ -19,8 +19,10 @@ export interface HealthTracker {
   /** Failures from rotationStarted until rotationEnded plus ROTATION_GRACE are not scored. */
   rotationStarted(now: number): void;
   rotationEnded(now: number): void;
-  failure(kind: FailureKind, source: FailureSource, scored: boolean, now: number): void;
-  success(now: number): void;
+  /** occurredAt: when the failure happened, when earlier than now (a connection's end). */
+  failure(kind: FailureKind, source: FailureSource, scored: boolean, now: number, occurredAt?: number): void;
+  /** endedAt: when the successful connection ended; it resets the failure run only if after the latest failure. */
+  success(now: number, endedAt?: number): void;
   tick(now: number): void;
   /** false when the state makes a manual quarantine impossible (409). */
   quarantine(now: number): boolean;

@@ -178,10 +178,10 @@ export class Pool extends EventEmitter {
       e.bytesDown += r.bytesDown;
       if (r.latencyMs !== null) e.latencyMs = e.latencyMs === 0 ? r.latencyMs : e.latencyMs + LATENCY_EWMA_WEIGHT * (r.latencyMs - e.latencyMs);
       if (r.ok) {
-        e.health.success(now);
+        e.health.success(now, r.endedAt);
       } else {
         e.failures += 1;
-        e.health.failure('transport', 'transport', r.failure?.scored ?? true, now);
+        e.health.failure('transport', 'transport', r.failure?.scored ?? true, now, r.endedAt);
       }
     }
   }

@@ -110,8 +110,8 @@ describe('pool', () => {
     const inst = routed(pool.route(socks('k'), 3));
     pool.recordCloses(
       [
-        { key: 'k', instance: inst, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 100 },
-        { key: 'k', instance: inst, bytesUp: 1, bytesDown: 0, ok: false, failure: { kind: 'dial', scored: false }, latencyMs: null },
+        { key: 'k', instance: inst, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 100, endedAt: 0 },
+        { key: 'k', instance: inst, bytesUp: 1, bytesDown: 0, ok: false, failure: { kind: 'dial', scored: false }, latencyMs: null, endedAt: 0 },
       ],
       3,
     );
@@ -145,7 +145,7 @@ describe('pool', () => {
     expect(view()).to.include({ active: 2, requests: 0, failures: 0 });
     expect(pool.summary().totals).to.deep.equal({ requests: 0, failures: 0, bytes_up: 0, bytes_down: 0 });
     expect(health.get(inst)!.failures).to.deep.equal([]);
-    pool.recordCloses([{ key: 'k', instance: inst, bytesUp: 1, bytesDown: 2, ok: true, latencyMs: 5 }], 1);
+    pool.recordCloses([{ key: 'k', instance: inst, bytesUp: 1, bytesDown: 2, ok: true, latencyMs: 5, endedAt: 0 }], 1);
     expect(view()).to.include({ active: 1, requests: 1 });
     // One connection is still open on worker 1: its death forgets exactly that one.
     pool.workerGone(1);
