@@ -67,7 +67,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
         bytesDown: s.bytesDown,
         ok: s.ok,
         latencyMs: failure && failure.kind !== 'socks_refused' ? null : s.latencyMs,
-        endedAt: Date.now(),
+        endedAt: s.endedAt ?? Date.now(),
       };
       if (failure) record.failure = failure;
       closes.push(record);

@@ -301,7 +301,7 @@ class HttpProxyConnection implements OwnedConnection {
     const early = this.pending;
     this.pending = EMPTY;
     this.tunnel = new Tunnel(socket, dialed, this.context.timeouts.relayIdleMs, early, (result) => {
-      this.accountClosed(route, routeStarted, result.bytesUp, result.bytesDown, result.failure, dialed.connectMs);
+      this.accountClosed(route, routeStarted, result.bytesUp, result.bytesDown, result.failure, dialed.connectMs, result.endedAt);
       this.releaseOnce();
     });
     this.tunnel.start();
@@ -363,6 +363,7 @@ class HttpProxyConnection implements OwnedConnection {
     bytesDown: number,
     failure: TransportFailure | null,
     latencyMs: number,
+    endedAt?: number,
   ): void {
     this.context.deps.events.connectionClosed(route, 'http', {
       bytesUp,
@@ -371,6 +372,7 @@ class HttpProxyConnection implements OwnedConnection {
       ...(failure !== null ? { failure } : {}),
       latencyMs,
       durationMs: performance.now() - routeStarted,
+      ...(endedAt === undefined ? {} : { endedAt }),
     });
   }
 

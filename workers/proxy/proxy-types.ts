@@ -88,6 +88,8 @@ export interface ConnectionStats {
   latencyMs: number;
   /** Time from the route decision to the end of the connection or request. */
   durationMs: number;
+  /** When the exchange finished (Date.now()), if earlier than the report of the close (a tunnel's first side to end). */
+  endedAt?: number;
 }
 
 /**
