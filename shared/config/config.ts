@@ -2,7 +2,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { LogLevel } from '../logger.js';
 import { LOG_LEVELS } from '../logger.js';
-import type { RateLimit } from './values.js';
+import type { RateLimit, RoutableFloor } from './values.js';
 
 export type DefaultSessionMode = 'ip' | 'random' | 'shared';
 export const DEFAULT_SESSION_MODES: readonly DefaultSessionMode[] = ['ip', 'random', 'shared'];
@@ -16,6 +16,8 @@ export interface Config {
   maxSessions: number;
   quarantineFailures: number;
   quarantineConsecutive: number;
+  minRoutable: RoutableFloor;
+  clientReportBudget: RateLimit;
   failureWindowMs: number;
   pinExitRelay: boolean;
   torMaxCircuitDirtinessMs: number;

@@ -129,6 +129,26 @@ export function hostList(raw: string): string[] {
   return names;
 }
 
+/** MIN_ROUTABLE: a number of instances, or a share of the pool size as N% (1 to 100). */
+export type RoutableFloor = { kind: 'count'; count: number } | { kind: 'share'; percent: number };
+
+export function routableFloor(raw: string): RoutableFloor {
+  const v = raw.trim();
+  const share = /^(\d{1,3})%$/.exec(v);
+  if (share) {
+    const percent = Number(share[1]);
+    if (percent < 1 || percent > 100) throw new Error(`a share must be between 1% and 100%, got ${v}`);
+    return { kind: 'share', percent };
+  }
+  return { kind: 'count', count: integerIn(1, 1000)(v) };
+}
+
+/** The floor for a pool of `size` instances: never below 1, never above the pool. */
+export function routableFloorFor(floor: RoutableFloor, size: number): number {
+  const wanted = floor.kind === 'count' ? floor.count : Math.ceil((floor.percent / 100) * size);
+  return Math.max(1, Math.min(size, wanted));
+}
+
 /** SIGNING_SECRET: at least 32 characters, so it carries as much as the generated one. */
 export function signingSecret(raw: string): string {
   const v = raw.trim();

@@ -12,6 +12,7 @@ import {
   parseBoolean,
   port,
   rateLimit,
+  routableFloor,
   tokenSecret,
   torrcLines,
 } from './values.js';
@@ -60,6 +61,10 @@ export const VARIABLES: readonly VariableDefinition[] = [
     description: 'Quarantine score, in whole unclassified failures within FAILURE_WINDOW; a captcha spends several, a rate limit less than one.' }),
   def({ name: 'QUARANTINE_CONSECUTIVE', key: 'quarantineConsecutive', defaultText: '3', parse: integerIn(1, 1000),
     description: 'Exit-blaming failures in a row (no success between, any kind except rate_limited) that quarantine an instance.' }),
+  def({ name: 'MIN_ROUTABLE', key: 'minRoutable', defaultText: '25%', parse: routableFloor,
+    description: "Floor of routable instances (a number, or a share of POOL_SIZE as N%; at least 1). Client failure reports and failures that depend on the client's destination (refused, unreachable, timed out) never quarantine an instance when that would leave fewer routable; they are still counted. The proxy's own evidence that a tor is unreachable, and manual quarantine, still quarantine." }),
+  def({ name: 'CLIENT_REPORT_BUDGET', key: 'clientReportBudget', defaultText: '30/1m', parse: rateLimit(MINUTE),
+    description: 'Failure reports one credential (a token, a sign-in, or a client address under AUTH_DISABLED) may have scored per window, as N/DURATION. Reports beyond it are answered, counted and audited (scored: false) but weigh nothing, so one client cannot quarantine the pool by itself.' }),
   def({ name: 'FAILURE_WINDOW', key: 'failureWindowMs', defaultText: '5m', parse: durationIn(SECOND, DAY),
     description: 'Sliding window over which failures are weighed for quarantine.' }),
   def({ name: 'PIN_EXIT_RELAY', key: 'pinExitRelay', defaultText: 'false', parse: parseBoolean,

@@ -42,6 +42,9 @@ export interface TransportFailureRecord {
   scored: boolean;
 }
 
+/** Who sent a failure report: one identity per credential (an address only under AUTH_DISABLED). */
+export type FailureReporter = { kind: 'token'; id: string } | { kind: 'sign-in'; user: string } | { kind: 'address'; ip: string };
+
 /** One finished connection (SOCKS) or request (HTTP), sent in batches. */
 export interface CloseRecord {
   key: string | null;
@@ -98,7 +101,8 @@ export interface WorkerRequests extends MethodMap {
   'sessions.list': { params: null; result: SessionView[] };
   'sessions.get': { params: { key: string }; result: ActionResult<SessionView> };
   'sessions.rotate': { params: { key: string; newnym: boolean }; result: ActionResult<SessionRotateResult> };
-  'sessions.failure': { params: { key: string; body: unknown }; result: ActionResult<FailureResult> };
+  /** reporter: the credential behind the report, which CLIENT_REPORT_BUDGET is counted against. */
+  'sessions.failure': { params: { key: string; body: unknown; reporter: FailureReporter }; result: ActionResult<FailureResult> };
   'sessions.delete': { params: { key: string }; result: ActionResult<null> };
   'events.recent': { params: { limit: number }; result: AuditEvent[] };
   'stats.history': { params: { range: 'fine' | 'long' }; result: StatsSample[] };

@@ -42,8 +42,12 @@ export type HealthEvent =
   /** The process died or is restarting outside a remediation. */
   | { type: 'unbootstrapped' }
   /** scored=false: not the exit's fault by the caller's knowledge (a private destination). */
-  /** occurredAt: when it happened (a connection's end), if before the event is handled. */
-  | { type: 'failure'; kind: FailureKind; source: FailureSource; scored: boolean; occurredAt?: number }
+  /**
+   * occurredAt: when it happened (a connection's end), if before the event is handled.
+   * mayQuarantine=false: weigh it, but it must not take the instance out of service (the pool's
+   * routable floor, MIN_ROUTABLE, for evidence that depends on the client).
+   */
+  | { type: 'failure'; kind: FailureKind; source: FailureSource; scored: boolean; occurredAt?: number; mayQuarantine?: boolean }
   /** endedAt: when the successful connection ended; a success older than the latest failure resets nothing. */
   | { type: 'success'; endedAt?: number }
   /** Time passed: the window slides. */
@@ -197,6 +201,7 @@ function onFailure(
   if (!isRoutableState(s.state)) return counted;
   const window = s.window.add(now, event.kind, Math.min(now, event.occurredAt ?? now));
   const next: HealthMachineState = { ...counted, window, state: s.state === 'healthy' ? 'degraded' : s.state };
+  if (event.mayQuarantine === false) return next;
   if (s.state === 'probation') {
     return event.kind === 'rate_limited' ? next : quarantine(next, 'probation', now, config, effects, event.kind);
   }

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'winston';
-import type { InstanceView, PoolRotateResult, PoolSummary, ResizeResult, SessionRotateResult, SessionView } from '../../shared/api/views.js';
+import type { FailureResult, InstanceView, PoolRotateResult, PoolSummary, ResizeResult, SessionRotateResult, SessionView } from '../../shared/api/views.js';
 import { formatDuration, MAX_POOL_SIZE, type Config } from '../../shared/config/index.js';
 import type { ActionResult, CloseRecord, ReleasedRoute, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
 import { IP_SESSION_PREFIX } from '../../shared/api/session-key.js';
@@ -9,6 +9,7 @@ import type { AuditLog } from '../audit/audit-log.js';
 import { viewOf } from '../sessions/session.js';
 import { SessionTable, type Assignment, type Placement } from '../sessions/session-table.js';
 import { StatsHistory } from '../stats/stats-history.js';
+import { dependsOnClient, ReportBudget, reporterKey, RoutableFloorGuard, type Reporter } from './client-evidence.js';
 import type { FailureKind, HealthTracker } from './health-tracker.js';
 import type { PoolInstance } from './pool-instance.js';
 
@@ -66,10 +67,16 @@ export class Pool extends EventEmitter {
   private stopped = false;
   private readonly totals = { requests: 0, failures: 0, bytesUp: 0, bytesDown: 0 };
   private growTimer: NodeJS.Timeout | null = null;
+  private readonly reportBudget: ReportBudget;
+  /** The routable set at the last tick, to notice instances coming back. */
+  private lastRoutable = new Set<number>();
+  private readonly floor: RoutableFloorGuard;
 
   constructor(private readonly deps: PoolDeps) {
     super();
     this.now = deps.now ?? Date.now;
+    this.reportBudget = new ReportBudget(deps.config.clientReportBudget, this.now);
+    this.floor = new RoutableFloorGuard(deps.config.minRoutable, deps.log);
     this.targetSize = deps.config.poolSize;
     this.listening = !(deps.waitForListeners ?? false);
     this.sessions = new SessionTable({ maxSessions: deps.config.maxSessions, ttlMs: deps.config.sessionTtlMs });
@@ -122,6 +129,12 @@ export class Pool extends EventEmitter {
       if (e.instance.ready() && e.instance.responsive() && e.health.routable() && !e.draining && !e.retiring) single = id;
     }
     return { routable, lastResort: single };
+  }
+
+  /** Whether evidence the client controls may take `e` out of service (MIN_ROUTABLE). */
+  private clientEvidenceMayQuarantine(e: Entry): boolean {
+    if (!this.isRoutable(e)) return true;
+    return this.floor.allows(this.placement().routable.length, this.targetSize, e.instance.id);
   }
 
   private isRoutable(e: Entry): boolean {
@@ -181,7 +194,8 @@ export class Pool extends EventEmitter {
         e.health.success(now, r.endedAt);
       } else {
         e.failures += 1;
-        e.health.failure('transport', 'transport', r.failure?.scored ?? true, now, r.endedAt);
+        const mayQuarantine = !dependsOnClient(r.failure) || this.clientEvidenceMayQuarantine(e);
+        e.health.failure('transport', 'transport', r.failure?.scored ?? true, now, { occurredAt: r.endedAt, mayQuarantine });
       }
     }
   }
@@ -217,7 +231,34 @@ export class Pool extends EventEmitter {
     const now = this.now();
     for (const e of this.entries.values()) e.health.tick(now);
     this.sessions.expire(now);
-    this.stats.tick(now, { sessions: this.sessions.size, routable: this.placement().routable.length });
+    const placement = this.placement();
+    this.rebalanceOnReturn(placement);
+    this.stats.tick(now, { sessions: this.sessions.size, routable: placement.routable.length });
+  }
+
+  /**
+   * When an instance joins the routable set (released, remediated, bootstrapped), the sessions
+   * an episode piled onto the others are spread again (SessionTable.rebalance), with one audit
+   * event per instance that sessions moved to, not one per session.
+   */
+  private rebalanceOnReturn(placement: Placement): void {
+    const now = new Set(placement.routable);
+    const returned = placement.routable.some((id) => !this.lastRoutable.has(id));
+    this.lastRoutable = now;
+    if (!returned) return;
+    const moved = this.sessions.rebalance(placement);
+    if (moved.length === 0) return;
+    const byTarget = new Map<number, number>();
+    for (const a of moved) byTarget.set(a.to, (byTarget.get(a.to) ?? 0) + 1);
+    for (const [to, count] of byTarget) {
+      this.deps.audit.record({
+        type: 'assignment',
+        instance: to,
+        session: null,
+        message: `${count} displaced session${count === 1 ? '' : 's'} moved to instance ${to} to rebalance the pool`,
+        details: { to, count, reason: 'rebalance' },
+      });
+    }
   }
 
   // ---- views ----
@@ -432,7 +473,11 @@ export class Pool extends EventEmitter {
     return { routable: fresh.length > 0 ? fresh : others, lastResort: null };
   }
 
-  reportFailure(key: string, kind: FailureKind, reason: string): ActionResult<{ session: string; instance: number; kind: string }> {
+  /**
+   * A client's report about a request through `key`. Scored only within the reporter's budget
+   * (CLIENT_REPORT_BUDGET), and never quarantines below the routable floor (MIN_ROUTABLE).
+   */
+  reportFailure(key: string, kind: FailureKind, reason: string, reporter: Reporter): ActionResult<FailureResult> {
     const s = this.sessions.get(key);
     if (!s) return refuse(404, 'no such session');
     // The report is charged to the instance the session is on now; a quarantine it causes moves
@@ -441,15 +486,16 @@ export class Pool extends EventEmitter {
     const e = this.entries.get(instance);
     const now = this.now();
     s.failures += 1;
+    const scored = this.reportBudget.take(reporter);
     this.deps.audit.record({
       type: 'instance',
       instance,
       session: key,
-      message: `failure reported on instance ${instance}: ${kind}${reason ? ` (${reason})` : ''}`,
-      details: { kind, reason },
+      message: `failure reported on instance ${instance}: ${kind}${reason ? ` (${reason})` : ''}${scored ? '' : ' (not scored: over CLIENT_REPORT_BUDGET)'}`,
+      details: { kind, reason, scored, reporter: reporterKey(reporter) },
     });
-    if (e) e.health.failure(kind, 'client', true, now);
-    return { ok: true, value: { session: key, instance, kind } };
+    if (e) e.health.failure(kind, 'client', scored, now, { mayQuarantine: this.clientEvidenceMayQuarantine(e) });
+    return { ok: true, value: { session: key, instance, kind, scored } };
   }
 
   deleteSession(key: string): ActionResult<null> {
@@ -595,6 +641,7 @@ export class Pool extends EventEmitter {
    */
   beginShutdown(): void {
     for (const e of this.entries.values()) e.health.stop();
+    this.floor.flush();
   }
 
   async stop(): Promise<void> {

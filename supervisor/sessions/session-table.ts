@@ -8,7 +8,10 @@ export interface Placement {
   lastResort: number | null;
 }
 
-export type AssignReason = 'new' | 'unroutable' | 'rotate' | 'drain' | 'quarantine' | 'deleted' | 'retired';
+export type AssignReason = 'new' | 'unroutable' | 'rotate' | 'drain' | 'quarantine' | 'deleted' | 'retired' | 'rebalance';
+
+/** Moves the pool made for its own reasons: the sessions they move may be rebalanced later. */
+const DISPLACING: ReadonlySet<AssignReason> = new Set<AssignReason>(['unroutable', 'drain', 'quarantine', 'retired']);
 
 export interface Assignment {
   key: string;
@@ -142,6 +145,35 @@ export class SessionTable {
     return moved;
   }
 
+  /**
+   * After instances come back (released, remediated, restarted), spreads the sessions an
+   * episode piled onto the rest: while a routable instance holds more than its share (the
+   * sessions on routable instances over their number, rounded up), its displaced sessions with
+   * no live connection move to the least loaded one. Sessions their clients placed or rotated
+   * are never moved, and none is moved while it has a connection: a move changes its exit.
+   */
+  rebalance(placement: Placement): Assignment[] {
+    const routable = placement.routable;
+    if (routable.length < 2) return [];
+    let total = 0;
+    for (const id of routable) total += this.countOn(id);
+    const share = Math.ceil(total / routable.length);
+    const moved: Assignment[] = [];
+    const byLoad = [...routable].sort((a, b) => this.countOn(b) - this.countOn(a));
+    for (const from of byLoad) {
+      if (this.countOn(from) <= share) break;
+      for (const key of this.keysOn(from)) {
+        if (this.countOn(from) <= share) break;
+        const s = this.sessions.get(key) as Session;
+        if (s.displaced !== true || s.active > 0) continue;
+        const to = this.pick({ routable: routable.filter((id) => id !== from), lastResort: null }, from);
+        if (to === null || this.countOn(to) + 1 > share) break;
+        moved.push(this.move(s, to, 'rebalance'));
+      }
+    }
+    return moved;
+  }
+
   delete(key: string): boolean {
     const s = this.sessions.get(key);
     if (!s) return false;
@@ -198,6 +230,7 @@ export class SessionTable {
     this.unindex(s.key, from);
     s.instance = to;
     this.index(s.key, to);
+    s.displaced = DISPLACING.has(reason);
     return { key: s.key, from, to, reason };
   }
 

@@ -273,8 +273,13 @@ describe('API pool, instances, sessions, events and statistics', function () {
       for (const [body, headers, kind] of cases) {
         const r = await h.request('/api/sessions/alice/failure', { method: 'POST', bearer: h.storeProxyToken, headers, ...(body === undefined ? {} : { rawBody: String(body) }) });
         expect(r.status, `${String(body)}: ${r.text}`).to.equal(200);
-        expect(r.json()).to.deep.equal({ session: 'alice', instance: 0, kind });
+        expect(r.json()).to.deep.equal({ session: 'alice', instance: 0, kind, scored: true });
       }
+      // The report names its credential to the supervisor (CLIENT_REPORT_BUDGET counts per credential).
+      const storeTokenId = h.store.listTokens().find((t) => t.source === 'store' && t.scope === 'proxy')!.id;
+      expect(h.fake.callsOf('sessions.failure').at(-1)?.reporter).to.deep.equal({ kind: 'token', id: storeTokenId });
+      await post('/api/sessions/alice/failure', { kind: 'captcha' });
+      expect(h.fake.callsOf('sessions.failure').at(-1)?.reporter).to.deep.equal({ kind: 'sign-in', user: 'operator' });
     });
 
     it('failure: 400 for wrong JSON types, malformed and oversized bodies; 404 for an unknown session', async () => {

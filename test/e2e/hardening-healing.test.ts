@@ -28,6 +28,7 @@ describe("hardening: the scraper's loop (request, report at once) keeps its cons
       // A quarantine starts with a new circuit, and failures right after a rotation are not
       // scored for ROTATION_GRACE: the next round may land on the instance just released.
       ROTATION_GRACE: '0s',
+      CLIENT_REPORT_BUDGET: '1000/1m',
     });
     await svc.waitReady(POOL_SIZE, 120_000);
     api = await HealApi.signIn(svc);

@@ -214,7 +214,7 @@ export class FakeSupervisorIpc {
       }
       const s = session(key);
       if (!s) return refuse(404, 'no such session');
-      return accept({ session: key, instance: s.instance, kind: report.kind });
+      return accept({ session: key, instance: s.instance, kind: report.kind, scored: true });
     });
     this.on('sessions.delete', ({ key }) => {
       const before = d().sessions.length;

@@ -225,7 +225,7 @@ describe('docs/openapi.yaml', () => {
         if (!one.ok) throw new Error('no session');
         expectConforms(doc, 'Session', one.value);
         expect('session_port' in one.value).to.equal('SESSION_PORT_BASE' in env);
-        const failure = pool.reportFailure('alice', 'captcha', 'a challenge page');
+        const failure = pool.reportFailure('alice', 'captcha', 'a challenge page', { kind: 'token', id: 'test' });
         if (!failure.ok) throw new Error('failure refused');
         expectConforms(doc, 'FailureResult', failure.value);
         const rotated = await pool.rotateSession('alice', true);

@@ -1,6 +1,6 @@
 import type { Request } from 'express';
 import { MAX_POOL_SIZE } from '../../shared/config/index.js';
-import type { ActionResult, InstanceAction, WorkerEndpoint } from '../../shared/ipc/protocol.js';
+import type { ActionResult, FailureReporter, InstanceAction, WorkerEndpoint } from '../../shared/ipc/protocol.js';
 import { IP_SESSION_PREFIX, isAddressSessionKey } from '../../shared/api/session-key.js';
 import { hasScope } from '../../shared/auth/principal.js';
 import type { Access, Principal } from './access.js';
@@ -49,6 +49,20 @@ function addressableSessionKey(ctx: RouteContext): string {
     throw new HttpError(404, NO_SUCH_SESSION);
   }
   return key;
+}
+
+/** The credential a failure report is counted against (CLIENT_REPORT_BUDGET). */
+function reporterOf(ctx: RouteContext): FailureReporter {
+  const p = ctx.principal;
+  switch (p.kind) {
+    case 'token':
+      return { kind: 'token', id: p.id };
+    case 'session':
+    case 'ticket':
+      return { kind: 'sign-in', user: p.user };
+    case 'anonymous-auth-disabled':
+      return { kind: 'address', ip: ctx.clientIp };
+  }
 }
 
 function unwrap<T>(r: ActionResult<T>): T {
@@ -127,7 +141,7 @@ export const POOL_ROUTES: readonly ApiRoute[] = [
   {
     method: 'POST', path: '/api/sessions/:key/failure', access: 'proxy', summary: 'report a failure seen through the session',
     handler: async (ctx) =>
-      ok(unwrap(await ctx.ipc.request('sessions.failure', { key: addressableSessionKey(ctx), body: ctx.req.body ?? null }))),
+      ok(unwrap(await ctx.ipc.request('sessions.failure', { key: addressableSessionKey(ctx), body: ctx.req.body ?? null, reporter: reporterOf(ctx) }))),
   },
   {
     method: 'DELETE', path: '/api/sessions/:key', access: 'proxy', summary: 'unpin the session',
