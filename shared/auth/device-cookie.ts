@@ -46,8 +46,10 @@ export class DeviceCookies {
     const issued = Number(issuedText);
     const age = Math.floor(this.now() / 1000) - issued;
     if (age < 0 || age > DEVICE_COOKIE_TTL_SECONDS) return null;
-    const expected = mac(this.key, deviceId, issued, user);
-    const given = Buffer.from(tag, 'base64url');
+    // Compared as canonical text: base64 leaves two bits of the last character unused, so two
+    // spellings decode to the same bytes, and only the one we issued is the cookie.
+    const expected = Buffer.from(mac(this.key, deviceId, issued, user).toString('base64url'));
+    const given = Buffer.from(tag);
     return given.length === expected.length && timingSafeEqual(given, expected) ? deviceId : null;
   }
 }

@@ -9,6 +9,7 @@ import type { AuditLog } from '../audit/audit-log.js';
 import { viewOf } from '../sessions/session.js';
 import { SessionTable, type Assignment, type Placement } from '../sessions/session-table.js';
 import { StatsHistory } from '../stats/stats-history.js';
+import { PendingSuccesses } from './pending-successes.js';
 import { dependsOnClient, ReportBudget, reporterKey, RoutableFloorGuard, type Reporter } from './client-evidence.js';
 import type { FailureKind, HealthTracker } from './health-tracker.js';
 import type { PoolInstance } from './pool-instance.js';
@@ -68,8 +69,7 @@ export class Pool extends EventEmitter {
   private readonly totals = { requests: 0, failures: 0, bytesUp: 0, bytesDown: 0 };
   private growTimer: NodeJS.Timeout | null = null;
   private readonly reportBudget: ReportBudget;
-  /** The routable set at the last tick, to notice instances coming back. */
-  private lastRoutable = new Set<number>();
+  private readonly pendingSuccesses = new PendingSuccesses();
   private readonly floor: RoutableFloorGuard;
 
   constructor(private readonly deps: PoolDeps) {
@@ -191,7 +191,9 @@ export class Pool extends EventEmitter {
       e.bytesDown += r.bytesDown;
       if (r.latencyMs !== null) e.latencyMs = e.latencyMs === 0 ? r.latencyMs : e.latencyMs + LATENCY_EWMA_WEIGHT * (r.latencyMs - e.latencyMs);
       if (r.ok) {
-        e.health.success(now, r.endedAt);
+        // A session's success waits SUCCESS_REPORT_GRACE_MS for a report about it.
+        if (r.key !== null) this.pendingSuccesses.hold(r.instance, r.key, Math.min(now, r.endedAt));
+        else e.health.success(now, r.endedAt);
       } else {
         e.failures += 1;
         const mayQuarantine = !dependsOnClient(r.failure) || this.clientEvidenceMayQuarantine(e);
@@ -229,23 +231,22 @@ export class Pool extends EventEmitter {
 
   tick(): void {
     const now = this.now();
+    this.pendingSuccesses.release(now, (id, endedAt) => this.entries.get(id)?.health.success(now, endedAt));
     for (const e of this.entries.values()) e.health.tick(now);
     this.sessions.expire(now);
     const placement = this.placement();
-    this.rebalanceOnReturn(placement);
+    this.rebalanceDisplaced(placement);
     this.stats.tick(now, { sessions: this.sessions.size, routable: placement.routable.length });
   }
 
   /**
-   * When an instance joins the routable set (released, remediated, bootstrapped), the sessions
-   * an episode piled onto the others are spread again (SessionTable.rebalance), with one audit
-   * event per instance that sessions moved to, not one per session.
+   * Spreads the sessions an episode piled onto some instances once others are back
+   * (SessionTable.rebalance), every tick while any session is displaced: transitions can come
+   * and go between two ticks, so the state is checked, not the transition. One audit event per
+   * instance that sessions moved to, not one per session.
    */
-  private rebalanceOnReturn(placement: Placement): void {
-    const now = new Set(placement.routable);
-    const returned = placement.routable.some((id) => !this.lastRoutable.has(id));
-    this.lastRoutable = now;
-    if (!returned) return;
+  private rebalanceDisplaced(placement: Placement): void {
+    if (this.sessions.displacedCount === 0) return;
     const moved = this.sessions.rebalance(placement);
     if (moved.length === 0) return;
     const byTarget = new Map<number, number>();
@@ -486,6 +487,7 @@ export class Pool extends EventEmitter {
     const e = this.entries.get(instance);
     const now = this.now();
     s.failures += 1;
+    this.pendingSuccesses.reported(instance, key, now);
     const scored = this.reportBudget.take(reporter);
     this.deps.audit.record({
       type: 'instance',
@@ -630,6 +632,7 @@ export class Pool extends EventEmitter {
       await e.instance.stop();
     } finally {
       this.entries.delete(id);
+      this.pendingSuccesses.forgetInstance(id);
       this.deps.audit.record({ type: 'instance', instance: id, message: `instance ${id} removed` });
       this.emit('instances-changed', this.instanceIds());
     }

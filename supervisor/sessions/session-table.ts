@@ -38,6 +38,7 @@ export interface CloseRecord {
 export class SessionTable {
   private readonly sessions = new Map<string, Session>();
   private readonly byInstance = new Map<number, Set<string>>();
+  private displaced = 0;
 
   constructor(
     private readonly options: { maxSessions: number; ttlMs: number; random?: () => number },
@@ -45,6 +46,11 @@ export class SessionTable {
 
   get size(): number {
     return this.sessions.size;
+  }
+
+  /** Sessions the pool moved for its own reasons and has not moved back or seen rotated since. */
+  get displacedCount(): number {
+    return this.displaced;
   }
 
   get(key: string): Session | undefined {
@@ -177,8 +183,7 @@ export class SessionTable {
   delete(key: string): boolean {
     const s = this.sessions.get(key);
     if (!s) return false;
-    this.sessions.delete(key);
-    this.unindex(key, s.instance);
+    this.remove(s);
     return true;
   }
 
@@ -189,8 +194,7 @@ export class SessionTable {
       // Entries are in last-seen order, so the first one still inside the TTL ends the scan.
       if (now - s.lastSeen < this.options.ttlMs) break;
       if (s.active > 0) continue;
-      this.sessions.delete(s.key);
-      this.unindex(s.key, s.instance);
+      this.remove(s);
       removed.push(s.key);
     }
     return removed;
@@ -199,8 +203,7 @@ export class SessionTable {
   private evictOne(): boolean {
     for (const s of this.sessions.values()) {
       if (s.active > 0) continue;
-      this.sessions.delete(s.key);
-      this.unindex(s.key, s.instance);
+      this.remove(s);
       return true;
     }
     return false;
@@ -230,8 +233,20 @@ export class SessionTable {
     this.unindex(s.key, from);
     s.instance = to;
     this.index(s.key, to);
-    s.displaced = DISPLACING.has(reason);
+    this.setDisplaced(s, DISPLACING.has(reason));
     return { key: s.key, from, to, reason };
+  }
+
+  private setDisplaced(s: Session, displaced: boolean): void {
+    if ((s.displaced === true) !== displaced) this.displaced += displaced ? 1 : -1;
+    s.displaced = displaced;
+  }
+
+  /** Every way a session leaves the table. */
+  private remove(s: Session): void {
+    this.sessions.delete(s.key);
+    this.unindex(s.key, s.instance);
+    this.setDisplaced(s, false);
   }
 
   private touch(s: Session): void {

@@ -17,6 +17,7 @@ import type { RequestOriginPolicy } from '../../workers/api/request-origin.js';
 import { SseHub, type SseHubOptions } from '../../workers/api/sse-hub.js';
 import { FakeSupervisorIpc, type CannedData } from '../support/fake-supervisor-ipc.js';
 import { documentationGaps, loadOpenApiDocument, type ObservedResponse } from '../support/openapi-document.js';
+import type { Logger } from '../../shared/logger.js';
 import { quietLogger } from '../support/quiet-logger.js';
 
 /**
@@ -42,6 +43,8 @@ export interface HarnessOptions {
   data?: CannedData;
   hub?: SseHubOptions;
   origin?: RequestOriginPolicy;
+  /** The logger of the routes (quiet by default). */
+  log?: Logger;
 }
 
 export interface ApiResponse {
@@ -122,7 +125,7 @@ export async function startApiHarness(options: HarnessOptions = {}): Promise<Api
   });
   fake.worker.onNotice('event', (event) => hub.publish('event', event));
 
-  const routes = [...authRoutes(() => auth), ...POOL_ROUTES];
+  const routes = [...authRoutes(() => auth, options.log ?? log), ...POOL_ROUTES];
   const app = createApiApp({
     routes,
     authenticator: () => auth,

@@ -49,7 +49,7 @@ function routeTable(): TableRoute[] {
     throw new Error('handlers are not called here');
   };
   return [
-    ...[...authRoutes(unused), ...POOL_ROUTES].map((r) => ({ method: r.method, path: openApiPath(r.path), access: r.access })),
+    ...[...authRoutes(unused, quietLogger()), ...POOL_ROUTES].map((r) => ({ method: r.method, path: openApiPath(r.path), access: r.access })),
     // Mounted by createApiApp next to the table: the stream, and the public operational paths.
     { method: 'GET', path: '/api/stream', access: 'stream' },
     { method: 'GET', path: '/health', access: 'public' },

@@ -118,6 +118,9 @@ describe('pool', () => {
     const s = pool.summary();
     expect(s.totals).to.deep.equal({ requests: 2, failures: 1, bytes_up: 11, bytes_down: 20 });
     const h = health.get(inst)!;
+    // A session's success reaches health after SUCCESS_REPORT_GRACE_MS (it ended long ago here).
+    expect(h.successes).to.equal(0);
+    pool.tick();
     expect(h.successes).to.equal(1);
     expect(h.failures).to.deep.equal([{ kind: 'transport', source: 'transport', scored: false, mayQuarantine: true }]);
   });

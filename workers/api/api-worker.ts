@@ -47,7 +47,7 @@ export async function startApiWorker(ctx: WorkerContext): Promise<RunningWorker>
   endpoint.onNotice('event', (event) => hub.publish('event', event));
 
   const app = createApiApp({
-    routes: [...authRoutes(() => auth), ...POOL_ROUTES],
+    routes: [...authRoutes(() => auth, log), ...POOL_ROUTES],
     authenticator: () => auth,
     ipc: endpoint,
     hub,
