@@ -61,7 +61,7 @@ export function attachWorker(h: WorkerHandle, d: WorkerIpcDeps): void {
     return pool.reportFailure(key, report.kind, report.reason, reporter);
   });
   ep.handle('sessions.delete', ({ key }) => pool.deleteSession(key));
-  ep.handle('events.recent', ({ limit }) => d.audit.recent(limit));
+  ep.handle('events.recent', ({ limit, types }) => d.audit.recent(limit, types));
   ep.handle('stats.history', ({ range }) => pool.stats.series(range));
   ep.handle('metrics.text', () => d.metrics.text());
 }

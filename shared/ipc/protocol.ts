@@ -1,4 +1,4 @@
-import type { AuditEvent } from '../api/audit-event.js';
+import type { AuditEvent, AuditType } from '../api/audit-event.js';
 import type { ApiCredentialSnapshot, ProxyCredentialSnapshot } from '../auth/credential-snapshot.js';
 import type { RateLimitDecision } from '../auth/login-rate-limiter.js';
 import type { CreatedToken, TokenRecord } from '../auth/token-record.js';
@@ -104,7 +104,8 @@ export interface WorkerRequests extends MethodMap {
   /** reporter: the credential behind the report, which CLIENT_REPORT_BUDGET is counted against. */
   'sessions.failure': { params: { key: string; body: unknown; reporter: FailureReporter }; result: ActionResult<FailureResult> };
   'sessions.delete': { params: { key: string }; result: ActionResult<null> };
-  'events.recent': { params: { limit: number }; result: AuditEvent[] };
+  /** types: only these audit types (all when absent). */
+  'events.recent': { params: { limit: number; types?: AuditType[] }; result: AuditEvent[] };
   'stats.history': { params: { range: 'fine' | 'long' }; result: StatsSample[] };
   'metrics.text': { params: null; result: { contentType: string; text: string } };
   /** At start, before listening: the worker's credential snapshot (proxy or API, by role). */

@@ -81,22 +81,25 @@ export class AuditLog extends EventEmitter {
     return event;
   }
 
-  /** Newest first, both classes merged by id. */
-  recent(limit = AUDIT_DEFAULT_LIMIT): AuditEvent[] {
+  /** Newest first, both classes merged by id; only `types` when given. */
+  recent(limit = AUDIT_DEFAULT_LIMIT, types?: readonly AuditType[]): AuditEvent[] {
     const { session, operator } = this.rings;
+    const wanted = types === undefined ? null : new Set(types);
     const out: AuditEvent[] = [];
     let i = 0;
     let j = 0;
     while (out.length < limit && (i < session.size || j < operator.size)) {
       const a = i < session.size ? session.newest(i) : undefined;
       const b = j < operator.size ? operator.newest(j) : undefined;
+      let next: AuditEvent;
       if (b === undefined || (a !== undefined && a.id > b.id)) {
-        out.push(a as AuditEvent);
+        next = a as AuditEvent;
         i++;
       } else {
-        out.push(b);
+        next = b;
         j++;
       }
+      if (wanted === null || wanted.has(next.type)) out.push(next);
     }
     return out;
   }

@@ -317,6 +317,16 @@ describe('API pool, instances, sessions, events and statistics', function () {
       }
     });
 
+    it('lists only the audit types asked for; an unknown type is a 400', async () => {
+      const r = await get('/api/events?type=auth,quarantine&limit=5');
+      expect(r.status).to.equal(200);
+      expect(h.fake.callsOf('events.recent').at(-1)).to.deep.equal({ limit: 5, types: ['auth', 'quarantine'] });
+      expect((r.json() as { type: string }[]).every((e) => e.type === 'auth' || e.type === 'quarantine')).to.equal(true);
+      await withoutIpc('events.recent', async () => {
+        for (const q of ['', 'nope', 'auth,', 'AUTH', 'auth&type=rotate', 'x'.repeat(300)]) expectPlainError(await get(`/api/events?type=${q}`), 400, `type=${q}`);
+      });
+    });
+
     it('refuses a bad limit with 400', async () => {
       await withoutIpc('events.recent', async () => {
         for (const q of ['0', String(EVENTS_MAX_LIMIT + 1), '-1', '1.5', 'abc', '', '1e2', '10&limit=20', '9999999999']) {

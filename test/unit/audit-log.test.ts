@@ -46,6 +46,7 @@ describe('audit log', () => {
     const ids = all.map((e) => e.id);
     expect(ids).to.deep.equal([...ids].sort((a, b) => b - a));
     expect(log.recent(2).map((e) => e.message)).to.deep.equal(['moved 999', 'failure reported 999']);
+    expect(log.recent(10, ['auth', 'quarantine']).map((e) => e.message)).to.deep.equal(['quarantined', 'signed in']);
   });
 
   it('classes: session events are assignments, rotates and reports about a session', () => {

@@ -159,7 +159,7 @@ describe('sign-in', () => {
       expect(outcome.result.user).to.equal('admin');
       expect(auth.authenticate({ authorization: `Bearer ${outcome.result.token}` })).to.deep.equal({
         ok: true,
-        principal: { kind: 'session', user: 'admin' },
+        principal: { kind: 'session', user: 'admin', expires: outcome.result.expires },
       });
     });
 
@@ -245,7 +245,8 @@ describe('sign-in', () => {
 
       // On the stream, as the query parameter: admitted as a ticket principal with no scope.
       const onStream = auth.authenticate({ authorization: undefined, ticket, allowTicket: true });
-      expect(onStream).to.deep.equal({ ok: true, principal: { kind: 'ticket', user: 'admin' } });
+      // It carries the expiry of the sign-in behind it: the stream it opens ends then.
+      expect(onStream).to.deep.equal({ ok: true, principal: { kind: 'ticket', user: 'admin', sessionExpires: signedIn.result.expires } });
       // Anywhere else the query parameter is not looked at.
       expect(auth.authenticate({ authorization: undefined, ticket })).to.deep.equal({ ok: false, reason: 'missing' });
       // As a bearer credential it is not a session credential (so it cannot reach the ticket route).

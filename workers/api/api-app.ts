@@ -10,7 +10,7 @@ import { HttpError, forbidden, notFound } from './http-error.js';
 import type { ApiRoute, Reply } from './route-table.js';
 import { requestOriginGuard, type RequestOriginPolicy } from './request-origin.js';
 import { securityHeaders } from './security-headers.js';
-import { SseHub } from './sse-hub.js';
+import { SseHub, type StreamCredential } from './sse-hub.js';
 import { clientIpOf } from '../proxy/client-address.js';
 
 /** Largest JSON body the API reads; anything bigger is a 400 before it is parsed. */
@@ -75,7 +75,7 @@ export function createApiApp(o: ApiAppOptions): express.Express {
   }
 
   app.get('/api/stream', guard('stream', o.authenticator), (_req, res) => {
-    o.hub.subscribe(res, o.initialStreamFrames());
+    o.hub.subscribe(res, o.initialStreamFrames(), streamCredentialOf(res.locals.principal as Principal));
   });
 
   // Unmatched /api/ paths (and /api itself): authenticated first, then 404; never the dashboard.
@@ -119,6 +119,20 @@ export function createApiApp(o: ApiAppOptions): express.Express {
     res.status(e.status).type('text/plain').send(`${e.message}\n`);
   });
   return app;
+}
+
+/** What ends a stream: its token's revocation, or the expiry of the sign-in behind it. */
+function streamCredentialOf(p: Principal): StreamCredential {
+  switch (p.kind) {
+    case 'token':
+      return { tokenId: p.id };
+    case 'session':
+      return p.expires === undefined ? {} : { expiresAt: p.expires * 1000 };
+    case 'ticket':
+      return p.sessionExpires === undefined ? {} : { expiresAt: p.sessionExpires * 1000 };
+    case 'anonymous-auth-disabled':
+      return {};
+  }
 }
 
 function toHttpError(err: unknown): HttpError {

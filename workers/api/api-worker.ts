@@ -8,6 +8,7 @@ import type { RunningWorker, WorkerContext } from '../worker-context.js';
 import { createApiApp } from './api-app.js';
 import { authRoutes } from './auth-routes.js';
 import { POOL_ROUTES } from './route-table.js';
+import { credentialUpdateHandler } from './credential-updates.js';
 import { SseHub } from './sse-hub.js';
 import { SupervisorSignInLimiter } from './supervisor-sign-in-limiter.js';
 
@@ -33,12 +34,8 @@ export async function startApiWorker(ctx: WorkerContext): Promise<RunningWorker>
     { loginTtlMs: config.loginTtlMs, loginRateLimit: config.loginRateLimit },
     { limiter: new SupervisorSignInLimiter(endpoint) },
   );
-  endpoint.handle('credentials.update', (snapshot) => {
-    auth.update(snapshot as ApiCredentialSnapshot);
-    return { version: auth.version };
-  });
-
   const hub = new SseHub();
+  endpoint.handle('credentials.update', credentialUpdateHandler(auth, hub));
   let latestState: string | null = null;
   endpoint.onNotice('state', (snapshot) => {
     latestState = SseHub.frame('state', snapshot);

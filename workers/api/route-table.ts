@@ -5,7 +5,7 @@ import { IP_SESSION_PREFIX, isAddressSessionKey } from '../../shared/api/session
 import { hasScope } from '../../shared/auth/principal.js';
 import type { Access, Principal } from './access.js';
 import { HttpError, badRequest } from './http-error.js';
-import { booleanQuery, instanceId, integerQuery, sessionKey } from './query-values.js';
+import { auditTypesQuery, booleanQuery, instanceId, integerQuery, sessionKey } from './query-values.js';
 
 /** Audit ring bounds, mirrored from the supervisor's constants (asserted equal in a test). */
 export const EVENTS_DEFAULT_LIMIT = 100;
@@ -154,7 +154,8 @@ export const POOL_ROUTES: readonly ApiRoute[] = [
     method: 'GET', path: '/api/events', access: 'admin', summary: 'audit log, newest first',
     handler: async ({ req, ipc }) => {
       const limit = integerQuery('limit', req.query.limit, EVENTS_DEFAULT_LIMIT, 1, EVENTS_MAX_LIMIT);
-      return ok(await ipc.request('events.recent', { limit }));
+      const types = auditTypesQuery(req.query.type);
+      return ok(await ipc.request('events.recent', types === null ? { limit } : { limit, types }));
     },
   },
   {
