@@ -107,7 +107,7 @@ export const VARIABLES: readonly VariableDefinition[] = [
   def({ name: 'API_ALLOWED_HOSTS', key: 'apiAllowedHosts', defaultText: '', parse: hostList,
     description: 'Host names (comma-separated) the API and dashboard answer to besides IP addresses, localhost and BIND_HOST; any other Host header gets 403, so a web page cannot reach the API by re-pointing its own name at this machine (DNS rebinding). Add the name you browse to, e.g. exitpool.internal. * accepts every Host (only behind a proxy that checks it).' }),
   def({ name: 'INSTANCE_PORT_BASE', key: 'instancePortBase', defaultText: '19050', parse: integerIn(1024, 65535 - MAX_POOL_SIZE * 2),
-    description: 'Start of the loopback port block of the instances: instance N uses base+2N (SOCKS) and base+2N+1 (control).' }),
+    description: "Start of a loopback port block kept for the instances' fallback listeners. Each tor's SocksPort and control port are Unix sockets in its private data directory (DATA_DIR/tor/N, mode 0700), which no other user can reach; only when DATA_DIR is so deep that a socket path would pass 107 bytes does instance N listen on TCP base+2N (SOCKS) and base+2N+1 (control), where any local user could connect (a warning says so)." }),
   def({ name: 'DATA_DIR', key: 'dataDir', defaultText: './data', parse: (raw) => resolveDataDir(nonEmptyText(4096)(raw)),
     description: 'State directory: auth.json and one tor DataDirectory per instance. Make it persistent to keep credentials.' }),
   def({ name: 'LOG_LEVEL', key: 'logLevel', defaultText: 'info', parse: oneOf(LOG_LEVELS),

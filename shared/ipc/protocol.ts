@@ -31,7 +31,11 @@ export interface RouteParams {
 }
 
 export type RouteResult =
-  | { ok: true; instance: number; host: string; port: number; key: string | null }
+  /**
+   * path: the instance's Unix-socket SocksPort, which the worker dials (host and port then name
+   * its unused TCP fallback); without it, host:port is a TCP SocksPort (DATA_DIR too deep for a socket path).
+   */
+  | { ok: true; instance: number; host: string; port: number; path?: string; key: string | null }
   | { ok: false; reason: 'no_routable_instance' | 'session_limit' };
 
 /** How a transport-level failure is classified by the proxy worker. */

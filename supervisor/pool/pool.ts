@@ -46,6 +46,11 @@ export interface PoolDeps {
   waitForListeners?: boolean;
 }
 
+/** Where a worker dials an instance: its Unix socket when it has one. */
+function socksOf(i: PoolInstance): { host: string; port: number; path?: string } {
+  return i.socksPath !== null ? { host: i.socksHost, port: i.socksPort, path: i.socksPath } : { host: i.socksHost, port: i.socksPort };
+}
+
 type Refusal = { ok: false; error: { status: 400 | 404 | 409 | 503; message: string } };
 const refuse = (status: 400 | 404 | 409 | 503, message: string): Refusal => ({ ok: false, error: { status, message } });
 
@@ -146,7 +151,7 @@ export class Pool extends EventEmitter {
     if (p.listener === 'session-port') {
       const e = p.instance === undefined ? undefined : this.entries.get(p.instance);
       if (!e || !this.isRoutable(e)) return { ok: false, reason: 'no_routable_instance' };
-      return { ok: true, instance: e.instance.id, host: e.instance.socksHost, port: e.instance.socksPort, key: null };
+      return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key: null };
     }
     const mode = this.deps.config.defaultSession;
     let key = p.key;
@@ -158,7 +163,7 @@ export class Pool extends EventEmitter {
       const ids = placement.routable.length > 0 ? placement.routable : placement.lastResort !== null ? [placement.lastResort] : [];
       if (ids.length === 0) return { ok: false, reason: 'no_routable_instance' };
       const e = this.entries.get(ids[Math.floor(Math.random() * ids.length)] as number) as Entry;
-      return { ok: true, instance: e.instance.id, host: e.instance.socksHost, port: e.instance.socksPort, key: null };
+      return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key: null };
     }
     const outcome = this.sessions.route(key, placement, now);
     if (!outcome.ok) return { ok: false, reason: outcome.reason };
@@ -167,7 +172,7 @@ export class Pool extends EventEmitter {
     let open = this.openByWorker.get(workerSlot);
     if (!open) this.openByWorker.set(workerSlot, (open = new Map()));
     open.set(key, (open.get(key) ?? 0) + 1);
-    return { ok: true, instance: e.instance.id, host: e.instance.socksHost, port: e.instance.socksPort, key };
+    return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key };
   }
 
   /** A batch of finished connections from one worker. */
@@ -325,7 +330,7 @@ export class Pool extends EventEmitter {
       pid: i.pid() ?? 0,
       uptime_secs: i.uptimeSecs(),
       sessions: this.sessions.countOn(i.id),
-      socks_addr: `${i.socksHost}:${i.socksPort}`,
+      socks_addr: i.socksPath !== null ? `unix:${i.socksPath}` : `${i.socksHost}:${i.socksPort}`,
       exit_ip: x.ip,
       exit_country: x.country,
       exit_nickname: x.nickname,

@@ -7,6 +7,7 @@ import type { InstanceExit, PoolInstance } from '../../supervisor/pool/pool-inst
 export class FakeInstance extends EventEmitter implements PoolInstance {
   readonly socksHost = '127.0.0.1';
   readonly socksPort: number;
+  readonly socksPath: string | null = null;
   isReady = false;
   isRotating = false;
   isResponsive = true;

@@ -250,7 +250,14 @@ class HttpProxyConnection implements OwnedConnection {
       const abort = new AbortController();
       this.dialAbort = abort;
       const outcome = await dialWatched(context.deps.instanceDown, route.instanceId, () => abort.abort(), () =>
-        dialSocks5({ socksHost: route.socksHost, socksPort: route.socksPort, target, timeoutMs: context.timeouts.dialMs, signal: abort.signal }),
+        dialSocks5({
+          socksHost: route.socksHost,
+          socksPort: route.socksPort,
+          ...(route.socksPath === undefined ? {} : { socksPath: route.socksPath }),
+          target,
+          timeoutMs: context.timeouts.dialMs,
+          signal: abort.signal,
+        }),
       );
       this.dialAbort = null;
       if (outcome.ok) {
