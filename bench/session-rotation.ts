@@ -48,10 +48,10 @@ async function exitOf(svc: RunningService, key: string): Promise<string> {
   return whoamiThrough(svc, svc.socksPort, { username: key, password: TEST_PROXY_TOKEN });
 }
 
-/** The same request through any SOCKS5 port (an instance's own, without credentials, for comparison). */
-async function whoamiThrough(svc: RunningService, proxyPort: number, credentials?: SocksCredentials): Promise<string> {
+/** The same request through any SOCKS5 listener: a port, or an instance's own Unix socket (without credentials, for comparison). */
+async function whoamiThrough(svc: RunningService, proxy: number | string, credentials?: SocksCredentials): Promise<string> {
   const { socket } = await openSocksTunnel({
-    proxyPort,
+    ...(typeof proxy === 'number' ? { proxyPort: proxy } : { proxyPort: 0, proxyPath: proxy }),
     ...(credentials ? { credentials } : {}),
     targetHost: 'whoami.testnet',
     targetPort: svc.net.whoami.port,
@@ -166,7 +166,8 @@ export async function benchSessionRotation(options: RotationBenchOptions = FULL_
       await exitOf(svc, key);
       plainRequestMs.push(performance.now() - t);
       const u = performance.now();
-      await whoamiThrough(svc, Number(socksAddr.slice(socksAddr.lastIndexOf(':') + 1)));
+      // An instance's socks_addr is `unix:<path>` (its private SocksPort), or host:port as a fallback.
+      await whoamiThrough(svc, socksAddr.startsWith('unix:') ? socksAddr.slice('unix:'.length) : Number(socksAddr.slice(socksAddr.lastIndexOf(':') + 1)));
       directRequestMs.push(performance.now() - u);
     }
     plainRequestMs = sorted(plainRequestMs);

@@ -14,6 +14,8 @@ export interface SocksCredentials {
 export interface OpenTunnelOptions {
   proxyPort: number;
   proxyHost?: string;
+  /** A Unix-socket SOCKS5 listener (an instance's own); replaces proxyHost:proxyPort. */
+  proxyPath?: string;
   credentials?: SocksCredentials;
   /** IPv4 literal or a domain name (sent as a domain, never resolved here). */
   targetHost: string;
@@ -82,7 +84,7 @@ function replyLength(buf: Buffer): number {
 export function openSocksTunnel(o: OpenTunnelOptions): Promise<OpenedTunnel> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const socket = net.connect({ host: o.proxyHost ?? '127.0.0.1', port: o.proxyPort, noDelay: true });
+    const socket = o.proxyPath !== undefined ? net.connect({ path: o.proxyPath }) : net.connect({ host: o.proxyHost ?? '127.0.0.1', port: o.proxyPort, noDelay: true });
     let stage: 'method' | 'auth' | 'reply' = 'method';
     const marks = { connected: 0, method: 0, auth: 0 };
     let pending: Buffer = Buffer.alloc(0);

@@ -7,6 +7,7 @@ import { logger } from '../shared/logger.js';
 import { serviceVersion } from '../shared/version.js';
 import { AuditLog } from './audit/audit-log.js';
 import { AuthOperations } from './auth-operations.js';
+import { LocalSignInLimiter } from '../shared/auth/sign-in-limit.js';
 import { AuthStore, type GeneratedCredentials } from './auth/auth-store.js';
 import { WorkerManager } from './cluster/worker-manager.js';
 import { readFailureReport } from './health/failure-kind.js';
@@ -66,6 +67,8 @@ export class Service {
 
     log.info('tor found', { version: await checkTorBinary(config.torBinary, options.torEnv) });
     const { store, generated } = await AuthStore.open({ config, log });
+    // Here, not in the API worker, so a restart of that worker keeps the counts.
+    const signInLimiter = new LocalSignInLimiter(config.loginRateLimit);
     if (generated.adminPassword) {
       log.warn('generated dashboard credentials (shown once; stored as a digest)', { user: config.adminUser, password: generated.adminPassword });
     }
@@ -152,6 +155,10 @@ export class Service {
         ep.handle('tokens.create', ({ body }) => auth.create(body));
         ep.handle('tokens.delete', ({ id }) => auth.revoke(id));
         ep.onNotice('signed-in', ({ user, address }) => audit.record(signedInEvent(user, address)));
+        if (h.role === 'api') {
+          ep.handle('signin.attempt', ({ bucket }) => signInLimiter.attempt(bucket));
+          ep.onNotice('signin.succeeded', ({ bucket }) => signInLimiter.succeeded(bucket));
+        }
         // A listener is up while at least one proxy worker is (they share the sockets).
         ep.handle('health.get', () => ({ routable: pool.placement().routable.length, proxyWorkersListening: workers.handles('proxy').length }));
         if (h.role === 'proxy') {

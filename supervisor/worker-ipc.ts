@@ -51,17 +51,17 @@ export function attachWorker(h: WorkerHandle, d: WorkerIpcDeps): void {
   ep.handle('sessions.list', () => pool.sessionViews());
   ep.handle('sessions.get', ({ key }) => pool.sessionView(key));
   ep.handle('sessions.rotate', ({ key, newnym }) => pool.rotateSession(key, newnym));
-  ep.handle('sessions.failure', ({ key, body }) => {
+  ep.handle('sessions.failure', ({ key, body, reporter }) => {
     let report: { kind: FailureKind; reason: string };
     try {
       report = d.readFailure(body);
     } catch (e) {
       return { ok: false as const, error: { status: 400 as const, message: (e as Error).message } };
     }
-    return pool.reportFailure(key, report.kind, report.reason);
+    return pool.reportFailure(key, report.kind, report.reason, reporter);
   });
   ep.handle('sessions.delete', ({ key }) => pool.deleteSession(key));
-  ep.handle('events.recent', ({ limit }) => d.audit.recent(limit));
+  ep.handle('events.recent', ({ limit, types }) => d.audit.recent(limit, types));
   ep.handle('stats.history', ({ range }) => pool.stats.series(range));
   ep.handle('metrics.text', () => d.metrics.text());
 }

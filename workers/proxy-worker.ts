@@ -50,7 +50,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
       }
       if (rtts.length < MAX_RTT_SAMPLES_PER_BATCH) rtts.push(performance.now() - started);
       if (!r.ok) return r;
-      return { ok: true, instanceId: r.instance, socksHost: r.host, socksPort: r.port, sessionKey: r.key };
+      return { ok: true, instanceId: r.instance, socksHost: r.host, socksPort: r.port, ...(r.path === undefined ? {} : { socksPath: r.path }), sessionKey: r.key };
     },
   };
 
@@ -67,6 +67,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
         bytesDown: s.bytesDown,
         ok: s.ok,
         latencyMs: failure && failure.kind !== 'socks_refused' ? null : s.latencyMs,
+        endedAt: s.endedAt ?? Date.now(),
       };
       if (failure) record.failure = failure;
       closes.push(record);

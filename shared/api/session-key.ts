@@ -8,3 +8,10 @@ export const MAX_SESSION_KEY_BYTES = 255;
 export function sessionKeyTooLong(key: string): boolean {
   return Buffer.byteLength(key, 'utf8') > MAX_SESSION_KEY_BYTES;
 }
+
+/** Key of the session DEFAULT_SESSION=ip gives a caller that names none: this prefix and its address. */
+export const IP_SESSION_PREFIX = 'ip:';
+
+export function isAddressSessionKey(key: string): boolean {
+  return key.startsWith(IP_SESSION_PREFIX);
+}

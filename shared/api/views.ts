@@ -75,6 +75,8 @@ export interface FailureResult {
   session: string;
   instance: number;
   kind: string;
+  /** false when the report was over its credential's CLIENT_REPORT_BUDGET: counted and audited, but weighing nothing. */
+  scored: boolean;
 }
 
 export interface PoolRotateResult {

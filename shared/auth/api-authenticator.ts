@@ -5,7 +5,10 @@ import { isNewerSnapshot, type ApiCredentialSnapshot } from './credential-snapsh
 import { AuthBadRequestError, TicketNotAllowedError } from './errors.js';
 import { parseLoginBody } from './login-body.js';
 import { LoginChecker } from './login-checker.js';
-import { LoginRateLimiter, MAX_TRACKED_LOGIN_ADDRESSES } from './login-rate-limiter.js';
+import { createHmac } from 'node:crypto';
+import { DeviceCookies } from './device-cookie.js';
+import { MAX_TRACKED_LOGIN_ADDRESSES } from './login-rate-limiter.js';
+import { LocalSignInLimiter, signInBucket, type SignInLimiter } from './sign-in-limit.js';
 import type { Principal } from './principal.js';
 import { SignInCredentials, type LoginResult, type TicketResult } from './sign-in-credentials.js';
 import { TokenVerifier } from './token-verifier.js';
@@ -25,7 +28,8 @@ export interface ApiAuthRequest {
 }
 
 export type SignInOutcome =
-  | { kind: 'signed-in'; result: LoginResult }
+  /** `deviceCookie`: a new device cookie value for the browser (null under AUTH_DISABLED). */
+  | { kind: 'signed-in'; result: LoginResult; deviceCookie: string | null }
   | { kind: 'bad-request'; message: string }
   | { kind: 'refused' }
   | { kind: 'rate-limited'; retryAfterSeconds: number };
@@ -38,6 +42,8 @@ export interface ApiAuthSettings {
 export interface ApiAuthOptions {
   now?: () => number;
   maxTrackedAddresses?: number;
+  /** Where failed sign-ins are counted; by default in this process (the service passes the supervisor's). */
+  limiter?: SignInLimiter;
 }
 
 /** The value of WWW-Authenticate on a 401 (RFC 6750 3: error only when a credential was sent). */
@@ -52,6 +58,7 @@ interface Derived {
   tokens: TokenVerifier;
   credentials: SignInCredentials;
   login: LoginChecker;
+  devices: DeviceCookies;
 }
 
 /**
@@ -61,7 +68,7 @@ interface Derived {
  */
 export class ApiAuthenticator {
   private derived: Derived;
-  private readonly limiter: LoginRateLimiter;
+  private readonly limiter: SignInLimiter;
   private readonly now: () => number;
 
   constructor(
@@ -70,7 +77,7 @@ export class ApiAuthenticator {
     options: ApiAuthOptions = {},
   ) {
     this.now = options.now ?? Date.now;
-    this.limiter = new LoginRateLimiter(settings.loginRateLimit, options.maxTrackedAddresses ?? MAX_TRACKED_LOGIN_ADDRESSES);
+    this.limiter = options.limiter ?? new LocalSignInLimiter(settings.loginRateLimit, options.maxTrackedAddresses ?? MAX_TRACKED_LOGIN_ADDRESSES, this.now);
     this.derived = this.derive(snapshot);
   }
 
@@ -118,12 +125,13 @@ export class ApiAuthenticator {
   }
 
   /**
-   * POST /api/auth/login. Under AUTH_DISABLED anything signs in, unlimited. Otherwise the attempt
-   * is counted against the client address first, then the body is checked, then the password.
+   * POST /api/auth/login. Under AUTH_DISABLED anything signs in, unlimited. Otherwise the body is
+   * checked, then the attempt is counted in its bucket (sign-in-limit.ts: the device of a valid
+   * `deviceCookie`, else address and user), then the password is checked.
    */
-  async signIn(body: unknown, clientAddress: string): Promise<SignInOutcome> {
+  async signIn(body: unknown, clientAddress: string, deviceCookie: string | null = null): Promise<SignInOutcome> {
     const d = this.derived;
-    if (d.snapshot.authDisabled) return { kind: 'signed-in', result: d.credentials.issueSession() };
+    if (d.snapshot.authDisabled) return { kind: 'signed-in', result: d.credentials.issueSession(), deviceCookie: null };
     let request;
     try {
       request = parseLoginBody(body);
@@ -131,11 +139,12 @@ export class ApiAuthenticator {
       if (e instanceof AuthBadRequestError) return { kind: 'bad-request', message: e.message };
       throw e;
     }
-    const decision = this.limiter.attempt(clientAddress, this.now());
+    const bucket = signInBucket(clientAddress, request.user, d.devices.verify(deviceCookie, request.user));
+    const decision = await this.limiter.attempt(bucket);
     if (!decision.allowed) return { kind: 'rate-limited', retryAfterSeconds: decision.retryAfterSeconds };
     if (!(await d.login.check(request.user, request.password))) return { kind: 'refused' };
-    this.limiter.succeeded(clientAddress);
-    return { kind: 'signed-in', result: d.credentials.issueSession() };
+    this.limiter.succeeded(bucket);
+    return { kind: 'signed-in', result: d.credentials.issueSession(), deviceCookie: d.devices.issue(request.user) };
   }
 
   /** POST /api/auth/ticket. Throws TicketNotAllowedError (403) for anything but a session credential. */
@@ -160,6 +169,8 @@ export class ApiAuthenticator {
       tokens: TokenVerifier.fromSnapshot(snapshot),
       credentials: new SignInCredentials(snapshot.signingKey, snapshot.adminUser, this.settings.loginTtlMs, this.now),
       login: new LoginChecker(snapshot),
+      // Its own key, so a device cookie can never pass for a sign-in credential or a ticket.
+      devices: new DeviceCookies(createHmac('sha256', Buffer.from(snapshot.signingKey, 'base64')).update('exitpool device cookies').digest(), this.now),
     };
   }
 }

@@ -9,8 +9,10 @@ export function isScope(value: unknown): value is Scope {
 /** Who a request or connection acts as, once its credential has been verified. */
 export type Principal =
   | { kind: 'token'; id: string; scope: Scope }
-  | { kind: 'session'; user: string }
-  | { kind: 'ticket'; user: string }
+  /** expires: the sign-in credential's expiry (Unix seconds); absent for the AUTH_DISABLED stand-in. */
+  | { kind: 'session'; user: string; expires?: number }
+  /** sessionExpires: the expiry of the sign-in that minted the ticket; the stream it opens ends then. */
+  | { kind: 'ticket'; user: string; sessionExpires?: number }
   | { kind: 'anonymous-auth-disabled' };
 
 /**

@@ -36,6 +36,8 @@ interface Claims {
   iss: string;
   iat: number;
   exp: number;
+  /** Tickets only: the expiry (Unix seconds) of the sign-in that minted them. */
+  sx?: number;
 }
 
 /**
@@ -69,28 +71,30 @@ export class SignInCredentials {
    */
   issueTicket(session: Extract<Principal, { kind: 'session' }>): TicketResult {
     if (session.kind !== 'session') throw new TypeError('only a session credential can mint a ticket');
-    const { credential } = this.sign('ticket', TICKET_TTL_MS);
-    return { ticket: credential, expires_in: Math.round(TICKET_TTL_MS / 1000) };
+    const { credential, exp } = this.sign('ticket', TICKET_TTL_MS, session.expires);
+    return { ticket: credential, expires_in: Math.max(0, exp - Math.floor(this.now() / 1000)) };
   }
 
   verifySessionCredential(text: string): CredentialCheck<Extract<Principal, { kind: 'session' }>> {
     const claims = this.verify(text, 'session');
     if (!claims.ok) return claims;
-    return { ok: true, principal: { kind: 'session', user: claims.claims.sub }, expires: claims.claims.exp };
+    return { ok: true, principal: { kind: 'session', user: claims.claims.sub, expires: claims.claims.exp }, expires: claims.claims.exp };
   }
 
   /** Only the stream route calls this; everywhere else a ticket is just an invalid credential. */
   verifyTicket(text: string): CredentialCheck<Extract<Principal, { kind: 'ticket' }>> {
     const claims = this.verify(text, 'ticket');
     if (!claims.ok) return claims;
-    return { ok: true, principal: { kind: 'ticket', user: claims.claims.sub }, expires: claims.claims.exp };
+    const { sx } = claims.claims;
+    return { ok: true, principal: { kind: 'ticket', user: claims.claims.sub, ...(sx === undefined ? {} : { sessionExpires: sx }) }, expires: claims.claims.exp };
   }
 
-  private sign(type: SignInCredentialType, ttlMs: number): { credential: string; exp: number } {
+  private sign(type: SignInCredentialType, ttlMs: number, sessionExpires?: number): { credential: string; exp: number } {
     const nowMs = this.now();
     const iat = Math.floor(nowMs / 1000);
-    const exp = Math.floor((nowMs + ttlMs) / 1000);
-    const claims: Claims = { type, sub: this.adminUser, iss: ISSUER, iat, exp };
+    // A ticket never outlives the sign-in behind it.
+    const exp = Math.min(Math.floor((nowMs + ttlMs) / 1000), sessionExpires ?? Number.MAX_SAFE_INTEGER);
+    const claims: Claims = { type, sub: this.adminUser, iss: ISSUER, iat, exp, ...(sessionExpires === undefined ? {} : { sx: sessionExpires }) };
     return { credential: jwt.sign(claims, this.key, { algorithm: ALGORITHM }), exp };
   }
 
@@ -124,6 +128,7 @@ function isClaims(value: unknown): value is Claims {
     typeof c.iss === 'string' &&
     Number.isInteger(c.iat) &&
     // Without `exp`, jsonwebtoken would accept the credential forever.
-    Number.isInteger(c.exp)
+    Number.isInteger(c.exp) &&
+    (c.sx === undefined || (c.type === 'ticket' && Number.isInteger(c.sx)))
   );
 }

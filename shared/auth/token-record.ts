@@ -1,7 +1,10 @@
 import type { Scope } from './principal.js';
 
-/** `store`: issued through the API or on first boot. `config`: PROXY_TOKEN, never persisted. */
-export type TokenSource = 'store' | 'config';
+/**
+ * `store`: issued through the API or on first boot. `config`: PROXY_TOKEN, never persisted.
+ * `auth-disabled`: issued while AUTH_DISABLED, kept in memory only (gone at the next start).
+ */
+export type TokenSource = 'store' | 'config' | 'auth-disabled';
 
 /** A token as GET /api/tokens lists it (SPEC "Token"); field names are the wire names. */
 export interface TokenRecord {

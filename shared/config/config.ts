@@ -2,7 +2,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { LogLevel } from '../logger.js';
 import { LOG_LEVELS } from '../logger.js';
-import type { RateLimit } from './values.js';
+import type { RateLimit, RoutableFloor } from './values.js';
 
 export type DefaultSessionMode = 'ip' | 'random' | 'shared';
 export const DEFAULT_SESSION_MODES: readonly DefaultSessionMode[] = ['ip', 'random', 'shared'];
@@ -16,6 +16,8 @@ export interface Config {
   maxSessions: number;
   quarantineFailures: number;
   quarantineConsecutive: number;
+  minRoutable: RoutableFloor;
+  clientReportBudget: RateLimit;
   failureWindowMs: number;
   pinExitRelay: boolean;
   torMaxCircuitDirtinessMs: number;
@@ -29,6 +31,7 @@ export interface Config {
   adminUser: string;
   adminPassword: string | null;
   proxyToken: string | null;
+  signingSecret: string | null;
   loginTtlMs: number;
   loginRateLimit: RateLimit;
   sessionPortBase: number | null;
@@ -36,6 +39,7 @@ export interface Config {
   httpPort: number;
   apiPort: number;
   bindHost: string;
+  apiAllowedHosts: string[];
   instancePortBase: number;
   dataDir: string;
   logLevel: LogLevel;

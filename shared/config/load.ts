@@ -95,8 +95,11 @@ export function loadConfig(env: Environment): Config {
 }
 
 /** What workers receive: the operator's secrets stay in the supervisor (workers get digests). */
+/** The configuration workers get: every setting the table marks secret is removed (null). */
 export function configForWorkers(config: Config): Config {
-  return { ...config, adminPassword: null, proxyToken: null };
+  const copy: Record<string, unknown> = { ...config };
+  for (const v of VARIABLES) if (v.secret === true) copy[v.key] = null;
+  return copy as unknown as Config;
 }
 
 export const WORKER_CONFIG_ENV = 'EXITPOOL_WORKER_CONFIG';

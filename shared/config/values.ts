@@ -110,3 +110,50 @@ export function tokenSecret(raw: string): string {
   }
   return v;
 }
+
+/**
+ * API_ALLOWED_HOSTS: comma-separated host names (no port, no scheme), lowercased, or `*` alone.
+ * Empty means none beyond the built-in ones (IP literals, localhost, BIND_HOST).
+ */
+export function hostList(raw: string): string[] {
+  const names = raw.split(',').map((n) => n.trim().toLowerCase().replace(/\.$/, '')).filter((n) => n !== '');
+  if (names.includes('*')) {
+    if (names.length > 1) throw new Error('* allows every host: list it alone');
+    return ['*'];
+  }
+  for (const name of names) {
+    if (!/^[a-z0-9_](?:[a-z0-9_-]{0,62})(?:\.[a-z0-9_](?:[a-z0-9_-]{0,62}))*$/.test(name) || name.length > 253) {
+      throw new Error(`not a host name: ${JSON.stringify(name)} (names only: no scheme, port or path)`);
+    }
+  }
+  return names;
+}
+
+/** MIN_ROUTABLE: a number of instances, or a share of the pool size as N% (1 to 100). */
+export type RoutableFloor = { kind: 'count'; count: number } | { kind: 'share'; percent: number };
+
+export function routableFloor(raw: string): RoutableFloor {
+  const v = raw.trim();
+  const share = /^(\d{1,3})%$/.exec(v);
+  if (share) {
+    const percent = Number(share[1]);
+    if (percent < 1 || percent > 100) throw new Error(`a share must be between 1% and 100%, got ${v}`);
+    return { kind: 'share', percent };
+  }
+  return { kind: 'count', count: integerIn(1, 1000)(v) };
+}
+
+/** The floor for a pool of `size` instances: never below 1, never above the pool. */
+export function routableFloorFor(floor: RoutableFloor, size: number): number {
+  const wanted = floor.kind === 'count' ? floor.count : Math.ceil((floor.percent / 100) * size);
+  return Math.max(1, Math.min(size, wanted));
+}
+
+/** SIGNING_SECRET: at least 32 characters, so it carries as much as the generated one. */
+export function signingSecret(raw: string): string {
+  const v = raw.trim();
+  if (v.length < 32) throw new Error('must be at least 32 characters (for example: openssl rand -base64 32)');
+  if (v.length > 1024) throw new Error('must be at most 1024 characters');
+  if (/[\0-\x1f\x7f]/.test(v)) throw new Error('must not contain control characters');
+  return v;
+}

@@ -1,5 +1,6 @@
-import type { AuditEvent } from '../api/audit-event.js';
+import type { AuditEvent, AuditType } from '../api/audit-event.js';
 import type { ApiCredentialSnapshot, ProxyCredentialSnapshot } from '../auth/credential-snapshot.js';
+import type { RateLimitDecision } from '../auth/login-rate-limiter.js';
 import type { CreatedToken, TokenRecord } from '../auth/token-record.js';
 import type {
   FailureResult,
@@ -30,7 +31,11 @@ export interface RouteParams {
 }
 
 export type RouteResult =
-  | { ok: true; instance: number; host: string; port: number; key: string | null }
+  /**
+   * path: the instance's Unix-socket SocksPort, which the worker dials (host and port then name
+   * its unused TCP fallback); without it, host:port is a TCP SocksPort (DATA_DIR too deep for a socket path).
+   */
+  | { ok: true; instance: number; host: string; port: number; path?: string; key: string | null }
   | { ok: false; reason: 'no_routable_instance' | 'session_limit' };
 
 /** How a transport-level failure is classified by the proxy worker. */
@@ -40,6 +45,9 @@ export interface TransportFailureRecord {
   /** false for destinations the network refuses without blaming the exit (private, loopback). */
   scored: boolean;
 }
+
+/** Who sent a failure report: one identity per credential (an address only under AUTH_DISABLED). */
+export type FailureReporter = { kind: 'token'; id: string } | { kind: 'sign-in'; user: string } | { kind: 'address'; ip: string };
 
 /** One finished connection (SOCKS) or request (HTTP), sent in batches. */
 export interface CloseRecord {
@@ -51,6 +59,12 @@ export interface CloseRecord {
   failure?: TransportFailureRecord;
   /** Time from routing to the instance's SOCKS success, ms; null when the dial failed. */
   latencyMs: number | null;
+  /**
+   * When the connection ended (Date.now() of the worker; same host, same clock). Records reach
+   * the supervisor a batch later than a client's failure report about the same request: health
+   * orders them by this, not by arrival.
+   */
+  endedAt: number;
 }
 
 /**
@@ -91,9 +105,11 @@ export interface WorkerRequests extends MethodMap {
   'sessions.list': { params: null; result: SessionView[] };
   'sessions.get': { params: { key: string }; result: ActionResult<SessionView> };
   'sessions.rotate': { params: { key: string; newnym: boolean }; result: ActionResult<SessionRotateResult> };
-  'sessions.failure': { params: { key: string; body: unknown }; result: ActionResult<FailureResult> };
+  /** reporter: the credential behind the report, which CLIENT_REPORT_BUDGET is counted against. */
+  'sessions.failure': { params: { key: string; body: unknown; reporter: FailureReporter }; result: ActionResult<FailureResult> };
   'sessions.delete': { params: { key: string }; result: ActionResult<null> };
-  'events.recent': { params: { limit: number }; result: AuditEvent[] };
+  /** types: only these audit types (all when absent). */
+  'events.recent': { params: { limit: number; types?: AuditType[] }; result: AuditEvent[] };
   'stats.history': { params: { range: 'fine' | 'long' }; result: StatsSample[] };
   'metrics.text': { params: null; result: { contentType: string; text: string } };
   /** At start, before listening: the worker's credential snapshot (proxy or API, by role). */
@@ -101,6 +117,8 @@ export interface WorkerRequests extends MethodMap {
   'tokens.list': { params: null; result: TokenRecord[] };
   'tokens.create': { params: { body: unknown }; result: ActionResult<CreatedToken> };
   'tokens.delete': { params: { id: string }; result: ActionResult<null> };
+  /** API worker, per sign-in attempt: count it in its bucket (shared/auth/sign-in-limit.ts) or refuse it. */
+  'signin.attempt': { params: { bucket: string }; result: RateLimitDecision };
 }
 
 /** Requests the supervisor sends to a worker. */
@@ -137,6 +155,8 @@ export interface WorkerNotices extends NoticeMap {
   'start-failed': { setting: string; message: string };
   /** API worker: a successful sign-in, for the audit log (failures are logged, never audited). */
   'signed-in': { user: string; address: string };
+  /** API worker: the attempt counted in `bucket` had the right password; its failures are forgiven. */
+  'signin.succeeded': { bucket: string };
 }
 
 /** Notices from the supervisor (sent to one worker, or to all as a broadcast). */

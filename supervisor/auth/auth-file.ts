@@ -5,8 +5,10 @@ import { validateTokenName } from '../../shared/auth/token-request.js';
 import { SIGNING_SECRET_BYTES } from './signing-key.js';
 
 export const AUTH_FILE_NAME = 'auth.json';
-/** The only layout this code reads and writes; a different number is refused, not guessed at. */
-export const AUTH_FILE_VERSION = 1;
+/** The layout this code writes; it also reads LEGACY_AUTH_FILE_VERSION. Any other number is refused, not guessed at. */
+export const AUTH_FILE_VERSION = 2;
+/** 0.1.0's layout: the same plus the signing secret, which now lives in its own file (signing-secret-file.ts). */
+export const LEGACY_AUTH_FILE_VERSION = 1;
 /** A larger file cannot be ours (MAX_STORED_TOKENS tokens take a few hundred kilobytes). */
 export const MAX_AUTH_FILE_BYTES = 4 * 1024 * 1024;
 /** Most tokens the store keeps; the file, every snapshot and every worker's map stay small. */
@@ -23,15 +25,19 @@ export interface StoredToken {
 }
 
 /**
- * auth.json, version 1. Digests only: the admin password as bcrypt over base64(SHA-256(password))
- * (null while ADMIN_PASSWORD is set, which is never written), token secrets as SHA-256 hex. The
- * signing secret is random, base64, SIGNING_SECRET_BYTES long.
+ * auth.json, version 2. Digests only: the admin password as bcrypt over base64(SHA-256(password))
+ * (null while ADMIN_PASSWORD is set, which is never written), token secrets as SHA-256 hex.
  */
 export interface AuthFileContents {
   version: typeof AUTH_FILE_VERSION;
-  signingSecret: string;
   admin: { passwordHash: string | null };
   tokens: StoredToken[];
+}
+
+export interface ParsedAuthFile {
+  contents: AuthFileContents;
+  /** The signing secret a version-1 file carried (to be moved to its own file); null for version 2. */
+  legacySigningSecret: Buffer | null;
 }
 
 /** Why a file was refused; the store wraps it into AuthStoreCorruptError with the file name. */
@@ -46,20 +52,26 @@ export function serializeAuthFile(contents: AuthFileContents): string {
 }
 
 /** Parses and checks every field; throws AuthFileShapeError naming the first problem. */
-export function parseAuthFile(text: string): AuthFileContents {
+export function parseAuthFile(text: string): ParsedAuthFile {
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (e) {
     throw new AuthFileShapeError(`is not valid JSON (${(e as Error).message})`);
   }
-  const root = objectWithKeys(value, ['version', 'signingSecret', 'admin', 'tokens'], 'the top level');
-  if (root.version !== AUTH_FILE_VERSION) {
-    throw new AuthFileShapeError(`has version ${JSON.stringify(root.version)}, and this exitpool reads only version ${AUTH_FILE_VERSION}`);
+  const version = typeof value === 'object' && value !== null ? (value as Record<string, unknown>).version : undefined;
+  if (version !== AUTH_FILE_VERSION && version !== LEGACY_AUTH_FILE_VERSION) {
+    throw new AuthFileShapeError(`has version ${JSON.stringify(version)}, and this exitpool reads only versions ${LEGACY_AUTH_FILE_VERSION} and ${AUTH_FILE_VERSION}`);
   }
-  const signingSecret = root.signingSecret;
-  if (typeof signingSecret !== 'string' || !BASE64.test(signingSecret) || Buffer.from(signingSecret, 'base64').length !== SIGNING_SECRET_BYTES) {
-    throw new AuthFileShapeError(`has a signingSecret that is not ${SIGNING_SECRET_BYTES} bytes of base64`);
+  const legacy = version === LEGACY_AUTH_FILE_VERSION;
+  const root = objectWithKeys(value, legacy ? ['version', 'signingSecret', 'admin', 'tokens'] : ['version', 'admin', 'tokens'], 'the top level');
+  let legacySigningSecret: Buffer | null = null;
+  if (legacy) {
+    const signingSecret = root.signingSecret;
+    if (typeof signingSecret !== 'string' || !BASE64.test(signingSecret) || Buffer.from(signingSecret, 'base64').length !== SIGNING_SECRET_BYTES) {
+      throw new AuthFileShapeError(`has a signingSecret that is not ${SIGNING_SECRET_BYTES} bytes of base64`);
+    }
+    legacySigningSecret = Buffer.from(signingSecret, 'base64');
   }
   const admin = objectWithKeys(root.admin, ['passwordHash'], 'admin');
   const passwordHash = admin.passwordHash;
@@ -72,7 +84,7 @@ export function parseAuthFile(text: string): AuthFileContents {
   const ids = new Set(tokens.map((t) => t.id));
   if (ids.size !== tokens.length) throw new AuthFileShapeError('holds two tokens with the same id');
   if (new Set(tokens.map((t) => t.digest)).size !== tokens.length) throw new AuthFileShapeError('holds two tokens with the same digest');
-  return { version: AUTH_FILE_VERSION, signingSecret, admin: { passwordHash }, tokens };
+  return { contents: { version: AUTH_FILE_VERSION, admin: { passwordHash }, tokens }, legacySigningSecret };
 }
 
 function parseToken(value: unknown, index: number): StoredToken {

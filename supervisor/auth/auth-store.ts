@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import path from 'node:path';
 import { ADMIN_PASSWORD_BCRYPT_COST, hashAdminPassword } from '../../shared/auth/admin-password.js';
@@ -29,12 +28,16 @@ import {
 } from './errors.js';
 import { AUTH_FILE_MODE, readAuthFile } from './read-auth-file.js';
 import { SerialQueue } from './serial-queue.js';
-import { deriveSigningKey, SIGNING_SECRET_BYTES, type AdminPasswordSource } from './signing-key.js';
+import { deriveSigningKey, type AdminPasswordSource } from './signing-key.js';
+import { loadSigningSecret } from './signing-secret-file.js';
 
 /** Name of the proxy token generated on first boot. */
 export const FIRST_BOOT_TOKEN_NAME = 'generated on first boot';
 
-export type AuthStoreConfig = Pick<Config, 'adminUser' | 'adminPassword' | 'proxyToken' | 'authDisabled' | 'dataDir'>;
+export type AuthStoreConfig = Pick<Config, 'adminUser' | 'adminPassword' | 'proxyToken' | 'authDisabled' | 'dataDir'> & {
+  /** SIGNING_SECRET; unset means the secret kept in DATA_DIR/signing.key. */
+  signingSecret?: string | null;
+};
 
 export interface AuthStoreOptions {
   config: AuthStoreConfig;
@@ -76,7 +79,6 @@ export interface TokenRevocation {
 
 /** What does not change for the life of a store (the admin credentials change only by restart). */
 interface FixedCredentials {
-  signingSecret: string;
   /** The stored digest (null while ADMIN_PASSWORD is set). */
   storedPasswordHash: string | null;
   /** What the API worker compares against: the stored hash, or a hash of ADMIN_PASSWORD made at start. */
@@ -111,6 +113,12 @@ export class AuthStore {
   private readonly config: AuthStoreConfig;
   private readonly fixed: FixedCredentials;
   private readonly tokens: Map<string, StoredToken>;
+  /**
+   * Ids of tokens issued while AUTH_DISABLED: anyone who can reach the API could issue them (there
+   * is no credential to check), so they are never written to auth.json and end with this process.
+   * Listed with source `auth-disabled`.
+   */
+  private readonly memoryOnly = new Set<string>();
   private readonly configToken: ConfigToken | null;
   private readonly log: Logger;
   private readonly now: () => number;
@@ -150,7 +158,16 @@ export class AuthStore {
     const generated: GeneratedCredentials = { adminPassword: null, proxyToken: null };
 
     await fsp.mkdir(config.dataDir, { recursive: true, mode: 0o700 });
-    const existing = await readAuthFile(file, log);
+    const parsed = await readAuthFile(file, log);
+    const existing = parsed?.contents ?? null;
+    // Before auth.json is rewritten without it, so a 0.1.0 file's secret is never lost.
+    const signing = await loadSigningSecret({
+      dataDir: config.dataDir,
+      operatorSecret: config.signingSecret ?? null,
+      legacySecret: parsed?.legacySigningSecret ?? null,
+      log,
+      fileSystem: options.fileSystem,
+    });
     const configToken = config.proxyToken === null ? null : configTokenFrom(config.proxyToken, now());
     let changed = false;
     let contents: AuthFileContents;
@@ -164,16 +181,13 @@ export class AuthStore {
         digest: digestTokenSecret(secret),
         createdAt: unixSeconds(now()),
       };
-      contents = {
-        version: AUTH_FILE_VERSION,
-        signingSecret: randomBytes(SIGNING_SECRET_BYTES).toString('base64'),
-        admin: { passwordHash: null },
-        tokens: [token],
-      };
+      contents = { version: AUTH_FILE_VERSION, admin: { passwordHash: null }, tokens: [token] };
       generated.proxyToken = { ...toRecord(token, 'store'), secret };
       changed = true;
     } else {
       contents = existing;
+      // A 0.1.0 file: rewritten without its signing secret (now in signing.key, or unused under SIGNING_SECRET).
+      if (parsed?.legacySigningSecret != null) changed = true;
     }
 
     let passwordSource: AdminPasswordSource;
@@ -207,7 +221,7 @@ export class AuthStore {
     }
 
     const signingKey = deriveSigningKey(
-      Buffer.from(contents.signingSecret, 'base64'),
+      signing.secret,
       config.adminUser,
       passwordSource,
       config.authDisabled,
@@ -216,7 +230,6 @@ export class AuthStore {
       file,
       config,
       fixed: {
-        signingSecret: contents.signingSecret,
         storedPasswordHash: contents.admin.passwordHash,
         effectivePasswordHash,
         signingKey,
@@ -252,12 +265,12 @@ export class AuthStore {
 
   /** GET /api/tokens: PROXY_TOKEN first (source `config`), then issued tokens oldest first. */
   listTokens(): TokenRecord[] {
-    const stored = [...this.tokens.values()].map((t) => toRecord(t, 'store'));
+    const stored = [...this.tokens.values()].map((t) => toRecord(t, this.memoryOnly.has(t.id) ? 'auth-disabled' : 'store'));
     return this.configToken === null ? stored : [toRecord(this.configToken, 'config'), ...stored];
   }
 
   /**
-   * POST /api/tokens. Resolves after auth.json holds the token. Throws AuthBadRequestError (400),
+   * POST /api/tokens. Resolves after auth.json holds the token (under AUTH_DISABLED: at once, memory only). Throws AuthBadRequestError (400),
    * TokenLimitError (409) or AuthStorePersistError (nothing changed).
    */
   async createToken(request: TokenCreateRequest): Promise<TokenCreation> {
@@ -276,11 +289,13 @@ export class AuthStore {
         digest: digestTokenSecret(secret),
         createdAt: unixSeconds(this.now()),
       };
-      await this.save([...this.tokens.values(), token]);
+      const source: TokenSource = this.config.authDisabled ? 'auth-disabled' : 'store';
+      if (source === 'store') await this.save([...this.persistedTokens(), token]);
+      else this.memoryOnly.add(token.id);
       this.tokens.set(token.id, token);
       this.changed();
-      this.log.info('token issued', { id: token.id, scope });
-      return { token: { ...toRecord(token, 'store'), secret }, snapshots: this.snapshots() };
+      this.log.info('token issued', { id: token.id, scope, source });
+      return { token: { ...toRecord(token, source), secret }, snapshots: this.snapshots() };
     });
   }
 
@@ -294,19 +309,24 @@ export class AuthStore {
     }
     const token = this.tokens.get(id);
     if (token === undefined) throw new TokenNotFoundError(id);
+    const source: TokenSource = this.memoryOnly.delete(id) ? 'auth-disabled' : 'store';
     this.tokens.delete(id);
     this.changed();
-    this.log.info('token revoked', { id, scope: token.scope });
-    const persisted = this.queue.coalesced(() => this.save([...this.tokens.values()]));
+    this.log.info('token revoked', { id, scope: token.scope, source });
+    const persisted = source === 'store' ? this.queue.coalesced(() => this.save([...this.persistedTokens()])) : Promise.resolve();
     // The caller awaits this only after pushing the snapshots; meanwhile a failure must not
     // count as an unhandled rejection. The caller still sees it when it awaits.
     persisted.catch(() => undefined);
-    return { token: toRecord(token, 'store'), snapshots: this.snapshots(), persisted };
+    return { token: toRecord(token, source), snapshots: this.snapshots(), persisted };
   }
 
   /** Resolves when every save queued so far has finished (for shutdown). */
   idle(): Promise<void> {
     return this.queue.idle();
+  }
+
+  private persistedTokens(): StoredToken[] {
+    return [...this.tokens.values()].filter((t) => !this.memoryOnly.has(t.id));
   }
 
   private changed(): void {
@@ -317,7 +337,6 @@ export class AuthStore {
   private async save(tokens: StoredToken[]): Promise<void> {
     const contents: AuthFileContents = {
       version: AUTH_FILE_VERSION,
-      signingSecret: this.fixed.signingSecret,
       admin: { passwordHash: this.fixed.storedPasswordHash },
       tokens,
     };

@@ -1,14 +1,14 @@
 import { constants as fsConstants } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import type { Logger } from '../../shared/logger.js';
-import { AuthFileShapeError, MAX_AUTH_FILE_BYTES, parseAuthFile, type AuthFileContents } from './auth-file.js';
+import { AuthFileShapeError, MAX_AUTH_FILE_BYTES, parseAuthFile, type ParsedAuthFile } from './auth-file.js';
 import { AuthStoreCorruptError } from './errors.js';
 
 /** Mode auth.json is written with and tightened to. */
 export const AUTH_FILE_MODE = 0o600;
 
 /** null when the file does not exist; otherwise its checked contents, or AuthStoreCorruptError. */
-export async function readAuthFile(file: string, log: Logger): Promise<AuthFileContents | null> {
+export async function readAuthFile(file: string, log: Logger): Promise<ParsedAuthFile | null> {
   let handle: fsp.FileHandle;
   try {
     // O_NONBLOCK: a FIFO planted at the path must not hang the start.
@@ -34,7 +34,7 @@ export async function readAuthFile(file: string, log: Logger): Promise<AuthFileC
     } catch {
       throw new AuthStoreCorruptError(file, 'is not UTF-8 text');
     }
-    let contents: AuthFileContents;
+    let contents: ParsedAuthFile;
     try {
       contents = parseAuthFile(text);
     } catch (e) {

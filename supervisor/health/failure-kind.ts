@@ -120,3 +120,11 @@ export function readFailureReport(body: unknown): FailureReport {
   if (kindText !== undefined && kindText.trim() !== '') return { kind: kindFromText(kindText), reason };
   return { kind: reason === '' ? 'other' : kindFromText(reason), reason };
 }
+
+/** How one failure is to be taken, beyond its kind and source. */
+export interface FailureOptions {
+  /** When the failure happened, when earlier than now (a connection's end). */
+  occurredAt?: number;
+  /** false: weigh it, but do not let it quarantine (the pool's routable floor, MIN_ROUTABLE). */
+  mayQuarantine?: boolean;
+}

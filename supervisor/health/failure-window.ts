@@ -31,11 +31,16 @@ export class FailureWindow {
     readonly consecutive: number,
     private readonly runStartSeq: number,
     private readonly nextSeq: number,
+    /**
+     * When the latest exit-blaming failure happened (its own time, which for a connection is
+     * when it ended). A success that ended before it is older news and resets nothing.
+     */
+    private readonly lastBlamingAt: number,
   ) {}
 
   static empty(windowMs: number, rules: ScoringRules): FailureWindow {
     if (!(windowMs > 0)) throw new RangeError(`FAILURE_WINDOW must be positive, got ${windowMs}`);
-    return new FailureWindow(windowMs, rules, PersistentQueue.empty(), 0, 0, 0, 0, 1);
+    return new FailureWindow(windowMs, rules, PersistentQueue.empty(), 0, 0, 0, 0, 1, Number.NEGATIVE_INFINITY);
   }
 
   /** failures_in_window */
@@ -57,7 +62,8 @@ export class FailureWindow {
     return this.entries.peek()?.at ?? null;
   }
 
-  add(at: number, kind: FailureKind): FailureWindow {
+  /** `occurredAt`: when the failure happened, if earlier than `at` (when it was learnt). */
+  add(at: number, kind: FailureKind, occurredAt: number = at): FailureWindow {
     const weight = this.rules.weights[kind];
     const entry: WindowEntry = { at, kind, weight, seq: this.nextSeq };
     const blames = kind !== 'rate_limited';
@@ -70,13 +76,20 @@ export class FailureWindow {
       this.consecutive + (blames ? 1 : 0),
       this.runStartSeq,
       this.nextSeq + 1,
+      blames ? Math.max(this.lastBlamingAt, occurredAt) : this.lastBlamingAt,
     );
   }
 
-  success(): FailureWindow {
+  /**
+   * A success that ended at `endedAt` ends the run of failures, unless it ended no later than
+   * the latest of them: proxy workers report finished connections in batches, so the success
+   * of a request a client has already reported as blocked can arrive after the report.
+   */
+  success(endedAt: number = Number.POSITIVE_INFINITY): FailureWindow {
     // With no exit-blaming failure after the run start, moving the start changes nothing.
     if (this.consecutive === 0) return this;
-    return new FailureWindow(this.windowMs, this.rules, this.entries, this.blamingWeight, this.rateLimitedWeight, 0, this.nextSeq - 1, this.nextSeq);
+    if (endedAt <= this.lastBlamingAt) return this;
+    return new FailureWindow(this.windowMs, this.rules, this.entries, this.blamingWeight, this.rateLimitedWeight, 0, this.nextSeq - 1, this.nextSeq, this.lastBlamingAt);
   }
 
   /** Drops every report older than the window: one that arrived at `at` is gone from at + windowMs on. */
@@ -98,7 +111,7 @@ export class FailureWindow {
     if (entries === this.entries) return this;
     // Sums of multiples of 1/4 are exact; zeroing an empty window guards against any other weights.
     if (entries.isEmpty) blaming = rateLimited = 0;
-    return new FailureWindow(this.windowMs, this.rules, entries, blaming, rateLimited, consecutive, this.runStartSeq, this.nextSeq);
+    return new FailureWindow(this.windowMs, this.rules, entries, blaming, rateLimited, consecutive, this.runStartSeq, this.nextSeq, this.lastBlamingAt);
   }
 
   cleared(): FailureWindow {

@@ -42,8 +42,14 @@ export type HealthEvent =
   /** The process died or is restarting outside a remediation. */
   | { type: 'unbootstrapped' }
   /** scored=false: not the exit's fault by the caller's knowledge (a private destination). */
-  | { type: 'failure'; kind: FailureKind; source: FailureSource; scored: boolean }
-  | { type: 'success' }
+  /**
+   * occurredAt: when it happened (a connection's end), if before the event is handled.
+   * mayQuarantine=false: weigh it, but it must not take the instance out of service (the pool's
+   * routable floor, MIN_ROUTABLE, for evidence that depends on the client).
+   */
+  | { type: 'failure'; kind: FailureKind; source: FailureSource; scored: boolean; occurredAt?: number; mayQuarantine?: boolean }
+  /** endedAt: when the successful connection ended; a success older than the latest failure resets nothing. */
+  | { type: 'success'; endedAt?: number }
   /** Time passed: the window slides. */
   | { type: 'tick' }
   | { type: 'manualQuarantine' }
@@ -193,8 +199,9 @@ function onFailure(
   // Out of service (starting, quarantined, remediating): late failures of connections opened
   // before are counted but weigh nothing; the window is cleared before the instance serves again.
   if (!isRoutableState(s.state)) return counted;
-  const window = s.window.add(now, event.kind);
+  const window = s.window.add(now, event.kind, Math.min(now, event.occurredAt ?? now));
   const next: HealthMachineState = { ...counted, window, state: s.state === 'healthy' ? 'degraded' : s.state };
+  if (event.mayQuarantine === false) return next;
   if (s.state === 'probation') {
     return event.kind === 'rate_limited' ? next : quarantine(next, 'probation', now, config, effects, event.kind);
   }
@@ -240,8 +247,11 @@ function step(s: HealthMachineState, event: HealthEvent, now: number, config: He
     case 'failure':
       return { state: onFailure(s, event, now, config, effects), effects };
     case 'success': {
-      const next = { ...s, window: s.window.success() };
+      const window = s.window.success(Math.min(now, event.endedAt ?? now));
+      const next = { ...s, window };
       if (s.state !== 'probation') return { state: next, effects };
+      // A stale success (ended before the failure that followed it) passes no probation.
+      if (window === s.window && s.window.consecutive > 0) return { state: s, effects };
       effects.push({
         type: 'audit',
         audit: { type: 'remediation', message: `probation passed after ${s.ladder.rung ?? 'remediation'}; back in service`, details: { rung: s.ladder.rung } },

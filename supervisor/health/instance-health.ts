@@ -2,7 +2,7 @@ import type { Logger } from 'winston';
 import type { HealthState, HealthView } from '../../shared/api/views.js';
 import type { Config } from '../../shared/config/index.js';
 import { childLogger } from '../../shared/logger.js';
-import type { FailureKind, FailureSource } from './failure-kind.js';
+import type { FailureKind, FailureOptions, FailureSource } from './failure-kind.js';
 import { systemClock, type HealthClock } from './health-clock.js';
 import {
   healthView,
@@ -110,12 +110,13 @@ export class InstanceHealth {
   }
 
   /** scored=false for failures that are not the exit's fault (a private destination). */
-  failure(kind: FailureKind, source: FailureSource, scored: boolean, now: number): void {
-    this.dispatch({ type: 'failure', kind, source, scored }, now);
+  failure(kind: FailureKind, source: FailureSource, scored: boolean, now: number, options: FailureOptions = {}): void {
+    this.dispatch({ type: 'failure', kind, source, scored, ...options }, now);
   }
 
-  success(now: number): void {
-    this.dispatch({ type: 'success' }, now);
+  /** endedAt: when the connection ended (it may be reported a batch later). */
+  success(now: number, endedAt?: number): void {
+    this.dispatch({ type: 'success', ...(endedAt === undefined ? {} : { endedAt }) }, now);
   }
 
   tick(now: number): void {

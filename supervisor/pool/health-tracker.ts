@@ -1,8 +1,8 @@
 import type { HealthView } from '../../shared/api/views.js';
 
-import type { FailureKind, FailureSource } from '../health/failure-kind.js';
+import type { FailureKind, FailureOptions, FailureSource } from '../health/failure-kind.js';
 
-export type { FailureKind, FailureSource };
+export type { FailureKind, FailureOptions, FailureSource };
 
 /**
  * What the pool needs of one instance's health (scoring, state machine, remediation).
@@ -19,8 +19,9 @@ export interface HealthTracker {
   /** Failures from rotationStarted until rotationEnded plus ROTATION_GRACE are not scored. */
   rotationStarted(now: number): void;
   rotationEnded(now: number): void;
-  failure(kind: FailureKind, source: FailureSource, scored: boolean, now: number): void;
-  success(now: number): void;
+  failure(kind: FailureKind, source: FailureSource, scored: boolean, now: number, options?: FailureOptions): void;
+  /** endedAt: when the successful connection ended; it resets the failure run only if after the latest failure. */
+  success(now: number, endedAt?: number): void;
   tick(now: number): void;
   /** false when the state makes a manual quarantine impossible (409). */
   quarantine(now: number): boolean;

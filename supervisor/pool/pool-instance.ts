@@ -20,6 +20,8 @@ export interface PoolInstance extends EventEmitter {
   readonly id: number;
   readonly socksHost: string;
   readonly socksPort: number;
+  /** The Unix-socket SocksPort the workers dial; null when the instance listens on socksHost:socksPort. */
+  readonly socksPath: string | null;
   pid(): number | null;
   running(): boolean;
   ready(): boolean;

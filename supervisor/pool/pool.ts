@@ -1,18 +1,21 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'winston';
-import type { InstanceView, PoolRotateResult, PoolSummary, ResizeResult, SessionRotateResult, SessionView } from '../../shared/api/views.js';
+import type { FailureResult, InstanceView, PoolRotateResult, PoolSummary, ResizeResult, SessionRotateResult, SessionView } from '../../shared/api/views.js';
 import { formatDuration, MAX_POOL_SIZE, type Config } from '../../shared/config/index.js';
 import type { ActionResult, CloseRecord, ReleasedRoute, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
+import { IP_SESSION_PREFIX } from '../../shared/api/session-key.js';
 import { serviceVersion } from '../../shared/version.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import { viewOf } from '../sessions/session.js';
 import { SessionTable, type Assignment, type Placement } from '../sessions/session-table.js';
 import { StatsHistory } from '../stats/stats-history.js';
+import { PendingSuccesses } from './pending-successes.js';
+import { dependsOnClient, ReportBudget, reporterKey, RoutableFloorGuard, type Reporter } from './client-evidence.js';
 import type { FailureKind, HealthTracker } from './health-tracker.js';
 import type { PoolInstance } from './pool-instance.js';
 
-/** Session keys that DEFAULT_SESSION gives callers who name none. */
-export const IP_SESSION_PREFIX = 'ip:';
+/** Session keys that DEFAULT_SESSION gives callers who name none (IP_SESSION_PREFIX: shared/api/session-key.ts). */
+export { IP_SESSION_PREFIX };
 export const SHARED_SESSION_KEY = 'shared';
 /** Weight of the newest dial latency in an instance's moving average. */
 const LATENCY_EWMA_WEIGHT = 0.2;
@@ -43,6 +46,11 @@ export interface PoolDeps {
   waitForListeners?: boolean;
 }
 
+/** Where a worker dials an instance: its Unix socket when it has one. */
+function socksOf(i: PoolInstance): { host: string; port: number; path?: string } {
+  return i.socksPath !== null ? { host: i.socksHost, port: i.socksPort, path: i.socksPath } : { host: i.socksHost, port: i.socksPort };
+}
+
 type Refusal = { ok: false; error: { status: 400 | 404 | 409 | 503; message: string } };
 const refuse = (status: 400 | 404 | 409 | 503, message: string): Refusal => ({ ok: false, error: { status, message } });
 
@@ -65,10 +73,15 @@ export class Pool extends EventEmitter {
   private stopped = false;
   private readonly totals = { requests: 0, failures: 0, bytesUp: 0, bytesDown: 0 };
   private growTimer: NodeJS.Timeout | null = null;
+  private readonly reportBudget: ReportBudget;
+  private readonly pendingSuccesses = new PendingSuccesses();
+  private readonly floor: RoutableFloorGuard;
 
   constructor(private readonly deps: PoolDeps) {
     super();
     this.now = deps.now ?? Date.now;
+    this.reportBudget = new ReportBudget(deps.config.clientReportBudget, this.now);
+    this.floor = new RoutableFloorGuard(deps.config.minRoutable, deps.log);
     this.targetSize = deps.config.poolSize;
     this.listening = !(deps.waitForListeners ?? false);
     this.sessions = new SessionTable({ maxSessions: deps.config.maxSessions, ttlMs: deps.config.sessionTtlMs });
@@ -123,6 +136,12 @@ export class Pool extends EventEmitter {
     return { routable, lastResort: single };
   }
 
+  /** Whether evidence the client controls may take `e` out of service (MIN_ROUTABLE). */
+  private clientEvidenceMayQuarantine(e: Entry): boolean {
+    if (!this.isRoutable(e)) return true;
+    return this.floor.allows(this.placement().routable.length, this.targetSize, e.instance.id);
+  }
+
   private isRoutable(e: Entry): boolean {
     return e.instance.ready() && e.instance.responsive() && !e.instance.rotating() && e.health.routable() && !e.draining && !e.retiring;
   }
@@ -132,7 +151,7 @@ export class Pool extends EventEmitter {
     if (p.listener === 'session-port') {
       const e = p.instance === undefined ? undefined : this.entries.get(p.instance);
       if (!e || !this.isRoutable(e)) return { ok: false, reason: 'no_routable_instance' };
-      return { ok: true, instance: e.instance.id, host: e.instance.socksHost, port: e.instance.socksPort, key: null };
+      return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key: null };
     }
     const mode = this.deps.config.defaultSession;
     let key = p.key;
@@ -144,7 +163,7 @@ export class Pool extends EventEmitter {
       const ids = placement.routable.length > 0 ? placement.routable : placement.lastResort !== null ? [placement.lastResort] : [];
       if (ids.length === 0) return { ok: false, reason: 'no_routable_instance' };
       const e = this.entries.get(ids[Math.floor(Math.random() * ids.length)] as number) as Entry;
-      return { ok: true, instance: e.instance.id, host: e.instance.socksHost, port: e.instance.socksPort, key: null };
+      return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key: null };
     }
     const outcome = this.sessions.route(key, placement, now);
     if (!outcome.ok) return { ok: false, reason: outcome.reason };
@@ -153,7 +172,7 @@ export class Pool extends EventEmitter {
     let open = this.openByWorker.get(workerSlot);
     if (!open) this.openByWorker.set(workerSlot, (open = new Map()));
     open.set(key, (open.get(key) ?? 0) + 1);
-    return { ok: true, instance: e.instance.id, host: e.instance.socksHost, port: e.instance.socksPort, key };
+    return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key };
   }
 
   /** A batch of finished connections from one worker. */
@@ -177,10 +196,13 @@ export class Pool extends EventEmitter {
       e.bytesDown += r.bytesDown;
       if (r.latencyMs !== null) e.latencyMs = e.latencyMs === 0 ? r.latencyMs : e.latencyMs + LATENCY_EWMA_WEIGHT * (r.latencyMs - e.latencyMs);
       if (r.ok) {
-        e.health.success(now);
+        // A session's success waits SUCCESS_REPORT_GRACE_MS for a report about it.
+        if (r.key !== null) this.pendingSuccesses.hold(r.instance, r.key, Math.min(now, r.endedAt));
+        else e.health.success(now, r.endedAt);
       } else {
         e.failures += 1;
-        e.health.failure('transport', 'transport', r.failure?.scored ?? true, now);
+        const mayQuarantine = !dependsOnClient(r.failure) || this.clientEvidenceMayQuarantine(e);
+        e.health.failure('transport', 'transport', r.failure?.scored ?? true, now, { occurredAt: r.endedAt, mayQuarantine });
       }
     }
   }
@@ -214,9 +236,35 @@ export class Pool extends EventEmitter {
 
   tick(): void {
     const now = this.now();
+    this.pendingSuccesses.release(now, (id, endedAt) => this.entries.get(id)?.health.success(now, endedAt));
     for (const e of this.entries.values()) e.health.tick(now);
     this.sessions.expire(now);
-    this.stats.tick(now, { sessions: this.sessions.size, routable: this.placement().routable.length });
+    const placement = this.placement();
+    this.rebalanceDisplaced(placement);
+    this.stats.tick(now, { sessions: this.sessions.size, routable: placement.routable.length });
+  }
+
+  /**
+   * Spreads the sessions an episode piled onto some instances once others are back
+   * (SessionTable.rebalance), every tick while any session is displaced: transitions can come
+   * and go between two ticks, so the state is checked, not the transition. One audit event per
+   * instance that sessions moved to, not one per session.
+   */
+  private rebalanceDisplaced(placement: Placement): void {
+    if (this.sessions.displacedCount === 0) return;
+    const moved = this.sessions.rebalance(placement);
+    if (moved.length === 0) return;
+    const byTarget = new Map<number, number>();
+    for (const a of moved) byTarget.set(a.to, (byTarget.get(a.to) ?? 0) + 1);
+    for (const [to, count] of byTarget) {
+      this.deps.audit.record({
+        type: 'assignment',
+        instance: to,
+        session: null,
+        message: `${count} displaced session${count === 1 ? '' : 's'} moved to instance ${to} to rebalance the pool`,
+        details: { to, count, reason: 'rebalance' },
+      });
+    }
   }
 
   // ---- views ----
@@ -282,7 +330,7 @@ export class Pool extends EventEmitter {
       pid: i.pid() ?? 0,
       uptime_secs: i.uptimeSecs(),
       sessions: this.sessions.countOn(i.id),
-      socks_addr: `${i.socksHost}:${i.socksPort}`,
+      socks_addr: i.socksPath !== null ? `unix:${i.socksPath}` : `${i.socksHost}:${i.socksPort}`,
       exit_ip: x.ip,
       exit_country: x.country,
       exit_nickname: x.nickname,
@@ -431,7 +479,11 @@ export class Pool extends EventEmitter {
     return { routable: fresh.length > 0 ? fresh : others, lastResort: null };
   }
 
-  reportFailure(key: string, kind: FailureKind, reason: string): ActionResult<{ session: string; instance: number; kind: string }> {
+  /**
+   * A client's report about a request through `key`. Scored only within the reporter's budget
+   * (CLIENT_REPORT_BUDGET), and never quarantines below the routable floor (MIN_ROUTABLE).
+   */
+  reportFailure(key: string, kind: FailureKind, reason: string, reporter: Reporter): ActionResult<FailureResult> {
     const s = this.sessions.get(key);
     if (!s) return refuse(404, 'no such session');
     // The report is charged to the instance the session is on now; a quarantine it causes moves
@@ -440,15 +492,17 @@ export class Pool extends EventEmitter {
     const e = this.entries.get(instance);
     const now = this.now();
     s.failures += 1;
+    this.pendingSuccesses.reported(instance, key, now);
+    const scored = this.reportBudget.take(reporter);
     this.deps.audit.record({
       type: 'instance',
       instance,
       session: key,
-      message: `failure reported on instance ${instance}: ${kind}${reason ? ` (${reason})` : ''}`,
-      details: { kind, reason },
+      message: `failure reported on instance ${instance}: ${kind}${reason ? ` (${reason})` : ''}${scored ? '' : ' (not scored: over CLIENT_REPORT_BUDGET)'}`,
+      details: { kind, reason, scored, reporter: reporterKey(reporter) },
     });
-    if (e) e.health.failure(kind, 'client', true, now);
-    return { ok: true, value: { session: key, instance, kind } };
+    if (e) e.health.failure(kind, 'client', scored, now, { mayQuarantine: this.clientEvidenceMayQuarantine(e) });
+    return { ok: true, value: { session: key, instance, kind, scored } };
   }
 
   deleteSession(key: string): ActionResult<null> {
@@ -583,6 +637,7 @@ export class Pool extends EventEmitter {
       await e.instance.stop();
     } finally {
       this.entries.delete(id);
+      this.pendingSuccesses.forgetInstance(id);
       this.deps.audit.record({ type: 'instance', instance: id, message: `instance ${id} removed` });
       this.emit('instances-changed', this.instanceIds());
     }
@@ -594,6 +649,7 @@ export class Pool extends EventEmitter {
    */
   beginShutdown(): void {
     for (const e of this.entries.values()) e.health.stop();
+    this.floor.flush();
   }
 
   async stop(): Promise<void> {

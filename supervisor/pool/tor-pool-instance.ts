@@ -11,13 +11,16 @@ export class TorPoolInstance extends EventEmitter implements PoolInstance {
   readonly id: number;
   readonly socksHost = '127.0.0.1';
   readonly socksPort: number;
+  readonly socksPath: string | null;
   readonly tor: TorInstance;
 
   constructor(options: TorInstanceOptions) {
     super();
     this.id = options.index;
-    this.socksPort = options.socksPort;
     this.tor = new TorInstance(options);
+    const socks = this.tor.socksEndpoint;
+    this.socksPath = socks.kind === 'unix' ? socks.path : null;
+    this.socksPort = socks.kind === 'tcp' ? socks.port : (options.socksPort ?? 0);
     this.tor.on('ready', () => this.emit('ready'));
     this.tor.on('state', ({ lifecycle, previous }) => {
       if (previous === 'ready' && lifecycle !== 'ready') this.emit('unready');

@@ -8,7 +8,10 @@ export interface Placement {
   lastResort: number | null;
 }
 
-export type AssignReason = 'new' | 'unroutable' | 'rotate' | 'drain' | 'quarantine' | 'deleted' | 'retired';
+export type AssignReason = 'new' | 'unroutable' | 'rotate' | 'drain' | 'quarantine' | 'deleted' | 'retired' | 'rebalance';
+
+/** Moves the pool made for its own reasons: the sessions they move may be rebalanced later. */
+const DISPLACING: ReadonlySet<AssignReason> = new Set<AssignReason>(['unroutable', 'drain', 'quarantine', 'retired']);
 
 export interface Assignment {
   key: string;
@@ -35,6 +38,7 @@ export interface CloseRecord {
 export class SessionTable {
   private readonly sessions = new Map<string, Session>();
   private readonly byInstance = new Map<number, Set<string>>();
+  private displaced = 0;
 
   constructor(
     private readonly options: { maxSessions: number; ttlMs: number; random?: () => number },
@@ -42,6 +46,11 @@ export class SessionTable {
 
   get size(): number {
     return this.sessions.size;
+  }
+
+  /** Sessions the pool moved for its own reasons and has not moved back or seen rotated since. */
+  get displacedCount(): number {
+    return this.displaced;
   }
 
   get(key: string): Session | undefined {
@@ -142,11 +151,39 @@ export class SessionTable {
     return moved;
   }
 
+  /**
+   * After instances come back (released, remediated, restarted), spreads the sessions an
+   * episode piled onto the rest: while a routable instance holds more than its share (the
+   * sessions on routable instances over their number, rounded up), its displaced sessions with
+   * no live connection move to the least loaded one. Sessions their clients placed or rotated
+   * are never moved, and none is moved while it has a connection: a move changes its exit.
+   */
+  rebalance(placement: Placement): Assignment[] {
+    const routable = placement.routable;
+    if (routable.length < 2) return [];
+    let total = 0;
+    for (const id of routable) total += this.countOn(id);
+    const share = Math.ceil(total / routable.length);
+    const moved: Assignment[] = [];
+    const byLoad = [...routable].sort((a, b) => this.countOn(b) - this.countOn(a));
+    for (const from of byLoad) {
+      if (this.countOn(from) <= share) break;
+      for (const key of this.keysOn(from)) {
+        if (this.countOn(from) <= share) break;
+        const s = this.sessions.get(key) as Session;
+        if (s.displaced !== true || s.active > 0) continue;
+        const to = this.pick({ routable: routable.filter((id) => id !== from), lastResort: null }, from);
+        if (to === null || this.countOn(to) + 1 > share) break;
+        moved.push(this.move(s, to, 'rebalance'));
+      }
+    }
+    return moved;
+  }
+
   delete(key: string): boolean {
     const s = this.sessions.get(key);
     if (!s) return false;
-    this.sessions.delete(key);
-    this.unindex(key, s.instance);
+    this.remove(s);
     return true;
   }
 
@@ -157,8 +194,7 @@ export class SessionTable {
       // Entries are in last-seen order, so the first one still inside the TTL ends the scan.
       if (now - s.lastSeen < this.options.ttlMs) break;
       if (s.active > 0) continue;
-      this.sessions.delete(s.key);
-      this.unindex(s.key, s.instance);
+      this.remove(s);
       removed.push(s.key);
     }
     return removed;
@@ -167,8 +203,7 @@ export class SessionTable {
   private evictOne(): boolean {
     for (const s of this.sessions.values()) {
       if (s.active > 0) continue;
-      this.sessions.delete(s.key);
-      this.unindex(s.key, s.instance);
+      this.remove(s);
       return true;
     }
     return false;
@@ -198,7 +233,20 @@ export class SessionTable {
     this.unindex(s.key, from);
     s.instance = to;
     this.index(s.key, to);
+    this.setDisplaced(s, DISPLACING.has(reason));
     return { key: s.key, from, to, reason };
+  }
+
+  private setDisplaced(s: Session, displaced: boolean): void {
+    if ((s.displaced === true) !== displaced) this.displaced += displaced ? 1 : -1;
+    s.displaced = displaced;
+  }
+
+  /** Every way a session leaves the table. */
+  private remove(s: Session): void {
+    this.sessions.delete(s.key);
+    this.unindex(s.key, s.instance);
+    this.setDisplaced(s, false);
   }
 
   private touch(s: Session): void {

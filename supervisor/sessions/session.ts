@@ -12,6 +12,12 @@ export interface Session {
   bytesDown: number;
   /** Connections currently attached (exact: incremented when routed, decremented on close). */
   active: number;
+  /**
+   * Moved off its instance by the pool (quarantine, drain, retirement, an instance that stopped
+   * being routable), not by its client: such a session may be moved again to rebalance once
+   * instances come back. A rotation or a rebalance clears it.
+   */
+  displaced?: boolean;
 }
 
 export function viewOf(s: Session): SessionView {

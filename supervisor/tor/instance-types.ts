@@ -7,7 +7,8 @@ export interface TorInstanceOptions {
   index: number;
   /** DATA_DIR; the instance lives in `<dataDir>/tor/<index>`. Relative paths are resolved. */
   dataDir: string;
-  socksPort: number;
+  /** TCP SocksPort on 127.0.0.1, used only when the Unix socket path would be too long. */
+  socksPort?: number;
   /** TCP control port on 127.0.0.1, used only when the Unix socket path would be too long. */
   controlPort?: number;
   /** Default `tor` (found on PATH). */

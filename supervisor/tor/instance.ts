@@ -25,7 +25,7 @@ import { assertPrivateNetworkTorrc } from './private-network-guard.js';
 import { RelayDirectory } from './relay-directory.js';
 import { logLineSeverity, parseBootstrapLogLine } from './tor-log-line.js';
 import { TorProcess, type ProcessExit } from './tor-process.js';
-import { MAX_UNIX_SOCKET_PATH_BYTES, renderTorrc, type ControlEndpoint } from './torrc.js';
+import { MAX_UNIX_SOCKET_PATH_BYTES, renderTorrc, type ControlEndpoint, type SocksEndpoint } from './torrc.js';
 
 export type * from './instance-types.js';
 
@@ -93,7 +93,9 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
   readonly torrcPath: string;
   readonly cookieFile: string;
   readonly controlEndpoint: ControlEndpoint;
+  /** `unix:<path>` for the Unix-socket SocksPort (the normal case), else `127.0.0.1:<port>`. */
   readonly socksAddr: string;
+  readonly socksEndpoint: SocksEndpoint;
   private readonly log: Logger;
   private readonly opts: TorInstanceOptions;
 
@@ -143,7 +145,16 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
     } else {
       throw new InstanceLayoutError(options.index, `control socket path ${socketPath} is too long and no controlPort was given`);
     }
-    this.socksAddr = `127.0.0.1:${options.socksPort}`;
+    const socksSocket = join(this.dataDirectory, 'socks.sock');
+    if (Buffer.byteLength(socksSocket) <= MAX_UNIX_SOCKET_PATH_BYTES) {
+      this.socksEndpoint = { kind: 'unix', path: socksSocket };
+    } else if (options.socksPort !== undefined) {
+      this.socksEndpoint = { kind: 'tcp', port: options.socksPort };
+      this.log.warn('DATA_DIR is too deep for a Unix-socket SocksPort: using TCP on loopback, which any local user can reach', { path: socksSocket, port: options.socksPort });
+    } else {
+      throw new InstanceLayoutError(options.index, `SocksPort socket path ${socksSocket} is too long and no socksPort was given`);
+    }
+    this.socksAddr = this.socksEndpoint.kind === 'unix' ? `unix:${this.socksEndpoint.path}` : `127.0.0.1:${this.socksEndpoint.port}`;
     this.cooldown = new NewnymCooldown(options.newnymCooldownMs);
     this.crashBackoff = new Backoff(
       options.restartBackoffInitialMs ?? DEFAULTS.restartBackoffInitialMs,
@@ -354,9 +365,10 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
       // tor refuses a DataDirectory (and a control socket directory) readable by others.
       await chmod(this.dataDirectory, 0o700);
       if (this.controlEndpoint.kind === 'unix') await rm(this.controlEndpoint.path, { force: true });
+      if (this.socksEndpoint.kind === 'unix') await rm(this.socksEndpoint.path, { force: true });
       const torrc = renderTorrc({
         dataDirectory: this.dataDirectory,
-        socksPort: this.opts.socksPort,
+        socks: this.socksEndpoint,
         control: this.controlEndpoint,
         cookieAuthFile: this.cookieFile,
         owningControllerPid: this.opts.supervisorPid ?? process.pid,

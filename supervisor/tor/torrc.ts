@@ -10,9 +10,16 @@ import { formatNodeList } from './node-list.js';
 /** Where the control port listens. Unix sockets are preferred: no port to allocate, file permissions guard it. */
 export type ControlEndpoint = { kind: 'unix'; path: string } | { kind: 'tcp'; port: number };
 
+/**
+ * Where the SocksPort listens. A Unix socket in the instance's private (0700) data directory is
+ * the normal case: only this user can connect, so nobody on the host goes around the pool's
+ * authentication, accounting and revocation. TCP is the fallback for a path too long for a socket.
+ */
+export type SocksEndpoint = { kind: 'unix'; path: string } | { kind: 'tcp'; port: number };
+
 export interface TorrcOptions {
   dataDirectory: string;
-  socksPort: number;
+  socks: SocksEndpoint;
   control: ControlEndpoint;
   cookieAuthFile: string;
   /** tor polls this PID (every 15 s) and exits when it is gone, so a crashed supervisor leaves no orphans. */
@@ -61,17 +68,34 @@ function quotePath(option: string, path: string): string {
   return `"${path.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
 }
 
+function assertSocketPath(option: string, path: string): void {
+  if (Buffer.byteLength(path) > MAX_UNIX_SOCKET_PATH_BYTES) {
+    throw new TorrcOptionError(option, `unix socket path is ${Buffer.byteLength(path)} bytes, the limit is ${MAX_UNIX_SOCKET_PATH_BYTES}`);
+  }
+}
+
+// Pool credentials are never forwarded to tor; NoIsolateSOCKSAuth makes sure that even a stray
+// username cannot split one instance over several exits. IPv6Traffic lets bracketed IPv6
+// literals through.
+const SOCKS_FLAGS = 'IPv6Traffic NoIsolateSOCKSAuth';
+
+function socksLines(socks: SocksEndpoint): string[] {
+  if (socks.kind === 'tcp') {
+    assertPort('SocksPort', socks.port);
+    return [`SocksPort 127.0.0.1:${socks.port} ${SOCKS_FLAGS}`, 'SocksPolicy accept 127.0.0.1', 'SocksPolicy reject *'];
+  }
+  assertSocketPath('SocksPort', socks.path);
+  // No TCP SocksPort at all: tor would open 127.0.0.1:9050 by default without a SocksPort line
+  // for TCP, but any SocksPort line replaces that default.
+  return [`SocksPort unix:${quotePath('SocksPort', socks.path)} ${SOCKS_FLAGS}`];
+}
+
 function controlLine(control: ControlEndpoint): string {
   if (control.kind === 'tcp') {
     assertPort('ControlPort', control.port);
     return `ControlPort 127.0.0.1:${control.port}`;
   }
-  if (Buffer.byteLength(control.path) > MAX_UNIX_SOCKET_PATH_BYTES) {
-    throw new TorrcOptionError(
-      'ControlPort',
-      `unix socket path is ${Buffer.byteLength(control.path)} bytes, the limit is ${MAX_UNIX_SOCKET_PATH_BYTES}`,
-    );
-  }
+  assertSocketPath('ControlPort', control.path);
   return `ControlPort unix:${quotePath('ControlPort', control.path)}`;
 }
 
@@ -84,7 +108,6 @@ function extraLine(line: string, index: number): string {
 }
 
 export function renderTorrc(options: TorrcOptions): string {
-  assertPort('SocksPort', options.socksPort);
   if (!Number.isInteger(options.owningControllerPid) || options.owningControllerPid < 1) {
     throw new TorrcOptionError('__OwningControllerProcess', `not a PID: ${String(options.owningControllerPid)}`);
   }
@@ -101,12 +124,7 @@ export function renderTorrc(options: TorrcOptions): string {
     'Log notice stdout',
     'AvoidDiskWrites 1',
     `__OwningControllerProcess ${options.owningControllerPid}`,
-    // Pool credentials are never forwarded to tor; NoIsolateSOCKSAuth makes sure that even a
-    // stray username cannot split one instance over several exits. IPv6Traffic lets bracketed
-    // IPv6 literals through.
-    `SocksPort 127.0.0.1:${options.socksPort} IPv6Traffic NoIsolateSOCKSAuth`,
-    'SocksPolicy accept 127.0.0.1',
-    'SocksPolicy reject *',
+    ...socksLines(options.socks),
     controlLine(options.control),
     'CookieAuthentication 1',
     `CookieAuthFile ${quotePath('CookieAuthFile', options.cookieAuthFile)}`,

@@ -386,6 +386,29 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     }
   });
 
+  it('signs out when the live stream ends with signed-out (the credential was revoked or its sign-in expired)', async () => {
+    const ctx = await browser.newContext({ viewport: VIEWPORT });
+    const login = (await (await svc.api('/api/auth/login', { method: 'POST', body: { user: 'admin', password: TEST_ADMIN_PASSWORD } })).json()) as { token: string; expires: number; user: string };
+    await ctx.addInitScript(`if (!sessionStorage.getItem('seeded')) { sessionStorage.setItem('seeded', '1'); sessionStorage.setItem('exitpool.credential', ${JSON.stringify(JSON.stringify(login))}); }`);
+    const p = await ctx.newPage();
+    const pageErrors = watchErrors(p);
+    // The server's last frames of a stream whose credential ended (workers/api/sse-hub.ts).
+    let streams = 0;
+    await p.route('**/api/stream?**', async (route) => {
+      streams += 1;
+      await route.fulfill({ status: 200, headers: { 'Content-Type': 'text/event-stream; charset=utf-8' }, body: 'retry: 2000\n\nevent: signed-out\ndata: {"reason":"revoked"}\n\n' });
+    });
+    await p.goto(`${base}/#/overview`);
+    await p.getByRole('button', { name: 'Sign in' }).waitFor();
+    await p.locator('.notice-text', { hasText: 'the credential was revoked' }).waitFor();
+    expect(await p.evaluate<string | null>(`sessionStorage.getItem('exitpool.credential')`)).to.equal(null);
+    // Signed out for good: no reconnect after the final event.
+    await p.waitForTimeout(2500);
+    expect(streams).to.equal(1);
+    await ctx.close();
+    expect(pageErrors).to.deep.equal([]);
+  });
+
   it('treats a 403 as "not allowed" without signing out', async () => {
     // A proxy-scope token in place of the sign-in credential: admin routes answer 403.
     const ctx = await browser.newContext({ viewport: VIEWPORT });

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import type { Logger } from '../../shared/logger.js';
 import { MAX_JSON_BODY_BYTES } from '../../workers/api/api-app.js';
 import { MAX_TOKEN_NAME_LENGTH } from '../../shared/auth/token-request.js';
 import { TICKET_TTL_MS } from '../../shared/auth/sign-in-credentials.js';
@@ -193,8 +194,11 @@ describe('API sign-in rate limit (LOGIN_RATE_LIMIT)', function () {
   let h: ApiHarness;
   const attempts = 3;
   const windowMs = 60_000;
+  const lines: { level: string; message: string; fields: Record<string, unknown> }[] = [];
+  const line = (level: string) => (message: string, fields: Record<string, unknown> = {}) => lines.push({ level, message, fields });
+  const log = { log: (level: string, message: string, fields: Record<string, unknown>) => lines.push({ level, message, fields }), info: line('info'), warn: line('warn'), debug: line('debug'), error: line('error') };
   before(async () => {
-    h = await startApiHarness({ loginRateLimit: { attempts, windowMs } });
+    h = await startApiHarness({ loginRateLimit: { attempts, windowMs }, log: log as unknown as Logger });
   });
   after(async () => h.close());
 
@@ -213,6 +217,14 @@ describe('API sign-in rate limit (LOGIN_RATE_LIMIT)', function () {
     expectPlainError(await h.request('/api/auth/login', { method: 'POST', body: { user: ADMIN_USER } }), 400, 'bad body while limited');
     h.clock.now += windowMs + 1000;
     expect((await h.request('/api/auth/login', { method: 'POST', body: { user: ADMIN_USER, password: ADMIN_PASSWORD } })).status).to.equal(200);
+  });
+
+  it('logged sign-ins, refusals and rate limits, never the password nor the user name tried', () => {
+    const text = JSON.stringify(lines);
+    expect(lines.some((l) => l.message === 'signed in' && l.fields.user === ADMIN_USER && l.fields.address === '127.0.0.1')).to.equal(true);
+    expect(lines.some((l) => l.level === 'warn' && l.message.startsWith('sign-in refused: wrong') && l.fields.address === '127.0.0.1')).to.equal(true);
+    expect(lines.some((l) => l.level === 'warn' && l.message.includes('LOGIN_RATE_LIMIT') && typeof l.fields.retryAfterSeconds === 'number')).to.equal(true);
+    for (const secret of [ADMIN_PASSWORD, 'wrong0', 'wrong again']) expect(text).to.not.contain(secret);
   });
 
   it('documents every response above', () => {

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { WorkerRequests } from '../../shared/ipc/protocol.js';
+import { CONTENT_SECURITY_POLICY } from '../../workers/api/security-headers.js';
 import { concretePath, startApiHarness, undocumentedResponses, type ApiHarness, type ApiResponse } from './api-support-harness.js';
 
 /**
@@ -83,6 +84,11 @@ describe('API dashboard static assets', function () {
     fs.writeFileSync(path.join(dir, 'index.html'), '<!doctype html><title>exitpool</title>');
     fs.writeFileSync(path.join(dir, 'assets', 'app-1a2b3c.js'), 'console.log("dashboard")');
     fs.writeFileSync(path.join(dir, 'favicon.svg'), '<svg/>');
+    fs.writeFileSync(path.join(dir, 'assets', 'app-1a2b3c.js.map'), '{"version":3}');
+    fs.mkdirSync(path.join(dir, 'src', 'views'), { recursive: true });
+    fs.writeFileSync(path.join(dir, 'src', 'main.js'), '// compiled source');
+    fs.writeFileSync(path.join(dir, 'src', 'main.js.map'), '{"version":3}');
+    fs.writeFileSync(path.join(dir, 'src', 'views', 'App.js'), '// compiled source');
     h = await startApiHarness({ dashboardDir: dir });
     jwt = await h.login();
   });
@@ -117,6 +123,25 @@ describe('API dashboard static assets', function () {
       const signedIn = await h.request(p, { bearer: jwt });
       expectPlain(signedIn, 404, `${p} signed in`);
       expect(signedIn.text).to.not.contain('<title>');
+    }
+  });
+
+  it('never serves compiled sources or source maps', async () => {
+    for (const p of ['/src/main.js', '/src/main.js.map', '/src/views/App.js', '/src/', '/src', '/SRC/main.js', '/assets/app-1a2b3c.js.map', '/src/../src/main.js', '/%73rc/main.js']) {
+      const r = await h.request(p);
+      expectPlain(r, 404, p);
+      expect(r.text, p).to.not.contain('compiled source');
+    }
+  });
+
+  it('sends the browser security headers on the page, the assets, the API and errors', async () => {
+    for (const [p, bearer] of [['/', undefined], ['/assets/app-1a2b3c.js', undefined], ['/api/pool', jwt], ['/api/pool', undefined], ['/nope.txt', undefined]] as const) {
+      const r = await h.request(p, bearer === undefined ? {} : { bearer });
+      expect(r.headers.get('content-security-policy'), p).to.equal(CONTENT_SECURITY_POLICY);
+      expect(r.headers.get('content-security-policy'), p).to.contain("frame-ancestors 'none'");
+      expect(r.headers.get('x-frame-options'), p).to.equal('DENY');
+      expect(r.headers.get('x-content-type-options'), p).to.equal('nosniff');
+      expect(r.headers.get('referrer-policy'), p).to.equal('no-referrer');
     }
   });
 

@@ -1,9 +1,11 @@
 import { expect } from 'chai';
+import fc from 'fast-check';
 import { MAX_POOL_SIZE } from '../../shared/config/config.js';
 import type { InstanceAction } from '../../shared/ipc/protocol.js';
 import { MAX_JSON_BODY_BYTES } from '../../workers/api/api-app.js';
 import { EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT } from '../../workers/api/route-table.js';
 import { cannedData, cannedHealth, refuse } from '../support/fake-supervisor-ipc.js';
+import { fuzzRuns } from '../support/fuzz-runs.js';
 import { startApiHarness, undocumentedResponses, type ApiHarness, type ApiResponse } from './api-support-harness.js';
 
 /**
@@ -189,6 +191,40 @@ describe('API pool, instances, sessions, events and statistics', function () {
       expectPlainError(await get('/api/sessions/carol', h.storeProxyToken), 404, 'unknown session');
     });
 
+    it("a proxy token addresses only its own ip: session: another address's answers as an unknown key does", async () => {
+      const ipSession = (address: string) => ({ ...h.fake.data.sessions[0]!, key: `ip:${address}` });
+      h.fake.data.sessions.push(ipSession('127.0.0.1'), ipSession('10.9.8.7'));
+      const unknown = await get('/api/sessions/never-used', h.storeProxyToken);
+      const mine = await get('/api/sessions/ip:127.0.0.1', h.storeProxyToken);
+      expect(mine.status).to.equal(200);
+      expect(mine.json()).to.include({ key: 'ip:127.0.0.1' });
+      const calls = h.fake.calls.length;
+      for (const [method, suffix] of [['GET', ''], ['POST', '/rotate'], ['POST', '/failure'], ['DELETE', '']] as const) {
+        for (const key of ['ip:10.9.8.7', 'ip:127.0.0.2', 'ip:', 'ip:::1']) {
+          const r = await h.request(`/api/sessions/${encodeURIComponent(key)}${suffix}`, { method, bearer: h.storeProxyToken });
+          expect([r.status, r.text], `${method} ${key}${suffix}`).to.deep.equal([unknown.status, unknown.text]);
+        }
+      }
+      expect(h.fake.calls.length, 'refused before the supervisor is asked').to.equal(calls);
+      // The admin sees and acts on every address session.
+      expect((await get('/api/sessions/ip:10.9.8.7', h.adminToken)).status).to.equal(200);
+      expect((await h.request('/api/sessions/ip:10.9.8.7', { method: 'DELETE', bearer: h.adminToken })).status).to.equal(204);
+    });
+
+    it('property: a proxy token never reaches the supervisor with a foreign ip: key', async () => {
+      await fc.assert(
+        fc.asyncProperty(fc.string({ maxLength: 40 }), async (rest) => {
+          const key = `ip:${rest}`;
+          fc.pre(key !== 'ip:127.0.0.1');
+          const before = h.fake.callsOf('sessions.get').length;
+          const r = await get(`/api/sessions/${encodeURIComponent(key)}`, h.storeProxyToken);
+          expect(r.status).to.be.oneOf([400, 404]);
+          expect(h.fake.callsOf('sessions.get').length).to.equal(before);
+        }),
+        { numRuns: fuzzRuns(100) },
+      );
+    });
+
     it('decodes the key from the path; 400 for an over-long key or broken percent-encoding', async () => {
       h.fake.data.sessions.push({ ...h.fake.data.sessions[0]!, key: 'user/é 1' });
       expect((await get(`/api/sessions/${encodeURIComponent('user/é 1')}`)).status).to.equal(200);
@@ -237,8 +273,13 @@ describe('API pool, instances, sessions, events and statistics', function () {
       for (const [body, headers, kind] of cases) {
         const r = await h.request('/api/sessions/alice/failure', { method: 'POST', bearer: h.storeProxyToken, headers, ...(body === undefined ? {} : { rawBody: String(body) }) });
         expect(r.status, `${String(body)}: ${r.text}`).to.equal(200);
-        expect(r.json()).to.deep.equal({ session: 'alice', instance: 0, kind });
+        expect(r.json()).to.deep.equal({ session: 'alice', instance: 0, kind, scored: true });
       }
+      // The report names its credential to the supervisor (CLIENT_REPORT_BUDGET counts per credential).
+      const storeTokenId = h.store.listTokens().find((t) => t.source === 'store' && t.scope === 'proxy')!.id;
+      expect(h.fake.callsOf('sessions.failure').at(-1)?.reporter).to.deep.equal({ kind: 'token', id: storeTokenId });
+      await post('/api/sessions/alice/failure', { kind: 'captcha' });
+      expect(h.fake.callsOf('sessions.failure').at(-1)?.reporter).to.deep.equal({ kind: 'sign-in', user: 'operator' });
     });
 
     it('failure: 400 for wrong JSON types, malformed and oversized bodies; 404 for an unknown session', async () => {
@@ -274,6 +315,16 @@ describe('API pool, instances, sessions, events and statistics', function () {
         expect((await get(`/api/events?limit=${limit}`)).status).to.equal(200);
         expect(h.fake.callsOf('events.recent').at(-1)).to.deep.equal({ limit });
       }
+    });
+
+    it('lists only the audit types asked for; an unknown type is a 400', async () => {
+      const r = await get('/api/events?type=auth,quarantine&limit=5');
+      expect(r.status).to.equal(200);
+      expect(h.fake.callsOf('events.recent').at(-1)).to.deep.equal({ limit: 5, types: ['auth', 'quarantine'] });
+      expect((r.json() as { type: string }[]).every((e) => e.type === 'auth' || e.type === 'quarantine')).to.equal(true);
+      await withoutIpc('events.recent', async () => {
+        for (const q of ['', 'nope', 'auth,', 'AUTH', 'auth&type=rotate', 'x'.repeat(300)]) expectPlainError(await get(`/api/events?type=${q}`), 400, `type=${q}`);
+      });
     });
 
     it('refuses a bad limit with 400', async () => {

@@ -1,12 +1,11 @@
 import { expect } from 'chai';
-import { createParser } from 'eventsource-parser';
-import http from 'node:http';
 import net from 'node:net';
 import type { AuditEvent } from '../../shared/api/audit-event.js';
 import { TICKET_TTL_MS } from '../../shared/auth/sign-in-credentials.js';
 import { schemaViolations } from '../support/json-schema-subset.js';
 import { loadOpenApiDocument } from '../support/openapi-document.js';
-import { startApiHarness, type ApiHarness } from './api-support-harness.js';
+import { StreamClient } from '../support/sse-stream-client.js';
+import { LOGIN_TTL_MS, startApiHarness, type ApiHarness } from './api-support-harness.js';
 
 /**
  * GET /api/stream on the real app (SPEC "Live stream"): who may open it, the framing (retry,
@@ -14,65 +13,6 @@ import { startApiHarness, type ApiHarness } from './api-support-harness.js';
  * subscriber on disconnect, and a stalled subscriber that loses frames and is dropped without
  * holding anyone else back.
  */
-
-interface Frame {
-  event: string | undefined;
-  data: string;
-}
-
-/** An SSE client on its own socket, parsing frames as they arrive. */
-class StreamClient {
-  readonly frames: Frame[] = [];
-  retry: number | null = null;
-  comments = 0;
-  ended = false;
-
-  private constructor(
-    readonly status: number,
-    readonly headers: http.IncomingHttpHeaders,
-    private readonly req: http.ClientRequest,
-  ) {}
-
-  static open(base: string, path: string, headers: Record<string, string> = {}): Promise<StreamClient> {
-    return new Promise((resolve, reject) => {
-      const req = http.get(base + path, { headers, agent: false }, (res) => {
-        const client = new StreamClient(res.statusCode ?? 0, res.headers, req);
-        const parser = createParser({
-          onEvent: (e) => client.frames.push({ event: e.event, data: e.data }),
-          onRetry: (ms) => {
-            client.retry = ms;
-          },
-          onComment: () => {
-            client.comments += 1;
-          },
-        });
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => parser.feed(chunk));
-        res.on('close', () => {
-          client.ended = true;
-        });
-        resolve(client);
-      });
-      req.on('error', reject);
-    });
-  }
-
-  of(event: string): unknown[] {
-    return this.frames.filter((f) => f.event === event).map((f) => JSON.parse(f.data) as unknown);
-  }
-
-  async waitFor(condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!condition()) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 5));
-    }
-  }
-
-  close(): void {
-    this.req.destroy();
-  }
-}
 
 async function until(condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -114,6 +54,34 @@ describe('API live stream (GET /api/stream)', function () {
     await c.waitFor(() => c.of('state').length === 1, 'the initial state');
     expect(c.retry).to.equal(2000);
     expect(c.of('state')[0]).to.deep.equal(h.fake.snapshot());
+  });
+
+  it('ends a token\'s stream with a signed-out event when the token is revoked, before the revocation answers', async () => {
+    const created = await h.request('/api/tokens', { method: 'POST', bearer: h.adminToken, body: { name: 'stream reader', scope: 'admin' } });
+    const token = created.json() as { id: string; secret: string };
+    const c = await connect('/api/stream', { authorization: `Bearer ${token.secret}` });
+    const other = await connect('/api/stream', { authorization: `Bearer ${h.adminToken}` });
+    await until(() => h.hub.size >= 2, 'two subscribers');
+    const revoked = await h.request(`/api/tokens/${token.id}`, { method: 'DELETE', bearer: h.adminToken });
+    expect(revoked.status).to.equal(204);
+    // The last event was written before the worker acknowledged the new snapshot.
+    expect(c.of('signed-out')).to.deep.equal([{ reason: 'revoked' }]);
+    await c.waitFor(() => c.ended, 'the stream to end');
+    expect(other.ended, "another credential's stream goes on").to.equal(false);
+    expect(other.of('signed-out')).to.deep.equal([]);
+  });
+
+  it('ends a ticket\'s stream when the sign-in behind the ticket expires', async () => {
+    const realNow = Date.now();
+    // A sign-in that has about one second left (the harness's auth clock is separate from the timers).
+    h.clock.now = realNow - LOGIN_TTL_MS + 1500;
+    const ticket = await h.ticket();
+    const c = await connect(`/api/stream?ticket=${ticket}`);
+    h.clock.now = realNow;
+    expect(c.status).to.equal(200);
+    await c.waitFor(() => c.ended, 'the stream to end at the sign-in expiry', 5000);
+    expect(c.of('signed-out')).to.deep.equal([{ reason: 'expired' }]);
+    expect(Date.now() - realNow).to.be.below(4000);
   });
 
   it('forwards each state snapshot and each audit event as one JSON frame, to every subscriber', async () => {

@@ -4,7 +4,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
-import type { ApiCredentialSnapshot } from '../../shared/auth/credential-snapshot.js';
 import type { RateLimit } from '../../shared/config/values.js';
 import { AuthOperations } from '../../supervisor/auth-operations.js';
 import { AuditLog } from '../../supervisor/audit/audit-log.js';
@@ -13,9 +12,12 @@ import type { WorkerManager } from '../../supervisor/cluster/worker-manager.js';
 import { createApiApp } from '../../workers/api/api-app.js';
 import { authRoutes } from '../../workers/api/auth-routes.js';
 import { POOL_ROUTES, type ApiRoute } from '../../workers/api/route-table.js';
+import type { RequestOriginPolicy } from '../../workers/api/request-origin.js';
+import { credentialUpdateHandler } from '../../workers/api/credential-updates.js';
 import { SseHub, type SseHubOptions } from '../../workers/api/sse-hub.js';
 import { FakeSupervisorIpc, type CannedData } from '../support/fake-supervisor-ipc.js';
 import { documentationGaps, loadOpenApiDocument, type ObservedResponse } from '../support/openapi-document.js';
+import type { Logger } from '../../shared/logger.js';
 import { quietLogger } from '../support/quiet-logger.js';
 
 /**
@@ -40,6 +42,9 @@ export interface HarnessOptions {
   dashboardDir?: string | null;
   data?: CannedData;
   hub?: SseHubOptions;
+  origin?: RequestOriginPolicy;
+  /** The logger of the routes (quiet by default). */
+  log?: Logger;
 }
 
 export interface ApiResponse {
@@ -102,17 +107,14 @@ export async function startApiHarness(options: HarnessOptions = {}): Promise<Api
     { now: () => clock.now },
   );
   const fake = new FakeSupervisorIpc({ timeoutMs: options.ipcTimeoutMs ?? 2000, ...(options.data ? { data: options.data } : {}) });
-  // As api-worker.ts: the supervisor pushes snapshots; the worker swaps them in and acknowledges.
-  fake.worker.handle('credentials.update', (snapshot) => {
-    auth.update(snapshot as ApiCredentialSnapshot);
-    return { version: auth.version };
-  });
+  const hub = new SseHub(options.hub);
+  // As api-worker.ts: the supervisor pushes snapshots; the worker swaps them in, ends revoked streams and acknowledges.
+  fake.worker.handle('credentials.update', credentialUpdateHandler(auth, hub));
   const audit = new AuditLog();
   const workers = { handles: () => [{ role: 'api', endpoint: fake.supervisor }] } as unknown as WorkerManager;
   const operations = new AuthOperations(store, workers, audit, log);
   fake.useTokens({ list: () => store.listTokens(), create: (body) => operations.create(body), revoke: (id) => operations.revoke(id) });
 
-  const hub = new SseHub(options.hub);
   let latestState: string | null = null;
   fake.worker.onNotice('state', (snapshot) => {
     latestState = SseHub.frame('state', snapshot);
@@ -120,7 +122,7 @@ export async function startApiHarness(options: HarnessOptions = {}): Promise<Api
   });
   fake.worker.onNotice('event', (event) => hub.publish('event', event));
 
-  const routes = [...authRoutes(() => auth), ...POOL_ROUTES];
+  const routes = [...authRoutes(() => auth, options.log ?? log), ...POOL_ROUTES];
   const app = createApiApp({
     routes,
     authenticator: () => auth,
@@ -128,6 +130,7 @@ export async function startApiHarness(options: HarnessOptions = {}): Promise<Api
     hub,
     initialStreamFrames: () => (latestState ? [latestState] : []),
     dashboardDir: options.dashboardDir ?? null,
+    origin: options.origin ?? { bindHost: '127.0.0.1', allowedHosts: [] },
     log,
   });
   const server = http.createServer(app);

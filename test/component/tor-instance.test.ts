@@ -88,6 +88,17 @@ describe('tor instance (fake tor binary)', function () {
     return { stream: kv.get('stream')!, circuit: kv.get('circuit')! };
   }
 
+  it('falls back to TCP listeners on loopback only when DATA_DIR is too deep for socket paths', () => {
+    const deep = join(dir, 'd'.repeat(120));
+    const log = quietLogger();
+    const i = new TorInstance({ index: 0, dataDir: deep, socksPort: 39990, controlPort: 39991, log });
+    expect(i.socksAddr).to.equal('127.0.0.1:39990');
+    expect(i.socksEndpoint).to.deep.equal({ kind: 'tcp', port: 39990 });
+    expect(() => new TorInstance({ index: 0, dataDir: deep, controlPort: 39991, log })).to.throw(InstanceLayoutError);
+    const short = new TorInstance({ index: 0, dataDir: join(dir, 'data'), log });
+    expect(short.socksEndpoint).to.deep.equal({ kind: 'unix', path: join(dir, 'data', 'tor', '0', 'socks.sock') });
+  });
+
   it('bootstraps to ready, reporting progress, pid, uptime and an inferred exit', async () => {
     const i = instance();
     const lifecycles: string[] = [];
@@ -103,7 +114,8 @@ describe('tor instance (fake tor binary)', function () {
     expect([...percents].sort((a, b) => a - b)).to.deep.equal(percents);
     await until(() => i.exit.exitIp !== '', 5_000, 'inferred exit');
     const snap = i.snapshot();
-    expect(snap).to.deep.include({ id: 0, ready: true, running: true, bootstrap: 100, socksAddr: `127.0.0.1:${nextPort - 1}` });
+    // The SocksPort is a Unix socket in the instance's private data directory.
+    expect(snap).to.deep.include({ id: 0, ready: true, running: true, bootstrap: 100, socksAddr: `unix:${i.dataDirectory}/socks.sock` });
     expect(snap.pid).to.equal(i.pid).and.to.be.greaterThan(0);
     expect(snap.exitConfirmed).to.equal(false);
     expect(snap.exitIp).to.match(/^127\.0\.0\.1[123]$/);
@@ -113,6 +125,7 @@ describe('tor instance (fake tor binary)', function () {
     const torrc = await readFile(i.torrcPath, 'utf8');
     expect(torrc).to.include(`__OwningControllerProcess ${process.pid}`);
     expect(torrc).to.include(`ControlPort unix:"${i.dataDirectory}/control.sock"`);
+    expect(torrc).to.include(`SocksPort unix:"${i.dataDirectory}/socks.sock"`);
     expect((await stat(i.dataDirectory)).mode & 0o777).to.equal(0o700);
   });
 

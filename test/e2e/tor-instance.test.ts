@@ -132,8 +132,10 @@ describe('tor instances on the private network (e2e)', function () {
     return Date.now() - started;
   }
 
-  function socksPort(i: TorInstance): number {
-    return Number(i.socksAddr.split(':')[1]);
+  /** The instance's SocksPort: the path of its Unix socket. */
+  function socksPort(i: TorInstance): string {
+    expect(i.socksAddr).to.match(/^unix:\//);
+    return i.socksAddr.slice('unix:'.length);
   }
 
   /** One request through the instance's SocksPort; the destination's view of the source IP. */

@@ -1,12 +1,13 @@
 import { EventEmitter } from 'node:events';
 import type { HealthView } from '../../shared/api/views.js';
-import type { FailureKind, FailureSource, HealthTracker } from '../../supervisor/pool/health-tracker.js';
+import type { FailureKind, FailureOptions, FailureSource, HealthTracker } from '../../supervisor/pool/health-tracker.js';
 import type { InstanceExit, PoolInstance } from '../../supervisor/pool/pool-instance.js';
 
 /** An in-memory instance whose state a test sets directly. */
 export class FakeInstance extends EventEmitter implements PoolInstance {
   readonly socksHost = '127.0.0.1';
   readonly socksPort: number;
+  readonly socksPath: string | null = null;
   isReady = false;
   isRotating = false;
   isResponsive = true;
@@ -84,7 +85,7 @@ export class FakeInstance extends EventEmitter implements PoolInstance {
 /** A health tracker that records calls; its state is set by the test. */
 export class FakeHealth implements HealthTracker {
   state: HealthView['state'] = 'starting';
-  failures: { kind: FailureKind; source: FailureSource; scored: boolean }[] = [];
+  failures: { kind: FailureKind; source: FailureSource; scored: boolean; mayQuarantine?: boolean }[] = [];
   successes = 0;
 
   view(): HealthView {
@@ -110,8 +111,8 @@ export class FakeHealth implements HealthTracker {
   unbootstrapped(): void {
     this.state = 'starting';
   }
-  failure(kind: FailureKind, source: FailureSource, scored: boolean): void {
-    this.failures.push({ kind, source, scored });
+  failure(kind: FailureKind, source: FailureSource, scored: boolean, _now?: number, options: FailureOptions = {}): void {
+    this.failures.push({ kind, source, scored, ...(options.mayQuarantine === undefined ? {} : { mayQuarantine: options.mayQuarantine }) });
   }
   success(): void {
     this.successes += 1;

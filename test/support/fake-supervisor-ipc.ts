@@ -214,14 +214,14 @@ export class FakeSupervisorIpc {
       }
       const s = session(key);
       if (!s) return refuse(404, 'no such session');
-      return accept({ session: key, instance: s.instance, kind: report.kind });
+      return accept({ session: key, instance: s.instance, kind: report.kind, scored: true });
     });
     this.on('sessions.delete', ({ key }) => {
       const before = d().sessions.length;
       d().sessions = d().sessions.filter((s) => s.key !== key);
       return d().sessions.length < before ? accept(null) : refuse(404, 'no such session');
     });
-    this.on('events.recent', ({ limit }) => d().events.slice(0, limit));
+    this.on('events.recent', ({ limit, types }) => d().events.filter((e) => types === undefined || types.includes(e.type)).slice(0, limit));
     this.on('stats.history', ({ range }) => d().stats[range]);
     this.on('metrics.text', () => d().metrics);
     this.on('tokens.list', () => this.tokens.list());

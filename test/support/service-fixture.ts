@@ -17,6 +17,8 @@ export interface RunningService {
   readonly httpPort: number;
   readonly apiPort: number;
   readonly dataDir: string;
+  /** INSTANCE_PORT_BASE the service was given (instances' TCP fallback block). */
+  readonly instancePortBase: number;
   readonly net: Testnet;
   /** The whoami URL by hostname (resolved by the exits, never locally). */
   readonly whoamiUrl: string;
@@ -129,6 +131,7 @@ export async function startService(env: Record<string, string> = {}): Promise<Ru
     httpPort,
     apiPort,
     dataDir,
+    instancePortBase: Number(fullEnv.INSTANCE_PORT_BASE),
     net: testnet,
     whoamiUrl: `http://whoami.testnet:${testnet.whoami.port}/`,
     output: () => out,

@@ -19,9 +19,13 @@ export interface CurlThroughSocksOptions {
 
 const STATUS_MARKER = '\n__exitpool_http_status__=';
 
-/** A real curl through a tor SocksPort, hostname resolved by the exit (--socks5-hostname). */
-export function curlThroughSocks(socksPort: number, url: string, options: CurlThroughSocksOptions = {}): Promise<CurlResult> {
-  const args = ['-sS', '-D', '-', '--max-time', String(options.maxTimeSeconds ?? 30), '--socks5-hostname', `127.0.0.1:${socksPort}`];
+/**
+ * A real curl through a tor SocksPort, hostname resolved by the exit: a TCP port, or the path of
+ * a Unix-socket SocksPort (curl's socks5h://localhost/<path> form).
+ */
+export function curlThroughSocks(socks: number | string, url: string, options: CurlThroughSocksOptions = {}): Promise<CurlResult> {
+  const proxy = typeof socks === 'number' ? ['--socks5-hostname', `127.0.0.1:${socks}`] : ['--proxy', `socks5h://localhost${socks}`];
+  const args = ['-sS', '-D', '-', '--max-time', String(options.maxTimeSeconds ?? 30), ...proxy];
   if (options.username !== undefined) args.push('--proxy-user', `${options.username}:x`);
   args.push('-w', `${STATUS_MARKER}%{http_code}`, url);
   const started = Date.now();

@@ -159,19 +159,37 @@ describe('sign-in', () => {
       expect(outcome.result.user).to.equal('admin');
       expect(auth.authenticate({ authorization: `Bearer ${outcome.result.token}` })).to.deep.equal({
         ok: true,
-        principal: { kind: 'session', user: 'admin' },
+        principal: { kind: 'session', user: 'admin', expires: outcome.result.expires },
       });
     });
 
-    it('answers a wrong user and a wrong password identically, then rate-limits the address', async () => {
+    it('answers a wrong user and a wrong password identically, then rate-limits that address and user', async () => {
       const auth = new ApiAuthenticator(await apiSnapshot(), settings);
       expect(await auth.signIn({ user: 'nobody', password: PASSWORD }, '192.0.2.9')).to.deep.equal({ kind: 'refused' });
-      expect(await auth.signIn({ user: 'admin', password: 'wrong' }, '192.0.2.9')).to.deep.equal({ kind: 'refused' });
-      expect(await auth.signIn({ user: 'admin', password: 'wrong' }, '192.0.2.9')).to.deep.equal({ kind: 'refused' });
+      for (let i = 0; i < 3; i++) expect(await auth.signIn({ user: 'admin', password: 'wrong' }, '192.0.2.9')).to.deep.equal({ kind: 'refused' });
       const limited = await auth.signIn({ user: 'admin', password: PASSWORD }, '192.0.2.9');
       expect(limited.kind).to.equal('rate-limited');
       expect(limited).to.have.property('retryAfterSeconds').within(1, 60);
+      // Another address, or guesses at another user name, are counted apart.
       expect((await auth.signIn({ user: 'admin', password: PASSWORD }, '192.0.2.10')).kind).to.equal('signed-in');
+      expect((await auth.signIn({ user: 'nobody', password: 'wrong' }, '192.0.2.9')).kind).to.equal('refused');
+    });
+
+    it('a browser with a device cookie from an earlier sign-in gets through a lockout of its address', async () => {
+      const auth = new ApiAuthenticator(await apiSnapshot(), settings);
+      const first = await auth.signIn({ user: 'admin', password: PASSWORD }, '192.0.2.20');
+      if (first.kind !== 'signed-in' || first.deviceCookie === null) throw new Error('expected a device cookie');
+      // Someone else at the same address locks out admin...
+      for (let i = 0; i < 5; i++) await auth.signIn({ user: 'admin', password: 'guess' }, '192.0.2.20');
+      expect((await auth.signIn({ user: 'admin', password: PASSWORD }, '192.0.2.20')).kind).to.equal('rate-limited');
+      // ...a forged or foreign cookie does not help them...
+      expect((await auth.signIn({ user: 'admin', password: PASSWORD }, '192.0.2.20', `${first.deviceCookie.slice(0, -1)}A`)).kind).to.equal('rate-limited');
+      // ...the operator's browser signs in.
+      const again = await auth.signIn({ user: 'admin', password: PASSWORD }, '192.0.2.20', first.deviceCookie);
+      expect(again.kind).to.equal('signed-in');
+      // A stolen cookie is no master key: its own bucket locks after the same number of failures.
+      for (let i = 0; i < 3; i++) expect((await auth.signIn({ user: 'admin', password: 'guess' }, '198.51.100.1', first.deviceCookie)).kind).to.equal('refused');
+      expect((await auth.signIn({ user: 'admin', password: PASSWORD }, '198.51.100.1', first.deviceCookie)).kind).to.equal('rate-limited');
     });
 
     it('counts parallel attempts before their bcrypt finishes', async () => {
@@ -227,7 +245,8 @@ describe('sign-in', () => {
 
       // On the stream, as the query parameter: admitted as a ticket principal with no scope.
       const onStream = auth.authenticate({ authorization: undefined, ticket, allowTicket: true });
-      expect(onStream).to.deep.equal({ ok: true, principal: { kind: 'ticket', user: 'admin' } });
+      // It carries the expiry of the sign-in behind it: the stream it opens ends then.
+      expect(onStream).to.deep.equal({ ok: true, principal: { kind: 'ticket', user: 'admin', sessionExpires: signedIn.result.expires } });
       // Anywhere else the query parameter is not looked at.
       expect(auth.authenticate({ authorization: undefined, ticket })).to.deep.equal({ ok: false, reason: 'missing' });
       // As a bearer credential it is not a session credential (so it cannot reach the ticket route).

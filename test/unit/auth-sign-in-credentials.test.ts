@@ -32,13 +32,20 @@ describe('sign-in credentials (JWT)', () => {
     expect(login.expires).to.equal(Math.floor((START + TTL) / 1000));
     expect(credentials.verifySessionCredential(login.token)).to.deep.equal({
       ok: true,
-      principal: { kind: 'session', user: 'admin' },
+      principal: { kind: 'session', user: 'admin', expires: login.expires },
       expires: login.expires,
     });
     now = START + TTL - 1000;
     expect(credentials.verifySessionCredential(login.token).ok).to.equal(true);
     now = START + TTL;
     expect(credentials.verifySessionCredential(login.token)).to.deep.equal({ ok: false, reason: 'expired' });
+  });
+
+  it('puts the expiry of the sign-in behind a ticket into it, and never lets the ticket outlive it', () => {
+    const ticket = credentials.issueTicket({ kind: 'session', user: 'admin', expires: Math.floor(START / 1000) + 30 });
+    const check = credentials.verifyTicket(ticket.ticket);
+    expect(check).to.deep.include({ ok: true, principal: { kind: 'ticket', user: 'admin', sessionExpires: Math.floor(START / 1000) + 30 } });
+    expect(check.ok && check.expires).to.equal(Math.floor(START / 1000) + 30);
   });
 
   it('issues a ticket that lasts TICKET_TTL_MS (60 s)', () => {

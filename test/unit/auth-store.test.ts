@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import fc from 'fast-check';
 import * as fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,6 +16,9 @@ import {
   ConfigTokenNotRevocableError,
   TokenNotFoundError,
 } from '../../supervisor/auth/errors.js';
+import { deriveSigningKey } from '../../supervisor/auth/signing-key.js';
+import { parseSigningSecretFile } from '../../supervisor/auth/signing-secret-file.js';
+import { fuzzRuns } from '../support/fuzz-runs.js';
 import { quietLogger } from '../support/quiet-logger.js';
 
 const TEST_BCRYPT_COST = 4;
@@ -88,7 +92,7 @@ describe('auth store', () => {
     expect(text).not.to.include(token.secret);
     expect(text).not.to.include(token.secret.slice(3));
     expect(text).to.include(digestTokenSecret(token.secret));
-    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json']);
+    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json', 'signing.key']);
 
     const { proxy, api } = store.snapshots();
     expect(TokenVerifier.fromSnapshot(proxy).verify(token.secret)).to.deep.equal({ id: token.id, scope: 'proxy' });
@@ -139,7 +143,8 @@ describe('auth store', () => {
       ['not JSON', '{"version": 1,'],
       ['not an object', '[]'],
       ['an empty object', '{}'],
-      ['an unknown version', JSON.stringify({ ...validShape, version: 2 })],
+      ['an unknown version', JSON.stringify({ ...validShape, version: 3 })],
+      ['a version-2 file with a signing secret', JSON.stringify({ ...validShape, version: 2 })],
       ['an unknown field', JSON.stringify({ ...validShape, extra: true })],
       ['a short signing secret', JSON.stringify({ ...validShape, signingSecret: 'AAAA' })],
       ['a bad password hash', JSON.stringify({ ...validShape, admin: { passwordHash: 'plaintext' } })],
@@ -200,14 +205,14 @@ describe('auth store', () => {
     expect(created.token.secret).to.match(ISSUED_TOKEN_SECRET_PATTERN);
     expect(created.token).to.include({ name: 'scraper fleet', scope: 'admin', source: 'store' });
     expect(TokenVerifier.fromSnapshot(created.snapshots.proxy).verify(created.token.secret)).to.deep.equal({ id: created.token.id, scope: 'admin' });
-    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json']);
+    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json', 'signing.key']);
     expect((await open(configFor(dir))).store.listTokens().map((t) => t.id)).to.include(created.token.id);
 
     const revoked = store.revokeToken(created.token.id);
     // In effect before the save finishes: the returned snapshot no longer knows the token.
     expect(TokenVerifier.fromSnapshot(revoked.snapshots.proxy).verify(created.token.secret)).to.equal(null);
     await revoked.persisted;
-    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json']);
+    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json', 'signing.key']);
     expect((await open(configFor(dir))).store.listTokens().map((t) => t.id)).not.to.include(created.token.id);
   });
 
@@ -237,7 +242,7 @@ describe('auth store', () => {
     const verifier = TokenVerifier.fromSnapshot(store.snapshots().proxy);
     for (const c of initial) expect(verifier.verify(c.token.secret)).to.equal(null);
     for (const c of created.slice(5)) expect(verifier.verify(c.token.secret)).not.to.equal(null);
-    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json']);
+    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json', 'signing.key']);
   });
 
   it('a create whose save fails (disk full mid-write) changes nothing and hands out no secret', async () => {
@@ -252,7 +257,7 @@ describe('auth store', () => {
     expect(error.status).to.equal(500);
     expect(error.message).to.include(file).and.to.include('ENOSPC');
     expect(await fsp.readFile(file)).to.deep.equal(before);
-    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json']);
+    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json', 'signing.key']);
     expect(store.listTokens()).to.have.length(1);
     expect(store.snapshots()).to.equal(snapshotsBefore);
     failing = false;
@@ -272,7 +277,7 @@ describe('auth store', () => {
     expect(TokenVerifier.fromSnapshot(revocation.snapshots.proxy).verify(victim.token.secret)).to.equal(null);
     await expectRejection(revocation.persisted, AuthStorePersistError);
     expect(await fsp.readFile(file)).to.deep.equal(before);
-    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json']);
+    expect(await fsp.readdir(dir)).to.deep.equal(['auth.json', 'signing.key']);
     expect(TokenVerifier.fromSnapshot(store.snapshots().proxy).verify(victim.token.secret)).to.equal(null);
     expect(() => store.revokeToken(victim.token.id)).to.throw(TokenNotFoundError);
 
@@ -368,6 +373,92 @@ describe('auth store', () => {
     expect(enforced.proxy.authDisabled).to.equal(false);
     expect(TokenVerifier.fromSnapshot(enforced.proxy).verify(generated.proxyToken!.secret)).not.to.equal(null);
     expect(await new LoginChecker(enforced.api).check('admin', generated.adminPassword!)).to.equal(true);
+  });
+
+  describe('the signing secret lives apart from auth.json', () => {
+    it('first boot writes it to signing.key (0600); auth.json holds no secret', async () => {
+      const dir = await tempDir();
+      const { store } = await open(configFor(dir));
+      const keyFile = path.join(dir, 'signing.key');
+      expect(modeOf(await fsp.stat(keyFile))).to.equal(0o600);
+      const secret = parseSigningSecretFile(await fsp.readFile(keyFile, 'utf8'));
+      expect(secret?.length).to.equal(32);
+      const auth = JSON.parse(await fsp.readFile(path.join(dir, 'auth.json'), 'utf8')) as Record<string, unknown>;
+      expect(Object.keys(auth).sort()).to.deep.equal(['admin', 'tokens', 'version']);
+      expect(auth.version).to.equal(2);
+      // The same key after a restart: sign-ins survive it.
+      expect((await open(configFor(dir))).store.snapshots().api.signingKey).to.equal(store.snapshots().api.signingKey);
+    });
+
+    it("moves a 0.1.0 file's secret into signing.key; sign-ins made before the upgrade stay valid", async () => {
+      const dir = await tempDir();
+      const legacySecret = Buffer.alloc(32, 9);
+      const hash = '$2b$04$' + 'a'.repeat(53);
+      const legacy = { version: 1, signingSecret: legacySecret.toString('base64'), admin: { passwordHash: hash }, tokens: [] };
+      await fsp.writeFile(path.join(dir, 'auth.json'), JSON.stringify(legacy), { mode: 0o600 });
+      const { store, generated } = await open(configFor(dir));
+      expect(generated).to.deep.equal({ adminPassword: null, proxyToken: null });
+      expect(store.snapshots().api.signingKey).to.equal(deriveSigningKey(legacySecret, 'admin', { kind: 'stored', hash }, false).toString('base64'));
+      expect(parseSigningSecretFile(await fsp.readFile(path.join(dir, 'signing.key'), 'utf8'))).to.deep.equal(legacySecret);
+      const text = await fsp.readFile(path.join(dir, 'auth.json'), 'utf8');
+      expect(text).not.to.include(legacySecret.toString('base64'));
+      expect(JSON.parse(text)).to.deep.equal({ version: 2, admin: { passwordHash: hash }, tokens: [] });
+    });
+
+    it('SIGNING_SECRET: nothing in DATA_DIR is an input of the key; another secret gives another key', async () => {
+      const [a, b] = [await tempDir(), await tempDir()];
+      const operator = { adminPassword: 'correct horse battery', signingSecret: 's'.repeat(40) };
+      const first = (await open(configFor(a, operator))).store.snapshots().api.signingKey;
+      const second = (await open(configFor(b, operator))).store.snapshots().api.signingKey;
+      expect(first, 'same secret and password, different DATA_DIR').to.equal(second);
+      expect(await fsp.readdir(a)).to.deep.equal(['auth.json']);
+      const other = (await open(configFor(a, { ...operator, signingSecret: 't'.repeat(40) }))).store.snapshots().api.signingKey;
+      expect(other).to.not.equal(first);
+      // Without it, the key comes from a file a copy of DATA_DIR would carry: a different key.
+      expect((await open(configFor(a, { adminPassword: operator.adminPassword }))).store.snapshots().api.signingKey).to.not.equal(first);
+    });
+
+    it('refuses a corrupt signing.key and leaves it as found', async () => {
+      for (const content of ['', 'not base64!', Buffer.alloc(16).toString('base64'), `${Buffer.alloc(32).toString('base64')}\nextra`]) {
+        const dir = await tempDir();
+        await fsp.writeFile(path.join(dir, 'signing.key'), content);
+        const error = await expectRejection(open(configFor(dir)), AuthStoreCorruptError);
+        expect(error.file).to.equal(path.join(dir, 'signing.key'));
+        expect(await fsp.readFile(path.join(dir, 'signing.key'), 'utf8')).to.equal(content);
+        expect(await fsp.readdir(dir)).to.deep.equal(['signing.key']);
+      }
+    });
+
+    it('property: the file parser returns 32 bytes or null, and never throws', () => {
+      fc.assert(
+        fc.property(fc.oneof(fc.string({ maxLength: 80 }), fc.uint8Array({ minLength: 30, maxLength: 34 }).map((b) => Buffer.from(b).toString('base64'))), (text) => {
+          const secret = parseSigningSecretFile(text);
+          if (secret !== null) expect(secret.length).to.equal(32);
+        }),
+        { numRuns: fuzzRuns(300) },
+      );
+    });
+  });
+
+  it('AUTH_DISABLED: tokens issued meanwhile are memory only (source auth-disabled), revocable, and gone after a restart', async () => {
+    const dir = await tempDir();
+    const { store } = await open(configFor(dir, { authDisabled: true }));
+    const onDisk = await fsp.readFile(path.join(dir, 'auth.json'), 'utf8');
+    const minted = await store.createToken({ name: 'minted unauthenticated', scope: 'admin' });
+    expect(minted.token.source).to.equal('auth-disabled');
+    expect(TokenVerifier.fromSnapshot(minted.snapshots.api).verify(minted.token.secret)).to.deep.equal({ id: minted.token.id, scope: 'admin' });
+    expect(store.listTokens().find((t) => t.id === minted.token.id)?.source).to.equal('auth-disabled');
+    expect(await fsp.readFile(path.join(dir, 'auth.json'), 'utf8'), 'auth.json untouched').to.equal(onDisk);
+    const second = await store.createToken({ name: 'another', scope: 'proxy' });
+    const revoked = store.revokeToken(second.token.id);
+    await revoked.persisted;
+    expect(revoked.token.source).to.equal('auth-disabled');
+    expect(store.listTokens().map((t) => t.id)).not.to.include(second.token.id);
+
+    // Restarted with authentication on: the minted token does not exist.
+    const enforced = (await open(configFor(dir))).store;
+    expect(enforced.listTokens().map((t) => t.id)).not.to.include(minted.token.id);
+    expect(TokenVerifier.fromSnapshot(enforced.snapshots().api).verify(minted.token.secret)).to.equal(null);
   });
 
   it('changing ADMIN_USER, the password or AUTH_DISABLED and restarting invalidates every outstanding sign-in', async () => {

@@ -88,6 +88,8 @@ describe('configuration', () => {
       shutdownGraceMs: 20_000,
       quarantineFailures: 5,
       quarantineConsecutive: 3,
+      minRoutable: { kind: 'share', percent: 25 },
+      clientReportBudget: { attempts: 30, windowMs: 60_000 },
       failureWindowMs: 300_000,
       pinExitRelay: false,
       torMaxCircuitDirtinessMs: 3_600_000,
@@ -101,6 +103,7 @@ describe('configuration', () => {
       adminUser: 'admin',
       adminPassword: null,
       proxyToken: null,
+      signingSecret: null,
       loginTtlMs: 12 * 3_600_000,
       loginRateLimit: { attempts: 10, windowMs: 300_000 },
       sessionPortBase: null,
@@ -108,6 +111,7 @@ describe('configuration', () => {
       httpPort: 9251,
       apiPort: 8080,
       bindHost: '127.0.0.1',
+      apiAllowedHosts: [],
       instancePortBase: 19050,
       logLevel: 'info',
       logFormat: 'text',
@@ -168,6 +172,10 @@ describe('configuration', () => {
       ['HTTP_PORT', '3128', 3128, '0'],
       ['API_PORT', '8081', 8081, 'http'],
       ['BIND_HOST', '0.0.0.0', '0.0.0.0', ''],
+      ['MIN_ROUTABLE', '40%', { kind: 'share', percent: 40 }, '0%'],
+      ['CLIENT_REPORT_BUDGET', '100/10m', { attempts: 100, windowMs: 600_000 }, 'lots'],
+      ['API_ALLOWED_HOSTS', 'Exitpool.Internal, dash.example.org.', ['exitpool.internal', 'dash.example.org'], 'http://evil.example:80'],
+      ['SIGNING_SECRET', 'q'.repeat(32), 'q'.repeat(32), 'short'],
       ['INSTANCE_PORT_BASE', '40000', 40000, '80'],
       ['DATA_DIR', '/var/lib/exitpool', '/var/lib/exitpool', 'a\u0001'],
       ['LOG_LEVEL', 'debug', 'debug', 'verbose'],
@@ -255,9 +263,10 @@ describe('configuration', () => {
       expect(loadConfig({ POOL_SIZE: '', ADMIN_PASSWORD: '' }).poolSize).to.equal(5);
     });
     it('keeps secrets out of what workers receive', () => {
-      const c = loadConfig({ ADMIN_PASSWORD: 'hunter22', PROXY_TOKEN: 'tp_abcdefghijklmnopqrstuv' });
+      const c = loadConfig({ ADMIN_PASSWORD: 'hunter22', PROXY_TOKEN: 'tp_abcdefghijklmnopqrstuv', SIGNING_SECRET: 'signing-secret-of-32-characters-or-more' });
       const text = encodeWorkerConfig(c);
       expect(text).not.to.contain('hunter22');
+      expect(text).not.to.contain('signing-secret-of-32');
       expect(text).not.to.contain('tp_abcdefghijklmnopqrstuv');
       expect(decodeWorkerConfig(text)).to.deep.equal(configForWorkers(c));
     });

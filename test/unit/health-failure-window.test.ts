@@ -81,6 +81,20 @@ describe('health: failure window', () => {
     expect(w.add(1, 'other').consecutive).to.equal(1);
   });
 
+  it('ignores a success that ended no later than the latest failure (it was reported late), not one that ended after', () => {
+    const w = empty().add(100, 'blocked');
+    expect(w.success(90).consecutive, 'ended before the report').to.equal(1);
+    expect(w.success(100).consecutive, 'ended at the same moment').to.equal(1);
+    expect(w.success(101).consecutive).to.equal(0);
+    expect(w.success().consecutive, 'a success of unknown time counts as now').to.equal(0);
+    // A transport failure learnt a batch late carries the time its connection ended.
+    const late = empty().add(500, 'transport', 50);
+    expect(late.success(60).consecutive).to.equal(0);
+    expect(late.success(40).consecutive).to.equal(1);
+    // Rate limits do not move the mark: they are not part of the run.
+    expect(w.add(300, 'rate_limited').success(200).consecutive).to.equal(0);
+  });
+
   it('lets consecutive failures expire with the window', () => {
     const w = addAll(empty(), 0, 'other', 'other').add(60_000, 'other');
     expect(w.consecutive).to.equal(3);

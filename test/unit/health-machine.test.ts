@@ -132,6 +132,18 @@ describe('health: state machine', () => {
       { name: 'four others with successes between do not', events: [fail('other'), ok, fail('other'), ok, fail('other'), ok, fail('other'), ok], state: 'degraded', view: { failure_score: 4 } },
       { name: 'three consecutive failures quarantine below the score', events: [fail('other'), fail('transport', 'transport'), fail('other')], state: 'quarantined', view: { failure_score: 3, consecutive_failures: 3 } },
       { name: 'consecutive counts across kinds', events: [fail('blocked'), fail('transport', 'transport'), fail('other')], state: 'quarantined', view: { consecutive_failures: 3, failure_score: 3.75 } },
+      {
+        name: "a success reported after the client's report about that request does not break the run (the scraper's loop)",
+        events: [
+          [1000, fail('blocked')], [1400, { type: 'success', endedAt: 900 }],
+          [2000, fail('blocked')], [2400, { type: 'success', endedAt: 1900 }],
+          [3000, fail('blocked')],
+        ],
+        state: 'quarantined',
+        view: { consecutive_failures: 3 },
+        config: { quarantineFailures: 50 },
+      },
+      { name: 'a success that ended after the latest report breaks the run', events: [[1000, fail('blocked')], [1400, { type: 'success', endedAt: 1200 }], [2000, fail('blocked')]], state: 'degraded', view: { consecutive_failures: 1 }, config: { quarantineFailures: 50 } },
       { name: 'a success breaks the run', events: [fail('other'), fail('other'), ok, fail('other'), fail('other')], state: 'degraded', view: { consecutive_failures: 2, failure_score: 4 } },
       { name: 'rate limits between do not break the run nor count to it', events: [fail('other'), fail('rate_limited'), fail('other'), fail('rate_limited')], state: 'degraded', view: { consecutive_failures: 2 } },
       { name: 'a run does not outlive the window', events: [[0, fail('other')], [SEC, fail('other')], [SEC + 5 * MIN, tick], [SEC + 5 * MIN + 1, fail('other')]], state: 'degraded', view: { consecutive_failures: 1 } },

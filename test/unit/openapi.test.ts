@@ -49,7 +49,7 @@ function routeTable(): TableRoute[] {
     throw new Error('handlers are not called here');
   };
   return [
-    ...[...authRoutes(unused), ...POOL_ROUTES].map((r) => ({ method: r.method, path: openApiPath(r.path), access: r.access })),
+    ...[...authRoutes(unused, quietLogger()), ...POOL_ROUTES].map((r) => ({ method: r.method, path: openApiPath(r.path), access: r.access })),
     // Mounted by createApiApp next to the table: the stream, and the public operational paths.
     { method: 'GET', path: '/api/stream', access: 'stream' },
     { method: 'GET', path: '/health', access: 'public' },
@@ -216,7 +216,7 @@ describe('docs/openapi.yaml', () => {
         const { pool, audit } = await poolRig(env);
         const r = pool.route({ key: 'alice', clientIp: '10.0.0.1', listener: 'socks' }, 0);
         if (!r.ok) throw new Error('not routed');
-        pool.recordCloses([{ key: 'alice', instance: r.instance, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 12 }], 0);
+        pool.recordCloses([{ key: 'alice', instance: r.instance, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 12, endedAt: 0 }], 0);
         pool.tick();
         expectConforms(doc, 'PoolSummary', pool.summary());
         for (const v of pool.instanceViews()) expectConforms(doc, 'Instance', v);
@@ -225,7 +225,7 @@ describe('docs/openapi.yaml', () => {
         if (!one.ok) throw new Error('no session');
         expectConforms(doc, 'Session', one.value);
         expect('session_port' in one.value).to.equal('SESSION_PORT_BASE' in env);
-        const failure = pool.reportFailure('alice', 'captcha', 'a challenge page');
+        const failure = pool.reportFailure('alice', 'captcha', 'a challenge page', { kind: 'token', id: 'test' });
         if (!failure.ok) throw new Error('failure refused');
         expectConforms(doc, 'FailureResult', failure.value);
         const rotated = await pool.rotateSession('alice', true);

@@ -110,16 +110,75 @@ describe('pool', () => {
     const inst = routed(pool.route(socks('k'), 3));
     pool.recordCloses(
       [
-        { key: 'k', instance: inst, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 100 },
-        { key: 'k', instance: inst, bytesUp: 1, bytesDown: 0, ok: false, failure: { kind: 'dial', scored: false }, latencyMs: null },
+        { key: 'k', instance: inst, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 100, endedAt: 0 },
+        { key: 'k', instance: inst, bytesUp: 1, bytesDown: 0, ok: false, failure: { kind: 'dial', scored: false }, latencyMs: null, endedAt: 0 },
       ],
       3,
     );
     const s = pool.summary();
     expect(s.totals).to.deep.equal({ requests: 2, failures: 1, bytes_up: 11, bytes_down: 20 });
     const h = health.get(inst)!;
+    // A session's success reaches health after SUCCESS_REPORT_GRACE_MS (it ended long ago here).
+    expect(h.successes).to.equal(0);
+    pool.tick();
     expect(h.successes).to.equal(1);
-    expect(h.failures).to.deep.equal([{ kind: 'transport', source: 'transport', scored: false }]);
+    expect(h.failures).to.deep.equal([{ kind: 'transport', source: 'transport', scored: false, mayQuarantine: true }]);
+  });
+
+  it('scores client reports within the credential budget only; beyond it they are counted and audited', () => {
+    const { pool, health, audit } = rig({ CLIENT_REPORT_BUDGET: '2/1m' });
+    const inst = routed(pool.route(socks('k'), 1));
+    const token = { kind: 'token', id: 'scraper' } as const;
+    const answers = [1, 2, 3].map(() => pool.reportFailure('k', 'captcha', '', token));
+    expect(answers.map((a) => a.ok && a.value.scored)).to.deep.equal([true, true, false]);
+    expect(health.get(inst)!.failures.map((f) => f.scored)).to.deep.equal([true, true, false]);
+    const reports = audit.recent(10).filter((e) => e.message.startsWith('failure reported'));
+    expect(reports).to.have.length(3);
+    expect(reports[0]!.details).to.include({ scored: false, reporter: 'token:scraper' });
+    // Another credential has a budget of its own.
+    const other = pool.reportFailure('k', 'captcha', '', { kind: 'sign-in', user: 'admin' });
+    expect(other.ok && other.value.scored).to.equal(true);
+  });
+
+  it('never lets client evidence quarantine below MIN_ROUTABLE; the instance’s own dial failures still may', () => {
+    const { pool, health } = rig({ MIN_ROUTABLE: '2' });
+    for (const h of health.values()) h.state = 'healthy';
+    const inst = routed(pool.route(socks('k'), 1));
+    const others = [...health.keys()].filter((id) => id !== inst);
+    // 4 routable, floor 2: a client report may quarantine.
+    pool.reportFailure('k', 'captcha', '', { kind: 'token', id: 't' });
+    expect(health.get(inst)!.failures.at(-1)!.mayQuarantine).to.equal(true);
+    health.get(others[0]!)!.state = 'quarantined';
+    health.get(others[1]!)!.state = 'quarantined';
+    // 2 routable: quarantining one more would leave 1.
+    pool.reportFailure('k', 'captcha', '', { kind: 'token', id: 't' });
+    expect(health.get(inst)!.failures.at(-1)!.mayQuarantine).to.equal(false);
+    const close = (failure: { kind: 'dial' | 'socks_refused'; scored: boolean }) =>
+      pool.recordCloses([{ key: null, instance: inst, bytesUp: 0, bytesDown: 0, ok: false, failure, latencyMs: null, endedAt: 0 }], 1);
+    close({ kind: 'socks_refused', scored: true });
+    expect(health.get(inst)!.failures.at(-1)!.mayQuarantine, 'a destination the client chose').to.equal(false);
+    close({ kind: 'dial', scored: true });
+    expect(health.get(inst)!.failures.at(-1)!.mayQuarantine, 'the instance itself is unreachable').to.equal(true);
+  });
+
+  it('rebalances displaced sessions when quarantined instances come back', async () => {
+    const { pool, health, audit } = rig();
+    for (const h of health.values()) h.state = 'healthy';
+    for (let i = 0; i < 40; i++) {
+      const inst = routed(pool.route(socks(`s${i}`), 1));
+      pool.recordCloses([{ key: `s${i}`, instance: inst, bytesUp: 0, bytesDown: 0, ok: true, latencyMs: 1, endedAt: 0 }], 1);
+    }
+    pool.tick();
+    const ids = [...health.keys()];
+    for (const id of ids.slice(1)) {
+      expect((await pool.instanceAction(id, 'quarantine')).ok).to.equal(true);
+    }
+    expect(pool.sessions.countOn(ids[0]!)).to.equal(40);
+    pool.tick();
+    for (const id of ids.slice(1)) await pool.instanceAction(id, 'release');
+    pool.tick();
+    for (const id of ids) expect(pool.sessions.countOn(id), `instance ${id}`).to.equal(10);
+    expect(audit.recent(50).filter((e) => e.details.reason === 'rebalance' && e.session === null)).to.have.length(3);
   });
 
   it('forgets the live connections of a worker that died', () => {
@@ -145,7 +204,7 @@ describe('pool', () => {
     expect(view()).to.include({ active: 2, requests: 0, failures: 0 });
     expect(pool.summary().totals).to.deep.equal({ requests: 0, failures: 0, bytes_up: 0, bytes_down: 0 });
     expect(health.get(inst)!.failures).to.deep.equal([]);
-    pool.recordCloses([{ key: 'k', instance: inst, bytesUp: 1, bytesDown: 2, ok: true, latencyMs: 5 }], 1);
+    pool.recordCloses([{ key: 'k', instance: inst, bytesUp: 1, bytesDown: 2, ok: true, latencyMs: 5, endedAt: 0 }], 1);
     expect(view()).to.include({ active: 1, requests: 1 });
     // One connection is still open on worker 1: its death forgets exactly that one.
     pool.workerGone(1);

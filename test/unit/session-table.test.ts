@@ -170,4 +170,67 @@ describe('session table', () => {
       }),
     );
   });
+
+  describe('rebalance after instances come back', () => {
+    /** n idle sessions spread over 0..3, then everything piled onto 0 by quarantines of 1, 2 and 3. */
+    function piled(n: number): SessionTable {
+      const t = table();
+      for (let i = 0; i < n; i++) {
+        routeOk(t, `k${i}`, all(0, 1, 2, 3));
+        t.close(`k${i}`, { bytesUp: 0, bytesDown: 0, ok: true }, 0);
+      }
+      t.moveOff(1, all(0, 2, 3), 'quarantine');
+      t.moveOff(2, all(0, 3), 'quarantine');
+      t.moveOff(3, all(0), 'quarantine');
+      expect(t.countOn(0)).to.equal(n);
+      return t;
+    }
+
+    it('moves displaced idle sessions until no routable instance holds more than its share', () => {
+      const t = piled(1000);
+      const moved = t.rebalance(all(0, 1, 2, 3));
+      expect(moved.every((a) => a.reason === 'rebalance' && a.from === 0)).to.equal(true);
+      for (const id of [0, 1, 2, 3]) expect(t.countOn(id), `instance ${id}`).to.be.within(249, 250);
+      expect(moved).to.have.length(1000 - t.countOn(0));
+      // Balanced now: another call moves nothing.
+      expect(t.rebalance(all(0, 1, 2, 3))).to.deep.equal([]);
+    });
+
+    it('never moves a session with a live connection, nor one its client placed or rotated', () => {
+      const t = piled(40);
+      // k0 is busy; k1 was rotated by its client after the pile-up.
+      routeOk(t, 'k0', all(0));
+      const rotated = t.rotate('k1', all(0, 1));
+      expect(rotated?.to).to.equal(1);
+      t.moveOff(1, all(0), 'quarantine');
+      // k2 is new since: placed by the pool for its client, on 0, not displaced.
+      t.delete('k2');
+      routeOk(t, 'k2', all(0));
+      const moved = t.rebalance(all(0, 1, 2, 3)).map((a) => a.key);
+      expect(moved).to.not.include('k0');
+      expect(moved).to.not.include('k2');
+      expect(t.get('k0')?.instance).to.equal(0);
+      expect(t.get('k2')?.instance).to.equal(0);
+    });
+
+    it('property: rebalancing never raises the largest load and moves only displaced idle sessions', () => {
+      fc.assert(
+        fc.property(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 2, max: 6 }), fc.array(fc.boolean(), { maxLength: 300 }), (n, size, busy) => {
+          const t = table();
+          const ids = Array.from({ length: size }, (_, i) => i);
+          for (let i = 0; i < n; i++) {
+            routeOk(t, `k${i}`, all(...ids));
+            if (busy[i] !== true) t.close(`k${i}`, { bytesUp: 0, bytesDown: 0, ok: true }, 0);
+          }
+          for (const id of ids.slice(1)) t.moveOff(id, all(0), 'quarantine');
+          const before = Math.max(...ids.map((id) => t.countOn(id)));
+          const moved = t.rebalance(all(...ids));
+          expect(Math.max(...ids.map((id) => t.countOn(id)))).to.be.at.most(before);
+          for (const a of moved) expect(t.get(a.key)?.active, a.key).to.equal(0);
+          expect(ids.reduce((sum, id) => sum + t.countOn(id), 0)).to.equal(n);
+          expect(t.displacedCount).to.equal([...t.all()].filter((x) => x.displaced === true).length);
+        }),
+      );
+    });
+  });
 });

@@ -8,7 +8,7 @@ import { renderTorrc, type TorrcOptions } from '../../supervisor/tor/torrc.js';
 
 const base: TorrcOptions = {
   dataDirectory: '/var/lib/exitpool/tor/3',
-  socksPort: 19053,
+  socks: { kind: 'unix', path: '/var/lib/exitpool/tor/3/socks.sock' },
   control: { kind: 'unix', path: '/var/lib/exitpool/tor/3/control.sock' },
   cookieAuthFile: '/var/lib/exitpool/tor/3/control_auth_cookie',
   owningControllerPid: 4242,
@@ -31,12 +31,12 @@ describe('tor torrc rendering', () => {
     const text = renderTorrc(base);
     const ls = lines(text);
     expect(ls).to.include('DataDirectory "/var/lib/exitpool/tor/3"');
-    expect(ls).to.include('SocksPort 127.0.0.1:19053 IPv6Traffic NoIsolateSOCKSAuth');
+    // The SocksPort is a Unix socket in the private data directory, and there is no TCP one.
+    expect(ls).to.include('SocksPort unix:"/var/lib/exitpool/tor/3/socks.sock" IPv6Traffic NoIsolateSOCKSAuth');
+    expect(ls.filter((l) => l.startsWith('SocksPort'))).to.have.length(1);
     expect(ls).to.include('ControlPort unix:"/var/lib/exitpool/tor/3/control.sock"');
     expect(ls).to.include('CookieAuthentication 1');
     expect(ls).to.include('CookieAuthFile "/var/lib/exitpool/tor/3/control_auth_cookie"');
-    expect(ls).to.include('SocksPolicy accept 127.0.0.1');
-    expect(ls).to.include('SocksPolicy reject *');
     expect(ls).to.include('ConfluxEnabled 0');
     expect(ls).to.include('MaxCircuitDirtiness 3600');
     expect(ls).to.include('__OwningControllerProcess 4242');
@@ -50,6 +50,13 @@ describe('tor torrc rendering', () => {
     expect(text).not.to.match(/0\.0\.0\.0/);
     expect(ls.some((l) => l.startsWith('ExitNodes'))).to.equal(false);
     expect(ls.some((l) => l.startsWith('StrictNodes'))).to.equal(false);
+  });
+
+  it('uses a TCP SocksPort on 127.0.0.1 (loopback-only policy) when asked', () => {
+    const ls = lines(renderTorrc({ ...base, socks: { kind: 'tcp', port: 19053 } }));
+    expect(ls).to.include('SocksPort 127.0.0.1:19053 IPv6Traffic NoIsolateSOCKSAuth');
+    expect(ls).to.include('SocksPolicy accept 127.0.0.1');
+    expect(ls).to.include('SocksPolicy reject *');
   });
 
   it('uses a TCP control port on 127.0.0.1 when asked', () => {
@@ -79,9 +86,12 @@ describe('tor torrc rendering', () => {
   });
 
   const invalid: Array<[string, Partial<TorrcOptions>]> = [
-    ['socks port 0', { socksPort: 0 }],
-    ['socks port 65536', { socksPort: 65536 }],
-    ['socks port not integer', { socksPort: 80.5 }],
+    ['socks port 0', { socks: { kind: 'tcp', port: 0 } }],
+    ['socks port 65536', { socks: { kind: 'tcp', port: 65536 } }],
+    ['socks port not integer', { socks: { kind: 'tcp', port: 80.5 } }],
+    ['newline in socks socket path', { socks: { kind: 'unix', path: '/tmp/s\nSocksPort 0.0.0.0:9050' } }],
+    ['socks socket path too long', { socks: { kind: 'unix', path: `/${'s'.repeat(120)}` } }],
+    ['relative socks socket path', { socks: { kind: 'unix', path: 'socks.sock' } }],
     ['control port 0', { control: { kind: 'tcp', port: 0 } }],
     ['relative data dir', { dataDirectory: 'data/tor/1' }],
     ['empty data dir', { dataDirectory: '' }],

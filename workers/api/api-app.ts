@@ -8,7 +8,10 @@ import type { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
 import { allows, authenticate, type Access, type Principal } from './access.js';
 import { HttpError, forbidden, notFound } from './http-error.js';
 import type { ApiRoute, Reply } from './route-table.js';
-import { SseHub } from './sse-hub.js';
+import { requestOriginGuard, type RequestOriginPolicy } from './request-origin.js';
+import { securityHeaders } from './security-headers.js';
+import { SseHub, type StreamCredential } from './sse-hub.js';
+import { clientIpOf } from '../proxy/client-address.js';
 
 /** Largest JSON body the API reads; anything bigger is a 400 before it is parsed. */
 export const MAX_JSON_BODY_BYTES = 16 * 1024;
@@ -22,11 +25,14 @@ export interface ApiAppOptions {
   /** Frames sent to a new stream subscriber before live ones (the latest state). */
   initialStreamFrames(): string[];
   dashboardDir: string | null;
+  /** Host and cross-site checks applied to every request (request-origin.ts). */
+  origin: RequestOriginPolicy;
   log: Logger;
 }
 
+/** As the proxies see it (IPv4-mapped addresses unwrapped), so `ip:` session keys compare equal. */
 function clientIp(req: Request): string {
-  return req.socket.remoteAddress ?? 'unknown';
+  return clientIpOf(req.socket.remoteAddress);
 }
 
 function send(res: Response, reply: Reply): void {
@@ -54,6 +60,8 @@ export function createApiApp(o: ApiAppOptions): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+  app.use(securityHeaders);
+  app.use(requestOriginGuard(o.origin));
   // Parsed after the guard, so a request without a valid credential gets its 401 (or 403)
   // whatever its body, and nobody unauthenticated makes the worker read and parse JSON.
   const jsonBody = express.json({ limit: MAX_JSON_BODY_BYTES, strict: false, type: ['application/json', 'application/*+json'] });
@@ -67,7 +75,7 @@ export function createApiApp(o: ApiAppOptions): express.Express {
   }
 
   app.get('/api/stream', guard('stream', o.authenticator), (_req, res) => {
-    o.hub.subscribe(res, o.initialStreamFrames());
+    o.hub.subscribe(res, o.initialStreamFrames(), streamCredentialOf(res.locals.principal as Principal));
   });
 
   // Unmatched /api/ paths (and /api itself): authenticated first, then 404; never the dashboard.
@@ -113,6 +121,20 @@ export function createApiApp(o: ApiAppOptions): express.Express {
   return app;
 }
 
+/** What ends a stream: its token's revocation, or the expiry of the sign-in behind it. */
+function streamCredentialOf(p: Principal): StreamCredential {
+  switch (p.kind) {
+    case 'token':
+      return { tokenId: p.id };
+    case 'session':
+      return p.expires === undefined ? {} : { expiresAt: p.expires * 1000 };
+    case 'ticket':
+      return p.sessionExpires === undefined ? {} : { expiresAt: p.sessionExpires * 1000 };
+    case 'anonymous-auth-disabled':
+      return {};
+  }
+}
+
 function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
   const t = (err as { type?: unknown; status?: unknown })?.type;
@@ -131,6 +153,22 @@ function toHttpError(err: unknown): HttpError {
   return new HttpError(500, 'internal error');
 }
 
+/**
+ * The tsc build compiles the dashboard's sources (for its unit tests) into the same directory
+ * as Vite's bundle, with source maps: neither is part of the page, and serving them would
+ * publish the code layout and comments. These are never served.
+ */
+export function isUnservedDashboardPath(urlPath: string): boolean {
+  let p: string;
+  try {
+    // As the static handler will read it.
+    p = decodeURIComponent(urlPath).toLowerCase();
+  } catch {
+    return true;
+  }
+  return p === '/src' || p.startsWith('/src/') || p.endsWith('.map') || p.endsWith('.ts') || p.endsWith('.tsx');
+}
+
 /** Hashed assets are immutable; index.html is revalidated, so a new build shows at once. */
 function mountDashboard(app: express.Express, dir: string | null): void {
   const index = dir ? path.join(dir, 'index.html') : null;
@@ -140,6 +178,7 @@ function mountDashboard(app: express.Express, dir: string | null): void {
     });
     return;
   }
+  app.use((req, _res, next) => next(isUnservedDashboardPath(req.path) ? notFound() : undefined));
   app.use(
     '/assets',
     express.static(path.join(dir, 'assets'), { immutable: true, maxAge: '365d', index: false, fallthrough: false }),

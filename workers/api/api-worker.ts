@@ -8,7 +8,9 @@ import type { RunningWorker, WorkerContext } from '../worker-context.js';
 import { createApiApp } from './api-app.js';
 import { authRoutes } from './auth-routes.js';
 import { POOL_ROUTES } from './route-table.js';
+import { credentialUpdateHandler } from './credential-updates.js';
 import { SseHub } from './sse-hub.js';
+import { SupervisorSignInLimiter } from './supervisor-sign-in-limiter.js';
 
 /** Requests get this long to finish on shutdown before their sockets are closed. */
 const API_SHUTDOWN_GRACE_MS = 2000;
@@ -27,13 +29,13 @@ const API_DEADLINE_CHECK_MS = 1_000;
 export async function startApiWorker(ctx: WorkerContext): Promise<RunningWorker> {
   const { config, endpoint, log } = ctx;
   const first = (await endpoint.request('credentials.get', null, 10_000)) as ApiCredentialSnapshot;
-  const auth = new ApiAuthenticator(first, { loginTtlMs: config.loginTtlMs, loginRateLimit: config.loginRateLimit });
-  endpoint.handle('credentials.update', (snapshot) => {
-    auth.update(snapshot as ApiCredentialSnapshot);
-    return { version: auth.version };
-  });
-
+  const auth = new ApiAuthenticator(
+    first,
+    { loginTtlMs: config.loginTtlMs, loginRateLimit: config.loginRateLimit },
+    { limiter: new SupervisorSignInLimiter(endpoint) },
+  );
   const hub = new SseHub();
+  endpoint.handle('credentials.update', credentialUpdateHandler(auth, hub));
   let latestState: string | null = null;
   endpoint.onNotice('state', (snapshot) => {
     latestState = SseHub.frame('state', snapshot);
@@ -42,12 +44,13 @@ export async function startApiWorker(ctx: WorkerContext): Promise<RunningWorker>
   endpoint.onNotice('event', (event) => hub.publish('event', event));
 
   const app = createApiApp({
-    routes: [...authRoutes(() => auth), ...POOL_ROUTES],
+    routes: [...authRoutes(() => auth, log), ...POOL_ROUTES],
     authenticator: () => auth,
     ipc: endpoint,
     hub,
     initialStreamFrames: () => (latestState ? [latestState] : []),
     // dist/workers/api → dist/dashboard (built by Vite next to the compiled server).
+    origin: { bindHost: config.bindHost, allowedHosts: config.apiAllowedHosts },
     dashboardDir: path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'dashboard'),
     log,
   });

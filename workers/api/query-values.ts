@@ -1,3 +1,4 @@
+import { AUDIT_TYPES, type AuditType } from '../../shared/api/audit-event.js';
 import { MAX_SESSION_KEY_BYTES, sessionKeyTooLong } from '../../shared/api/session-key.js';
 import { badRequest } from './http-error.js';
 
@@ -29,4 +30,15 @@ export function sessionKey(value: unknown): string {
     throw badRequest(`session key must be 1 to ${MAX_SESSION_KEY_BYTES} bytes`);
   }
   return value;
+}
+
+/** `type=auth,quarantine`: audit types to list (each at most once); null when absent (all types). */
+export function auditTypesQuery(value: unknown): AuditType[] | null {
+  if (value === undefined) return null;
+  if (typeof value !== 'string' || value === '' || value.length > 200) throw badRequest(`type must be a comma-separated list of ${AUDIT_TYPES.join(', ')}`);
+  const types = value.split(',');
+  for (const t of types) {
+    if (!(AUDIT_TYPES as readonly string[]).includes(t)) throw badRequest(`type must be a comma-separated list of ${AUDIT_TYPES.join(', ')}; got ${JSON.stringify(t.slice(0, 40))}`);
+  }
+  return [...new Set(types as AuditType[])];
 }

@@ -1,9 +1,11 @@
 import type { Request } from 'express';
 import { MAX_POOL_SIZE } from '../../shared/config/index.js';
-import type { ActionResult, InstanceAction, WorkerEndpoint } from '../../shared/ipc/protocol.js';
+import type { ActionResult, FailureReporter, InstanceAction, WorkerEndpoint } from '../../shared/ipc/protocol.js';
+import { IP_SESSION_PREFIX, isAddressSessionKey } from '../../shared/api/session-key.js';
+import { hasScope } from '../../shared/auth/principal.js';
 import type { Access, Principal } from './access.js';
 import { HttpError, badRequest } from './http-error.js';
-import { booleanQuery, instanceId, integerQuery, sessionKey } from './query-values.js';
+import { auditTypesQuery, booleanQuery, instanceId, integerQuery, sessionKey } from './query-values.js';
 
 /** Audit ring bounds, mirrored from the supervisor's constants (asserted equal in a test). */
 export const EVENTS_DEFAULT_LIMIT = 100;
@@ -29,6 +31,38 @@ export interface ApiRoute {
   access: Access;
   summary: string;
   handler(ctx: RouteContext): Promise<Reply> | Reply;
+}
+
+/** The 404 of an unknown session; also what a proxy token gets for another client's address session. */
+const NO_SUCH_SESSION = 'no such session';
+
+/**
+ * The session key of a /api/sessions/{key} route, as the caller may address it. A proxy token
+ * may name any key (keys are not tenancy) except the address sessions DEFAULT_SESSION=ip makes
+ * (`ip:<client address>`): it may address only its own. Any other answers exactly what an
+ * unknown key answers, so a proxy token can neither learn which addresses use the pool nor
+ * rotate, report on or delete another client's session. Admin credentials address every key.
+ */
+function addressableSessionKey(ctx: RouteContext): string {
+  const key = sessionKey(ctx.req.params.key);
+  if (isAddressSessionKey(key) && !hasScope(ctx.principal, 'admin') && key !== IP_SESSION_PREFIX + ctx.clientIp) {
+    throw new HttpError(404, NO_SUCH_SESSION);
+  }
+  return key;
+}
+
+/** The credential a failure report is counted against (CLIENT_REPORT_BUDGET). */
+function reporterOf(ctx: RouteContext): FailureReporter {
+  const p = ctx.principal;
+  switch (p.kind) {
+    case 'token':
+      return { kind: 'token', id: p.id };
+    case 'session':
+    case 'ticket':
+      return { kind: 'sign-in', user: p.user };
+    case 'anonymous-auth-disabled':
+      return { kind: 'address', ip: ctx.clientIp };
+  }
 }
 
 function unwrap<T>(r: ActionResult<T>): T {
@@ -94,24 +128,25 @@ export const POOL_ROUTES: readonly ApiRoute[] = [
   },
   {
     method: 'GET', path: '/api/sessions/:key', access: 'proxy', summary: 'one session',
-    handler: async ({ req, ipc }) => ok(unwrap(await ipc.request('sessions.get', { key: sessionKey(req.params.key) }))),
+    handler: async (ctx) => ok(unwrap(await ctx.ipc.request('sessions.get', { key: addressableSessionKey(ctx) }))),
   },
   {
     method: 'POST', path: '/api/sessions/:key/rotate', access: 'proxy', summary: 'move the session to another exit',
-    handler: async ({ req, ipc }) => {
-      const newnym = booleanQuery('newnym', req.query.newnym, false);
-      return ok(unwrap(await ipc.request('sessions.rotate', { key: sessionKey(req.params.key), newnym }, 15_000)));
+    handler: async (ctx) => {
+      const key = addressableSessionKey(ctx);
+      const newnym = booleanQuery('newnym', ctx.req.query.newnym, false);
+      return ok(unwrap(await ctx.ipc.request('sessions.rotate', { key, newnym }, 15_000)));
     },
   },
   {
     method: 'POST', path: '/api/sessions/:key/failure', access: 'proxy', summary: 'report a failure seen through the session',
-    handler: async ({ req, ipc }) =>
-      ok(unwrap(await ipc.request('sessions.failure', { key: sessionKey(req.params.key), body: req.body ?? null }))),
+    handler: async (ctx) =>
+      ok(unwrap(await ctx.ipc.request('sessions.failure', { key: addressableSessionKey(ctx), body: ctx.req.body ?? null, reporter: reporterOf(ctx) }))),
   },
   {
     method: 'DELETE', path: '/api/sessions/:key', access: 'proxy', summary: 'unpin the session',
-    handler: async ({ req, ipc }) => {
-      unwrap(await ipc.request('sessions.delete', { key: sessionKey(req.params.key) }));
+    handler: async (ctx) => {
+      unwrap(await ctx.ipc.request('sessions.delete', { key: addressableSessionKey(ctx) }));
       return { status: 204 };
     },
   },
@@ -119,7 +154,8 @@ export const POOL_ROUTES: readonly ApiRoute[] = [
     method: 'GET', path: '/api/events', access: 'admin', summary: 'audit log, newest first',
     handler: async ({ req, ipc }) => {
       const limit = integerQuery('limit', req.query.limit, EVENTS_DEFAULT_LIMIT, 1, EVENTS_MAX_LIMIT);
-      return ok(await ipc.request('events.recent', { limit }));
+      const types = auditTypesQuery(req.query.type);
+      return ok(await ipc.request('events.recent', types === null ? { limit } : { limit, types }));
     },
   },
   {

@@ -250,7 +250,14 @@ class HttpProxyConnection implements OwnedConnection {
       const abort = new AbortController();
       this.dialAbort = abort;
       const outcome = await dialWatched(context.deps.instanceDown, route.instanceId, () => abort.abort(), () =>
-        dialSocks5({ socksHost: route.socksHost, socksPort: route.socksPort, target, timeoutMs: context.timeouts.dialMs, signal: abort.signal }),
+        dialSocks5({
+          socksHost: route.socksHost,
+          socksPort: route.socksPort,
+          ...(route.socksPath === undefined ? {} : { socksPath: route.socksPath }),
+          target,
+          timeoutMs: context.timeouts.dialMs,
+          signal: abort.signal,
+        }),
       );
       this.dialAbort = null;
       if (outcome.ok) {
@@ -301,7 +308,7 @@ class HttpProxyConnection implements OwnedConnection {
     const early = this.pending;
     this.pending = EMPTY;
     this.tunnel = new Tunnel(socket, dialed, this.context.timeouts.relayIdleMs, early, (result) => {
-      this.accountClosed(route, routeStarted, result.bytesUp, result.bytesDown, result.failure, dialed.connectMs);
+      this.accountClosed(route, routeStarted, result.bytesUp, result.bytesDown, result.failure, dialed.connectMs, result.endedAt);
       this.releaseOnce();
     });
     this.tunnel.start();
@@ -363,6 +370,7 @@ class HttpProxyConnection implements OwnedConnection {
     bytesDown: number,
     failure: TransportFailure | null,
     latencyMs: number,
+    endedAt?: number,
   ): void {
     this.context.deps.events.connectionClosed(route, 'http', {
       bytesUp,
@@ -371,6 +379,7 @@ class HttpProxyConnection implements OwnedConnection {
       ...(failure !== null ? { failure } : {}),
       latencyMs,
       durationMs: performance.now() - routeStarted,
+      ...(endedAt === undefined ? {} : { endedAt }),
     });
   }
 

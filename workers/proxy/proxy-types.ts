@@ -29,6 +29,8 @@ export interface RouteGranted {
   /** The instance's SocksPort (tor), always on loopback in production. */
   socksHost: string;
   socksPort: number;
+  /** Its Unix-socket SocksPort (the normal case); when set it is dialled instead of host:port. */
+  socksPath?: string;
   /** The key the pool resolved (e.g. derived from DEFAULT_SESSION ip/random/shared); null for session ports. */
   sessionKey: string | null;
 }
@@ -88,6 +90,8 @@ export interface ConnectionStats {
   latencyMs: number;
   /** Time from the route decision to the end of the connection or request. */
   durationMs: number;
+  /** When the exchange finished (Date.now()), if earlier than the report of the close (a tunnel's first side to end). */
+  endedAt?: number;
 }
 
 /**

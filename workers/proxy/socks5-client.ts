@@ -41,9 +41,7 @@ export class SocksDialError extends Error {
   }
 }
 
-export interface SocksDialOptions {
-  socksHost: string;
-  socksPort: number;
+export interface SocksDialOptions extends UpstreamAddress {
   target: Socks5Target;
   /** Deadline for the whole dial: TCP connect, method negotiation and tor's CONNECT reply. */
   timeoutMs: number;
@@ -66,6 +64,8 @@ const GREETING_NO_AUTH = encodeGreeting([AuthMethod.NoAuthentication]);
 export interface UpstreamAddress {
   socksHost: string;
   socksPort: number;
+  /** The instance's Unix-socket SocksPort; when set it is dialled instead of socksHost:socksPort. */
+  socksPath?: string;
 }
 
 /**
@@ -89,7 +89,10 @@ export class Socks5Upstream {
   private waiter: { resolve: (d: DialedUpstream) => void; reject: (e: SocksDialError) => void } | null = null;
 
   constructor(address: UpstreamAddress) {
-    this.socket = net.connect({ host: address.socksHost, port: address.socksPort, allowHalfOpen: true, noDelay: true });
+    this.socket =
+      address.socksPath !== undefined
+        ? net.connect({ path: address.socksPath, allowHalfOpen: true })
+        : net.connect({ host: address.socksHost, port: address.socksPort, allowHalfOpen: true, noDelay: true });
     this.socket.on('connect', this.onConnect);
     this.socket.on('data', this.onData);
     this.socket.on('error', this.onError);

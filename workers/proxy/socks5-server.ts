@@ -284,7 +284,7 @@ class Socks5Connection implements OwnedConnection {
     socket.removeListener('close', this.onClose);
     const latencyMs = dialed.connectMs;
     this.tunnel = new Tunnel(socket, dialed, context.timeouts.relayIdleMs, rest, (result) => {
-      this.closed(granted, routeStarted, result.bytesUp, result.bytesDown, result.failure, latencyMs);
+      this.closed(granted, routeStarted, result.bytesUp, result.bytesDown, result.failure, latencyMs, result.endedAt);
       this.releaseOnce();
     });
     this.tunnel.start();
@@ -312,6 +312,7 @@ class Socks5Connection implements OwnedConnection {
     bytesDown: number,
     failure: TransportFailure | null,
     latencyMs: number,
+    endedAt?: number,
   ): void {
     this.context.deps.events.connectionClosed(route, this.context.listener, {
       bytesUp,
@@ -320,6 +321,7 @@ class Socks5Connection implements OwnedConnection {
       ...(failure !== null ? { failure } : {}),
       latencyMs,
       durationMs: performance.now() - routeStarted,
+      ...(endedAt === undefined ? {} : { endedAt }),
     });
   }
 

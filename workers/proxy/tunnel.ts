@@ -16,6 +16,12 @@ export interface TunnelResult {
   bytesDown: number;
   /** Set when the upstream broke the tunnel (error or reset); a client reset or idle close is not a failure. */
   failure: TransportFailure | null;
+  /**
+   * When the last byte from the destination was passed to the client (Date.now()), or, if none
+   * was, when the first side finished. A client reporting what it saw reports after this, while
+   * the close itself can reach us later (a round trip through tor, or a busy event loop).
+   */
+  endedAt: number;
 }
 
 export class Tunnel implements IdleWatched {
@@ -23,6 +29,8 @@ export class Tunnel implements IdleWatched {
   private upstreamClosed = false;
   private failure: TransportFailure | null = null;
   private finished = false;
+  private firstEndAt: number | null = null;
+  private lastDownAt: number | null = null;
   /** Set when we end the tunnel ourselves, so the resulting upstream errors are not blamed on the instance. */
   private tearingDown = false;
   private readonly upstream: net.Socket;
@@ -50,6 +58,10 @@ export class Tunnel implements IdleWatched {
     upstream.on('error', this.onUpstreamError);
     client.on('close', this.onClientClose);
     upstream.on('close', this.onUpstreamClose);
+    client.once('end', this.onSideEnded);
+    upstream.once('end', this.onSideEnded);
+    // Called in the same tick as pipe's own write of the chunk to the client.
+    upstream.on('data', this.onDownstreamData);
     this.sweeper.watch(this);
     if (this.initialUpload.length > 0) upstream.write(this.initialUpload);
     // pipe() also copes with a source whose 'end' was already emitted: it ends the destination.
@@ -88,7 +100,16 @@ export class Tunnel implements IdleWatched {
     this.destroy();
   }
 
+  private readonly onDownstreamData = (): void => {
+    this.lastDownAt = Date.now();
+  };
+
+  private readonly onSideEnded = (): void => {
+    this.firstEndAt ??= Date.now();
+  };
+
   private readonly onClientClose = (): void => {
+    this.onSideEnded();
     if (this.clientClosed) return;
     this.clientClosed = true;
     // A client that closed with both directions done leaves the upstream to finish flushing and
@@ -101,6 +122,7 @@ export class Tunnel implements IdleWatched {
   };
 
   private readonly onUpstreamClose = (): void => {
+    this.onSideEnded();
     if (this.upstreamClosed) return;
     this.upstreamClosed = true;
     if (!this.clientClosed && (!this.upstream.readableEnded || !this.upstream.writableFinished)) {
@@ -117,6 +139,7 @@ export class Tunnel implements IdleWatched {
       bytesUp: this.upstream.bytesWritten - this.dialed.writeBase,
       bytesDown: this.upstream.bytesRead - this.dialed.readBase,
       failure: this.failure,
+      endedAt: this.lastDownAt ?? this.firstEndAt ?? Date.now(),
     });
   }
 }

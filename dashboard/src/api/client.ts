@@ -9,6 +9,8 @@ export class ApiClient {
     /** The sign-in credential, or null (under AUTH_DISABLED none is needed). */
     private readonly credential: () => string | null,
     private readonly onUnauthorized: (reason: string) => void,
+    /** The live stream's `signed-out` event: the server ended the credential behind it. */
+    private readonly onCredentialEnded: (reason: string) => void = onUnauthorized,
   ) {}
 
   async request<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
@@ -35,6 +37,11 @@ export class ApiClient {
     }
     if (res.status === 204) return undefined as T;
     return (await res.json()) as T;
+  }
+
+  /** The server ended the credential (the stream said so): sign out as after a 401. */
+  credentialEnded(reason: string): void {
+    this.onCredentialEnded(reason);
   }
 
   get<T>(path: string, signal?: AbortSignal): Promise<T> {

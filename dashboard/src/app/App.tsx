@@ -98,6 +98,7 @@ export function App() {
       new ApiClient(
         () => credentialRef.current,
         () => signOut('Your sign-in is no longer valid (expired, or the service was reconfigured). Sign in again.'),
+        (reason) => signOut(`Signed out by the service: ${reason}. Sign in again.`),
       ),
     [clientKey, signOut],
   );

@@ -104,6 +104,13 @@ export class LiveStream {
       const data = parseJson(m.data);
       if (isAuditEvent(data)) this.on.event(data);
     });
+    // The server's last word when the credential behind the stream is revoked or its sign-in
+    // expires: stop for good (no reconnect) and sign out.
+    source.addEventListener('signed-out', (m: MessageEvent<string>) => {
+      if (gen !== this.generation) return;
+      this.teardown();
+      this.api.credentialEnded(signedOutReason(parseJson(m.data)));
+    });
     source.addEventListener('error', () => {
       if (gen !== this.generation) return;
       const connectedFor = this.openedAt === null ? null : Date.now() - this.openedAt;
@@ -184,4 +191,12 @@ function isAuditEvent(v: unknown): v is AuditEvent {
   if (typeof v !== 'object' || v === null) return false;
   const e = v as Record<string, unknown>;
   return typeof e.id === 'number' && typeof e.type === 'string' && typeof e.message === 'string';
+}
+
+/** The text the sign-in screen shows for the stream's `signed-out` event. */
+export function signedOutReason(data: unknown): string {
+  const reason = typeof data === 'object' && data !== null ? (data as { reason?: unknown }).reason : undefined;
+  if (reason === 'revoked') return 'the credential was revoked';
+  if (reason === 'expired') return 'your sign-in expired';
+  return 'signed out by the server';
 }

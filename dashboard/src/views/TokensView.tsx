@@ -108,14 +108,14 @@ export function TokensView() {
                   <td>
                     <span className={`badge scope-${t.scope}`}>{t.scope}</span>
                   </td>
-                  <td>{t.source}</td>
+                  <td title={t.source === 'auth-disabled' ? 'Issued while AUTH_DISABLED: kept in memory only, gone at the next start' : undefined}>{t.source}</td>
                   <td className="nowrap">{formatUnixUtc(t.created_at)}</td>
                   <td>
                     <button
                       type="button"
                       className="btn btn-small btn-danger-quiet"
-                      disabled={t.source !== 'store'}
-                      title={t.source !== 'store' ? 'Set by PROXY_TOKEN: change the configuration to remove it' : 'Revoke at once'}
+                      disabled={t.source === 'config'}
+                      title={t.source === 'config' ? 'Set by PROXY_TOKEN: change the configuration to remove it' : 'Revoke at once'}
                       aria-label={`Revoke token ${t.name}`}
                       onClick={() => setRevoking(t)}
                     >

@@ -1,0 +1,84 @@
+import type { Logger } from 'winston';
+import { LoginRateLimiter } from '../../shared/auth/login-rate-limiter.js';
+import type { RateLimit, RoutableFloor } from '../../shared/config/values.js';
+import { routableFloorFor } from '../../shared/config/values.js';
+import type { FailureReporter, TransportFailureRecord } from '../../shared/ipc/protocol.js';
+import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
+
+/**
+ * Guards against one client taking the pool out of service with evidence it controls: failure
+ * reports it sends, and failures of destinations it chooses (closed ports, names that do not
+ * resolve). Two independent guards:
+ *
+ * - a budget of scored reports per credential (CLIENT_REPORT_BUDGET): beyond it, reports are
+ *   answered, counted and audited, but weigh nothing;
+ * - a floor of routable instances (MIN_ROUTABLE): such evidence never quarantines an instance
+ *   when that would leave fewer routable. The proxy's own evidence that a tor is unreachable
+ *   (it could not even reach the instance's SOCKS port) is not the client's, and still does.
+ */
+
+/** Reporters the budget remembers at once (each under 200 bytes); beyond it the oldest window is forgotten. */
+export const MAX_TRACKED_REPORTERS = 10_000;
+
+export type Reporter = FailureReporter;
+
+export function reporterKey(r: Reporter): string {
+  switch (r.kind) {
+    case 'token':
+      return `token:${r.id}`;
+    case 'sign-in':
+      return `sign-in:${r.user}`;
+    case 'address':
+      return `address:${r.ip}`;
+  }
+}
+
+/**
+ * A transport failure whose cause can be the destination the client chose: tor answered the
+ * CONNECT with a refusal (unreachable, refused, TTL expired), the CONNECT timed out, or the
+ * destination broke the stream. `dial` (the instance's SOCKS port could not be reached or
+ * spoke nonsense) is the instance's own fault whatever the client asked for.
+ */
+export function dependsOnClient(failure: TransportFailureRecord | undefined): boolean {
+  return failure !== undefined && failure.kind !== 'dial';
+}
+
+export class ReportBudget {
+  // A fixed window per key with bounded memory: the same counter the sign-in limit uses.
+  private readonly windows: LoginRateLimiter;
+
+  constructor(
+    limit: RateLimit,
+    private readonly now: () => number,
+  ) {
+    this.windows = new LoginRateLimiter(limit, MAX_TRACKED_REPORTERS);
+  }
+
+  /** Spends one scored report of `reporter`; false when its budget for this window is gone. */
+  take(reporter: Reporter): boolean {
+    return this.windows.attempt(reporterKey(reporter), this.now()).allowed;
+  }
+}
+
+export class RoutableFloorGuard {
+  private readonly withheld: ThrottledWarning;
+
+  constructor(
+    private readonly floor: RoutableFloor,
+    log: Logger,
+  ) {
+    this.withheld = new ThrottledWarning(log, 'quarantine withheld: it would leave fewer routable instances than MIN_ROUTABLE', { level: 'info' });
+  }
+
+  /** Whether client-dependent evidence may quarantine one of `routable` routable instances of a pool of `size`. */
+  allows(routable: number, size: number, instance: number): boolean {
+    const floor = routableFloorFor(this.floor, size);
+    if (routable - 1 >= floor) return true;
+    this.withheld.note({ instance, routable, floor });
+    return false;
+  }
+
+  flush(): void {
+    this.withheld.flush();
+  }
+}

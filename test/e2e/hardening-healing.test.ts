@@ -1,0 +1,133 @@
+/**
+ * Issue 14, findings 1 and 6 on the private network: self-healing sees events in the order they
+ * happened, and one proxy token cannot take the pool out of service.
+ */
+import { expect } from 'chai';
+import { HealApi } from '../support/e2e-heal-api.js';
+import { fetchThroughSession } from '../support/e2e-heal-client.js';
+import { pollUntil } from '../support/e2e-heal-poll.js';
+import { startService, type RunningService } from '../support/service-fixture.js';
+
+const POOL_SIZE = 3;
+const CONSECUTIVE = 3;
+const ROUNDS = 6;
+
+describe("hardening: the scraper's loop (request, report at once) keeps its consecutive count (6)", function () {
+  this.timeout(360_000);
+  let svc: RunningService;
+  let api: HealApi;
+
+  before(async () => {
+    svc = await startService({
+      POOL_SIZE: String(POOL_SIZE),
+      QUARANTINE_CONSECUTIVE: String(CONSECUTIVE),
+      // So high that only the consecutive rule can quarantine.
+      QUARANTINE_FAILURES: '100',
+      FAILURE_WINDOW: '10m',
+      REMEDIATION_BACKOFF_BASE: '1m',
+      // A quarantine starts with a new circuit, and failures right after a rotation are not
+      // scored for ROTATION_GRACE: the next round may land on the instance just released.
+      ROTATION_GRACE: '0s',
+      CLIENT_REPORT_BUDGET: '1000/1m',
+    });
+    await svc.waitReady(POOL_SIZE, 120_000);
+    api = await HealApi.signIn(svc);
+  });
+  after(async () => {
+    expect(await svc?.stop()).to.equal(0);
+  });
+
+  it(`quarantines on the ${CONSECUTIVE}rd report of a request-then-report loop, ${ROUNDS} times in a row`, async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const key = `loop-${round}`;
+      let instance = -1;
+      for (let i = 1; i <= CONSECUTIVE; i++) {
+        // The request reaches the destination (the proxy sees a success: the block page is inside
+        // the response), and the scraper reports it at once, before the worker's accounting batch.
+        const got = await fetchThroughSession(svc, key);
+        expect(got.kind, `round ${round}, request ${i}`).to.equal('ip');
+        const report = await api.reportFailure(key, { kind: 'blocked', reason: `round ${round} #${i}` });
+        instance = report.instance;
+        if (i < CONSECUTIVE) {
+          // Let the request's success arrive: it ended before the report and must not reset the run.
+          await pollUntil('the request accounted', () => api.session(key), (v) => v.requests === i, 10_000);
+          const after = await api.instance(instance);
+          expect(after.health.consecutive_failures, `round ${round}: after report ${i} and its request's success arrived`).to.equal(i);
+        }
+      }
+      const burnt = await pollUntil('quarantined', () => api.instance(instance), (v) => ['quarantined', 'remediating'].includes(v.health.state), 5_000);
+      expect(burnt.health.state, `round ${round}`).to.be.oneOf(['quarantined', 'remediating']);
+      // Back in service for the next round (release clears the window and the run).
+      await api.action(instance, 'release');
+      await pollUntil('all routable', () => api.pool(), (p) => p.routable === POOL_SIZE, 60_000);
+    }
+  });
+});
+
+describe('hardening: one proxy token cannot take the pool out of service (1)', function () {
+  this.timeout(360_000);
+  const SIZE = 4;
+  const KEYS = Array.from({ length: 12 }, (_, i) => `fleet-${i}`);
+  let svc: RunningService;
+  let api: HealApi;
+
+  before(async () => {
+    // Defaults for the guards: MIN_ROUTABLE 25% (1 of 4), CLIENT_REPORT_BUDGET 30/1m.
+    svc = await startService({ POOL_SIZE: String(SIZE), REMEDIATION_BACKOFF_BASE: '10m' });
+    await svc.waitReady(SIZE, 120_000);
+    api = await HealApi.signIn(svc);
+  });
+  after(async () => {
+    expect(await svc?.stop()).to.equal(0);
+  });
+
+  async function releaseAll(): Promise<void> {
+    for (const i of await api.instances()) if (['quarantined', 'remediating'].includes(i.health.state)) await api.action(i.id, 'release');
+    await pollUntil('all routable', () => api.pool(), (p) => p.routable === SIZE, 60_000);
+  }
+
+  it("a report loop over a dozen sessions leaves the floor in service, scores only the token's budget, and rebalances on release", async () => {
+    for (const key of KEYS) expect((await fetchThroughSession(svc, key)).kind, key).to.equal('ip');
+    const scored: boolean[] = [];
+    let leastRoutable = SIZE;
+    for (let round = 0; round < 3; round++) {
+      for (const key of KEYS) {
+        scored.push((await api.reportFailure(key, { kind: 'captcha' })).scored);
+        leastRoutable = Math.min(leastRoutable, (await api.pool()).routable);
+      }
+    }
+    expect(leastRoutable, 'routable instances never fell below MIN_ROUTABLE').to.be.at.least(1);
+    expect(scored.slice(0, 30).every(Boolean), 'the first 30 reports are scored').to.equal(true);
+    expect(scored.slice(30).some(Boolean), 'reports over the budget are not').to.equal(false);
+    const events = await api.events(200);
+    expect(events.filter((e) => e.message.includes('not scored: over CLIENT_REPORT_BUDGET'))).to.have.length(scored.length - 30);
+    // Clients are still served.
+    expect((await fetchThroughSession(svc, 'bystander')).kind).to.equal('ip');
+
+    // The sessions piled onto what stayed in service spread again once the others come back.
+    const piled = Math.max(...countByInstance(await api.sessions()));
+    expect(piled, 'the episode piled sessions up').to.be.greaterThan(Math.ceil((KEYS.length + 1) / SIZE));
+    await releaseAll();
+    const spread = await pollUntil('sessions rebalanced', async () => countByInstance(await api.sessions()), (c) => Math.max(...c) <= Math.ceil((KEYS.length + 1) / SIZE), 10_000);
+    expect(Math.max(...spread)).to.be.at.most(Math.ceil((KEYS.length + 1) / SIZE));
+  });
+
+  it('requests to closed ports from one client never take the pool below the floor', async () => {
+    await releaseAll();
+    const closedPort = `http://whoami.testnet:1/`;
+    let leastRoutable = SIZE;
+    for (let i = 0; i < 24; i++) {
+      const got = await fetchThroughSession(svc, `closed-${i % 6}`, closedPort);
+      expect(got.kind).to.not.equal('ip');
+      leastRoutable = Math.min(leastRoutable, (await api.pool()).routable);
+    }
+    expect(leastRoutable).to.be.at.least(1);
+    expect((await fetchThroughSession(svc, 'bystander-2')).kind).to.equal('ip');
+  });
+});
+
+function countByInstance(sessions: { instance: number }[]): number[] {
+  const counts = new Map<number, number>();
+  for (const s of sessions) counts.set(s.instance, (counts.get(s.instance) ?? 0) + 1);
+  return [...counts.values()];
+}

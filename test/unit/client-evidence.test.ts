@@ -1,0 +1,46 @@
+import { expect } from 'chai';
+import fc from 'fast-check';
+import { routableFloor, routableFloorFor } from '../../shared/config/values.js';
+import { dependsOnClient, ReportBudget, RoutableFloorGuard } from '../../supervisor/pool/client-evidence.js';
+import { fuzzRuns } from '../support/fuzz-runs.js';
+import { quietLogger } from '../support/quiet-logger.js';
+
+describe('client evidence guards (report budget, routable floor)', () => {
+  it('spends a budget per credential per window', () => {
+    const clock = { now: 0 };
+    const budget = new ReportBudget({ attempts: 3, windowMs: 60_000 }, () => clock.now);
+    const alice = { kind: 'token', id: 'alice' } as const;
+    expect([1, 2, 3, 4, 5].map(() => budget.take(alice))).to.deep.equal([true, true, true, false, false]);
+    expect(budget.take({ kind: 'token', id: 'bob' }), 'another token has its own').to.equal(true);
+    expect(budget.take({ kind: 'sign-in', user: 'alice' }), 'a sign-in is another credential').to.equal(true);
+    clock.now += 60_000;
+    expect(budget.take(alice), 'a new window').to.equal(true);
+  });
+
+  it("tells the client's destination failures from the instance's own", () => {
+    expect(dependsOnClient(undefined)).to.equal(false);
+    expect(dependsOnClient({ kind: 'dial', scored: true })).to.equal(false);
+    for (const kind of ['socks_refused', 'timeout', 'reset'] as const) expect(dependsOnClient({ kind, scored: true }), kind).to.equal(true);
+  });
+
+  it('reads MIN_ROUTABLE and resolves it for a pool size', () => {
+    expect(routableFloor('25%')).to.deep.equal({ kind: 'share', percent: 25 });
+    expect(routableFloor('3')).to.deep.equal({ kind: 'count', count: 3 });
+    for (const bad of ['0', '0%', '101%', 'half', '-1', '']) expect(() => routableFloor(bad), bad).to.throw();
+    expect(routableFloorFor({ kind: 'share', percent: 25 }, 4)).to.equal(1);
+    expect(routableFloorFor({ kind: 'share', percent: 25 }, 10)).to.equal(3);
+    expect(routableFloorFor({ kind: 'count', count: 8 }, 5), 'never above the pool').to.equal(5);
+  });
+
+  it('property: the floor is between 1 and the pool size, and the guard allows exactly while that many stay', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 100 }), fc.integer({ min: 1, max: 64 }), fc.integer({ min: 0, max: 64 }), (percent, size, routable) => {
+        const floor = { kind: 'share', percent } as const;
+        const n = routableFloorFor(floor, size);
+        expect(n).to.be.within(1, size);
+        expect(new RoutableFloorGuard(floor, quietLogger()).allows(routable, size, 0)).to.equal(routable - 1 >= n);
+      }),
+      { numRuns: fuzzRuns(200) },
+    );
+  });
+});
