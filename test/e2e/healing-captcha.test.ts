@@ -208,7 +208,7 @@ describe('self-healing end to end (pool of 3 on the private network)', function 
         firstReportAt ??= Date.now();
         const r = await api.reportFailure(key, { kind: 'captcha', reason: 'captcha page' });
         reports++;
-        expect(r).to.deep.equal({ session: key, instance, kind: 'captcha' }); // charged to the instance it came through
+        expect(r).to.deep.equal({ session: key, instance, kind: 'captcha', scored: true }); // charged to the instance it came through
         if (quarantinedAt === undefined) {
           // A fast new-circuit rung can already be done: remediations counts a quarantine whose ladder began.
           const h = (await api.instance(instance)).health;
