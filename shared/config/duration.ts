@@ -1,6 +1,6 @@
 /**
  * Go-style durations ("300ms", "90s", "10m", "1h30m", "1.5h"), the form users of similar
- * pools already write, printed back the way Go prints them ("10m0s") where the SPEC shows that.
+ * pools already write, printed back the way Go prints them ("10m0s") as the configuration echo of GET /api/pool shows them.
  */
 export class DurationSyntaxError extends Error {
   constructor(readonly text: string) {

@@ -56,7 +56,7 @@ describe('dashboard view logic', () => {
   });
 
   describe('instance actions and pool size', () => {
-    it('names every SPEC action with its path; restart carries wipe', () => {
+    it('names every instance action with its path; restart carries wipe', () => {
       expect(INSTANCE_ACTIONS.map((a) => a.name)).to.deep.equal(['rotate', 'restart', 'quarantine', 'release', 'drain']);
       expect(actionPath(2, 'rotate', true)).to.equal('/api/instances/2/rotate');
       expect(actionPath(2, 'restart', true)).to.equal('/api/instances/2/restart?wipe=true');
