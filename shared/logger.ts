@@ -32,7 +32,7 @@ export function createRootLogger(level: LogLevel = 'info', format: 'text' | 'jso
     };
     const fields = Object.entries(rest)
       .filter(([k]) => typeof k === 'string')
-      .map(([k, v]) => `${k}=${typeof v === 'string' ? JSON.stringify(v) : JSON.stringify(v)}`)
+      .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
       .join(' ');
     return `${timestamp ?? ''} ${lvl.padEnd(5)} ${String(message)}${fields ? ' ' + fields : ''}`;
   });

@@ -1,4 +1,4 @@
-import type { Logger } from 'winston';
+import type { Logger } from '../shared/logger.js';
 import { tokenIssuedEvent, tokenRevokedEvent } from '../shared/auth/auth-audit.js';
 import { parseTokenCreateBody } from '../shared/auth/token-request.js';
 import type { CreatedToken } from '../shared/auth/token-record.js';

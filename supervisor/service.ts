@@ -1,9 +1,8 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Logger } from 'winston';
 import { instanceControlPort, instanceSocksPort, type Config, encodeWorkerConfig, WORKER_CONFIG_ENV } from '../shared/config/index.js';
 import { signedInEvent } from '../shared/auth/auth-audit.js';
-import { logger } from '../shared/logger.js';
+import { logger, type Logger } from '../shared/logger.js';
 import { serviceVersion } from '../shared/version.js';
 import { AuditLog } from './audit/audit-log.js';
 import { AuthOperations } from './auth-operations.js';

@@ -1,4 +1,4 @@
-import type { Logger } from 'winston';
+import type { Logger } from '../shared/logger.js';
 import type { StateSnapshot } from '../shared/ipc/protocol.js';
 import type { AuditLog } from './audit/audit-log.js';
 import type { WorkerHandle } from './cluster/worker-manager.js';

@@ -1,4 +1,4 @@
-import type { Logger } from 'winston';
+import type { Logger } from '../shared/logger.js';
 import type { Config } from '../shared/config/index.js';
 import type { WorkerEndpoint, WorkerRole } from '../shared/ipc/protocol.js';
 

@@ -1,5 +1,5 @@
 import { createSocket, type RemoteInfo, type Socket } from 'node:dgram';
-import type winston from 'winston';
+import type { Logger } from '../../shared/logger.js';
 import {
   buildResponse,
   DNS_CLASS_IN,
@@ -44,7 +44,7 @@ export function answerQuery(packet: Buffer): Buffer | undefined {
 export interface DnsResponderOptions {
   readonly host?: string;
   readonly port: number;
-  readonly log: winston.Logger;
+  readonly log: Logger;
 }
 
 /** A UDP DNS server on loopback for the network's exits (ServerDNSResolvConfFile points here). */
@@ -52,11 +52,11 @@ export class DnsResponder {
   readonly host: string;
   readonly port: number;
   private readonly socket: Socket;
-  private readonly log: winston.Logger;
+  private readonly log: Logger;
   private answered = 0;
   private closed: Promise<void> | undefined;
 
-  private constructor(socket: Socket, host: string, port: number, log: winston.Logger) {
+  private constructor(socket: Socket, host: string, port: number, log: Logger) {
     this.socket = socket;
     this.host = host;
     this.port = port;

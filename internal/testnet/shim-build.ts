@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
-import type winston from 'winston';
+import type { Logger } from '../../shared/logger.js';
 import { ShimBuildError } from './errors.js';
 import { findExecutable } from './required-tools.js';
 import { runProgram } from './run-program.js';
@@ -16,7 +16,7 @@ const GCC_TIMEOUT_MS = 60_000;
  * carries a digest of the source and flags, so an edited source gets a new library and a
  * library in use by a running network is never overwritten (concurrent runs share the cache).
  */
-export async function ensureShimBuilt(repoRoot: string, cacheDir: string, log: winston.Logger): Promise<string> {
+export async function ensureShimBuilt(repoRoot: string, cacheDir: string, log: Logger): Promise<string> {
   const sourcePath = path.join(repoRoot, SHIM_SOURCE_RELATIVE);
   const source = await readFile(sourcePath);
   const digest = createHash('sha256').update(source).update(GCC_FLAGS.join(' ')).digest('hex').slice(0, 16);

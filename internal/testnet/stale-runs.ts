@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import type winston from 'winston';
+import type { Logger } from '../../shared/logger.js';
 import { isProcessAlive, processCommandLine, processStartTime } from './process-liveness.js';
 import { SPAWNED_PID_FILE } from './tor-process.js';
 
@@ -115,7 +115,7 @@ function signalAll(pids: readonly number[], signal: NodeJS.Signals): void {
 }
 
 /** SIGTERM, then SIGKILL for survivors, of processes that are not our children (polled via /proc). */
-export async function terminateProcesses(pids: readonly number[], log: winston.Logger): Promise<void> {
+export async function terminateProcesses(pids: readonly number[], log: Logger): Promise<void> {
   if (pids.length === 0) return;
   signalAll(pids, 'SIGTERM');
   const survivors = await waitGone(pids, TERM_WAIT_MS);
@@ -126,7 +126,7 @@ export async function terminateProcesses(pids: readonly number[], log: winston.L
 }
 
 /** Stops every tor of a run and removes its directory. Returns the PIDs signalled. */
-export async function reapRun(workDir: string, log: winston.Logger): Promise<number[]> {
+export async function reapRun(workDir: string, log: Logger): Promise<number[]> {
   const pids = liveTorsOfRun(workDir);
   if (pids.length > 0) log.warn('reaping tors of a stale test network', { workDir, pids });
   await terminateProcesses(pids, log);
@@ -138,7 +138,7 @@ export async function reapRun(workDir: string, log: winston.Logger): Promise<num
  * Reaps runs under the testnet root (default <repo>/.testnet) left behind by a Node process
  * that no longer exists; runs of live processes (other people's concurrent test runs) are kept.
  */
-export async function reapStaleRuns(root: string, log: winston.Logger): Promise<{ runs: number; killed: number }> {
+export async function reapStaleRuns(root: string, log: Logger): Promise<{ runs: number; killed: number }> {
   if (!existsSync(root)) return { runs: 0, killed: 0 };
   let runs = 0;
   let killed = 0;

@@ -3,8 +3,7 @@ import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import type winston from 'winston';
-import { childLogger } from '../../shared/logger.js';
+import { childLogger, type Logger } from '../../shared/logger.js';
 import { BANDWIDTH_FILE_REFRESH_MS, bandwidthFileContent } from './bandwidth-file.js';
 import { countMicrodescriptors, parseConsensus, usabilityProblems, type UsabilityExpectation } from './consensus.js';
 import { fetchDirectoryDocument } from './directory-fetch.js';
@@ -70,7 +69,7 @@ export interface TestnetOptions {
   keepWorkDir?: boolean;
   /** SIGTERM grace per tor in stop() before SIGKILL. */
   stopGraceMs?: number;
-  log?: winston.Logger;
+  log?: Logger;
 }
 
 export interface TestnetExit {
@@ -133,7 +132,7 @@ interface StartedNode {
   readonly tor: TorProcess;
 }
 
-function tryRun(label: string, log: winston.Logger, action: () => void): void {
+function tryRun(label: string, log: Logger, action: () => void): void {
   try {
     action();
   } catch (err) {
@@ -147,7 +146,7 @@ class RunningTestnet implements Testnet {
   readonly geoipFile: string;
   readonly geoip6File: string;
   readonly defaultsTorrc: string;
-  private readonly log: winston.Logger;
+  private readonly log: Logger;
   private readonly startedAt: number;
   private readonly keepWorkDir: boolean;
   private readonly stopGraceMs: number;
@@ -168,7 +167,7 @@ class RunningTestnet implements Testnet {
     readonly shimLibrary: string,
     workDir: string,
     options: TestnetOptions,
-    log: winston.Logger,
+    log: Logger,
     startedAt: number,
   ) {
     this.workDir = workDir;
@@ -460,7 +459,7 @@ class RunningTestnet implements Testnet {
   }
 }
 
-async function prepareWorkDir(workDir: string, explicit: boolean, log: winston.Logger): Promise<void> {
+async function prepareWorkDir(workDir: string, explicit: boolean, log: Logger): Promise<void> {
   if (existsSync(workDir)) {
     const entries = readdirSync(workDir);
     if (entries.includes(OWNER_FILE)) {

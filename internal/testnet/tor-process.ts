@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import type winston from 'winston';
+import type { Logger } from '../../shared/logger.js';
 import { isEmergencyTeardown, trackChildPid, untrackChildPid } from './emergency-teardown.js';
 import { TestnetError, TorExitedError, TorStartTimeoutError } from './errors.js';
 
@@ -23,7 +23,7 @@ export interface TorProcessOptions {
   readonly outputFile: string;
   /** Files whose last lines explain a failure (the output file is always included). */
   readonly logFiles?: readonly string[];
-  readonly log: winston.Logger;
+  readonly log: Logger;
 }
 
 export const SPAWNED_PID_FILE = 'spawned.pid';

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { isIPv4 } from 'node:net';
-import type winston from 'winston';
+import type { Logger } from '../../shared/logger.js';
 import { InvalidTestnetOptionsError } from './errors.js';
 
 /** How the destination answers one source IP; "ok" echoes the caller's address. */
@@ -49,7 +49,7 @@ export interface WhoamiServerOptions {
   readonly host?: string;
   /** 0 picks a free port. */
   readonly port: number;
-  readonly log: winston.Logger;
+  readonly log: Logger;
 }
 
 /**
@@ -63,14 +63,14 @@ export class WhoamiServer {
   readonly host: string;
   readonly port: number;
   private readonly server: Server;
-  private readonly log: winston.Logger;
+  private readonly log: Logger;
   private readonly behaviours = new Map<string, WhoamiBehaviour>();
   private readonly hitCounts = new Map<string, number>();
   private closing: Promise<void> | undefined;
   /** Answers of /slow still waiting, cleared on close. */
   private readonly delayed = new Set<NodeJS.Timeout>();
 
-  private constructor(server: Server, host: string, port: number, log: winston.Logger) {
+  private constructor(server: Server, host: string, port: number, log: Logger) {
     this.server = server;
     this.host = host;
     this.port = port;

@@ -1,4 +1,4 @@
-/** Audit event types (SPEC "Audit log"). */
+/** Audit event types (docs/api.md, "Audit event"). */
 export type AuditType = 'assignment' | 'rotate' | 'quarantine' | 'remediation' | 'restart' | 'resize' | 'instance' | 'auth';
 export const AUDIT_TYPES: readonly AuditType[] = [
   'assignment',

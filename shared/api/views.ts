@@ -1,4 +1,4 @@
-/** API resource shapes (SPEC "Resources and their fields"), shared by supervisor and API worker. */
+/** API resource shapes (docs/api.md, "Resources"), shared by supervisor and API worker. */
 
 export interface Totals {
   requests: number;
@@ -56,11 +56,11 @@ export interface InstanceView {
   pinned_exit: string;
   health: HealthView;
   totals: Totals & { latency_ms: number };
-  /** Beyond the SPEC (docs/api.md): drained, taking no new sessions until released. */
+  /** An addition of ours (docs/api.md): drained, taking no new sessions until released. */
   draining: boolean;
-  /** Beyond the SPEC: mid-rotation, out of service until its new exit is known. */
+  /** An addition of ours: mid-rotation, out of service until its new exit is known. */
   rotating: boolean;
-  /** Beyond the SPEC: false while its tor does not answer its control port (frozen); out of service meanwhile. */
+  /** An addition of ours: false while its tor does not answer its control port (frozen); out of service meanwhile. */
   responsive: boolean;
 }
 
@@ -84,7 +84,7 @@ export interface PoolRotateResult {
   in_progress: boolean;
 }
 
-/** 202 body of POST /api/pool/resize (the SPEC leaves it to us; documented in docs/api.md). */
+/** 202 body of POST /api/pool/resize (documented in docs/api.md). */
 export interface ResizeResult {
   size: number;
   previous: number;
@@ -109,7 +109,7 @@ export interface StatsSample {
 }
 
 
-/** The API shape of a session (SPEC "Session"). */
+/** The API shape of a session (docs/api.md, "Session"). */
 export interface SessionView {
   key: string;
   instance: number;

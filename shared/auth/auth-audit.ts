@@ -1,7 +1,7 @@
 import type { TokenRecord } from './token-record.js';
 
 /**
- * The `auth` audit events (SPEC "Audit log": sign-ins, tokens issued or revoked), shaped to be
+ * The `auth` audit events (docs/api.md, "Audit event": sign-ins, tokens issued or revoked), shaped to be
  * handed to the supervisor's AuditLog.record. Failed sign-ins and refused proxy credentials are
  * deliberately not events (they are logged), so hostile traffic cannot flush the ring. Never
  * carries a secret.

@@ -1,4 +1,4 @@
-/** A token carries exactly one scope (SPEC "Authentication" 4). */
+/** A token carries exactly one scope (docs/api.md, "Authentication and access"). */
 export type Scope = 'proxy' | 'admin';
 export const SCOPES: readonly Scope[] = ['proxy', 'admin'];
 

@@ -2,7 +2,7 @@ import jwt from 'jsonwebtoken';
 import { classifyCredential } from './credential-kind.js';
 import type { Principal } from './principal.js';
 
-/** Lifetime of a stream ticket (SPEC "Limits": 60 seconds). */
+/** Lifetime of a stream ticket (60 seconds; docs/api.md, POST /api/auth/ticket). */
 export const TICKET_TTL_MS = 60_000;
 
 /** `iss` of every sign-in credential we sign; a JWT from elsewhere fails even with our key. */
@@ -12,7 +12,7 @@ const ALGORITHM = 'HS256';
 
 export type SignInCredentialType = 'session' | 'ticket';
 
-/** POST /api/auth/login's answer (SPEC "login result"). */
+/** POST /api/auth/login's answer (docs/api.md, "Login result"). */
 export interface LoginResult {
   token: string;
   /** Unix seconds. */
@@ -20,7 +20,7 @@ export interface LoginResult {
   user: string;
 }
 
-/** POST /api/auth/ticket's answer (SPEC "ticket"). */
+/** POST /api/auth/ticket's answer (docs/api.md, "Ticket"). */
 export interface TicketResult {
   ticket: string;
   expires_in: number;

@@ -12,7 +12,7 @@ export const ISSUED_TOKEN_SECRET_PATTERN = /^tp_[A-Za-z0-9]{22}$/;
  */
 export const MAX_TOKEN_SECRET_LENGTH = 256;
 
-/** Only the prefix is checked on the way in (SPEC "Authentication" 5), plus a length bound. */
+/** Only the prefix is checked on the way in (tokens of other formats stay valid), plus a length bound. */
 export function hasTokenPrefix(text: string): boolean {
   return text.length <= MAX_TOKEN_SECRET_LENGTH && text.startsWith(TOKEN_PREFIX);
 }

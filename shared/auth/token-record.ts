@@ -6,7 +6,7 @@ import type { Scope } from './principal.js';
  */
 export type TokenSource = 'store' | 'config' | 'auth-disabled';
 
-/** A token as GET /api/tokens lists it (SPEC "Token"); field names are the wire names. */
+/** A token as GET /api/tokens lists it (docs/api.md, "Token"); field names are the wire names. */
 export interface TokenRecord {
   id: string;
   name: string;

@@ -2,6 +2,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { LogLevel } from '../logger.js';
 import { LOG_LEVELS } from '../logger.js';
+import { PORTS_PER_INSTANCE } from './limits.js';
 import type { RateLimit, RoutableFloor } from './values.js';
 
 export type DefaultSessionMode = 'ip' | 'random' | 'shared';
@@ -56,10 +57,7 @@ export interface Config {
   rotationGraceMs: number;
 }
 
-/** Upper bound of POOL_SIZE and of a resize; it sizes the instance and session port blocks. */
-export const MAX_POOL_SIZE = 64;
-/** Each instance takes PORTS_PER_INSTANCE ports from INSTANCE_PORT_BASE: its SOCKS port and its control port. */
-export const PORTS_PER_INSTANCE = 2;
+export { MAX_POOL_SIZE, PORTS_PER_INSTANCE } from './limits.js';
 
 export function instanceSocksPort(config: Pick<Config, 'instancePortBase'>, index: number): number {
   return config.instancePortBase + index * PORTS_PER_INSTANCE;

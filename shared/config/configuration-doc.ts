@@ -25,7 +25,7 @@ export function renderConfigurationDoc(): string {
     'Settings are read from the environment, and from `./.env` (or the file `EXITPOOL_ENV_FILE` names)',
     'for variables the environment does not set: the environment wins over the file.',
     '',
-    `\`MAX_POOL_SIZE\` (in \`shared/config/config.ts\`) is ${MAX_POOL_SIZE}: the upper bound of \`POOL_SIZE\` and of a resize.`,
+    `\`MAX_POOL_SIZE\` (in \`shared/config/limits.ts\`) is ${MAX_POOL_SIZE}: the upper bound of \`POOL_SIZE\` and of a resize.`,
     '',
     '| variable | default | meaning |',
     '| --- | --- | --- |',

@@ -1,6 +1,6 @@
 /**
  * Go-style durations ("300ms", "90s", "10m", "1h30m", "1.5h"), the form users of similar
- * pools already write, printed back the way Go prints them ("10m0s") where the SPEC shows that.
+ * pools already write, printed back the way Go prints them ("10m0s") as the configuration echo of GET /api/pool shows them.
  */
 export class DurationSyntaxError extends Error {
   constructor(readonly text: string) {
@@ -47,7 +47,7 @@ export function formatDuration(ms: number): string {
   const hours = Math.floor(ms / 3_600_000);
   const minutes = Math.floor((ms % 3_600_000) / 60_000);
   const secondsMs = ms % 60_000;
-  const seconds = secondsMs % 1000 === 0 ? String(secondsMs / 1000) : String(secondsMs / 1000);
+  const seconds = String(secondsMs / 1000);
   if (hours > 0) return `${hours}h${minutes}m${seconds}s`;
   if (minutes > 0) return `${minutes}m${seconds}s`;
   return `${seconds}s`;

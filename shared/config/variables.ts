@@ -28,7 +28,7 @@ const DAY = 24 * HOUR;
  */
 export interface VariableDefinition<K extends keyof Config = keyof Config> {
   name: string;
-  /** Other accepted spellings (the SPEC writes NET_ where tor's real name says TOR_). */
+  /** Other accepted spellings (NET_ spellings, kept as aliases of the TOR_ names tor itself uses). */
   aliases?: readonly string[];
   key: K;
   /** The default as a user would write it; null when unset means "none" (the value is null). */

@@ -31,7 +31,7 @@ export const realFileSystem: AtomicWriteFileSystem = {
 export async function writeFileAtomic(
   file: string,
   data: string,
-  options: { mode: number; fileSystem?: AtomicWriteFileSystem },
+  options: { mode: number; fileSystem?: AtomicWriteFileSystem | undefined },
 ): Promise<void> {
   const fs = options.fileSystem ?? realFileSystem;
   const dir = path.dirname(file);

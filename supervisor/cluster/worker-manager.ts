@@ -1,6 +1,6 @@
 import cluster, { type Worker } from 'node:cluster';
 import { EventEmitter } from 'node:events';
-import type { Logger } from 'winston';
+import type { Logger } from '../../shared/logger.js';
 import { StartupError } from '../startup/startup-error.js';
 import { IpcEndpoint, channelToWorker } from '../../shared/ipc/index.js';
 import {

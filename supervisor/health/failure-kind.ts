@@ -1,6 +1,6 @@
 /**
  * Failure kinds and the reading of a client's failure report (POST /api/sessions/{key}/failure).
- * The SPEC makes every field optional and refuses nothing for its text: unknown words count as
+ * Every field is optional and no text is refused: unknown words count as
  * `other`. Only a field of the wrong JSON type is bad input (400), signalled by a typed error.
  */
 
@@ -38,7 +38,7 @@ export function isFailureKind(value: unknown): value is FailureKind {
 /**
  * Aliases by normalised text (lower case, runs of blanks, `-` and `_` folded into one `_`).
  * Words are matched whole, never searched for inside longer text: "no captcha, just slow" is
- * not a captcha, and unrecognised text is `other` as the SPEC asks.
+ * not a captcha, and unrecognised text is `other` never an error.
  */
 const ALIASES: ReadonlyMap<string, FailureKind> = new Map<string, FailureKind>([
   ...['captcha', 'challenge', 'recaptcha', 'hcaptcha', 'turnstile', 'js_challenge', 'captcha_page'].map((a) => [a, 'captcha'] as const),

@@ -2,7 +2,7 @@ import type { FailureKind, FailureSource } from './failure-kind.js';
 
 /**
  * Counts of failures by source and by kind, as an immutable value. The health object shows one
- * tally that release clears (the SPEC's "accumulated failures"); the metrics read another that
+ * tally that release clears (the "accumulated failures" a release clears); the metrics read another that
  * only grows (Prometheus counters must never go down).
  */
 export class FailureTally {

@@ -17,7 +17,7 @@ interface WindowEntry {
  * consecutive counts the exit-blaming failures (every kind but rate_limited) since the last
  * success, and only those still inside the window: a run interrupted by a quiet spell longer
  * than the window starts again from zero. Without that, an instance whose window emptied
- * (healthy again) could be quarantined by one report, which SPEC rule 1 forbids. A success
+ * (healthy again) could be quarantined by one report, which must not happen (one report never quarantines a healthy instance unless QUARANTINE_FAILURES is 1). A success
  * resets consecutive but leaves the window as it is.
  */
 export class FailureWindow {

@@ -205,7 +205,7 @@ function onFailure(
   if (s.state === 'probation') {
     return event.kind === 'rate_limited' ? next : quarantine(next, 'probation', now, config, effects, event.kind);
   }
-  // SPEC rule 1: one report never quarantines a healthy instance unless QUARANTINE_FAILURES is 1.
+  // One report never quarantines a healthy instance unless QUARANTINE_FAILURES is 1.
   // A healthy instance's window is empty, so this report is all there is in it; with
   // QUARANTINE_FAILURES >= 2 no weight reaches the score alone, and the guard below keeps
   // QUARANTINE_CONSECUTIVE=1 from doing it either.

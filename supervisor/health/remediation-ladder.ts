@@ -1,6 +1,6 @@
 import type { Config } from '../../shared/config/index.js';
 
-/** Rungs in order of cost. `new_circuit` is the SPEC's new-circuit rung. */
+/** Rungs in order of cost. `new_circuit` is the cheapest: a new circuit on the same tor. */
 export const REMEDIATION_RUNGS = ['new_circuit', 'wipe_restart', 'restart_backoff'] as const;
 export type RemediationRung = (typeof REMEDIATION_RUNGS)[number];
 /** remediation_rung of the health object: `none` while no remediation is under way. */

@@ -4,7 +4,7 @@ import type { FailureKind } from './failure-kind.js';
  * Weights of the failure kinds, derived from QUARANTINE_FAILURES (S, an integer >= 1), which is
  * also the quarantine score the weighted sum is compared against:
  *
- *   transport = other = 1          (S reads as "S unclassified failures", as the SPEC defines it)
+ *   transport = other = 1          (S reads as "S unclassified failures", which is how QUARANTINE_FAILURES is documented)
  *   captcha      = max(S / 2, 3/2)  (two captchas always reach S; one stays below S for S >= 2)
  *   blocked      = (1 + captcha) / 2 (strictly between other and captcha)
  *   rate_limited = 1/4
@@ -14,12 +14,12 @@ import type { FailureKind } from './failure-kind.js';
  *
  * Why the 3/2 floor: S/2 alone is 1 for S = 2 (and 0.5 for S = 1), which would break
  * captcha > blocked > other. With the floor, captcha > blocked > 1 > 1/4 > 0 for every S, and
- * captcha < S whenever S >= 2, so no single report reaches S unless S is 1 (SPEC rule 1).
+ * captcha < S whenever S >= 2, so no single report reaches S unless S is 1 (one report never quarantines a healthy instance unless QUARANTINE_FAILURES is 1).
  *
  * Rate limits: the exit works, it is only asked for too much. Their summed weight enters the
  * score capped at S / 2 (RATE_LIMITED_SHARE_OF_SCORE), so a flood of rate limits can bring an
  * instance at most half way to quarantine and never quarantines it alone, however many arrive
- * in the window, while a rate limit still "counts for less than one" as the SPEC says.
+ * in the window, while a rate limit still "counts for less than one" as docs/configuration.md says of QUARANTINE_FAILURES.
  *
  * Every weight is a multiple of 1/4, so window sums are exact in binary floating point and the
  * comparison with S never suffers rounding.

@@ -1,4 +1,4 @@
-import type { Logger } from 'winston';
+import type { Logger } from '../../shared/logger.js';
 import { LoginRateLimiter } from '../../shared/auth/login-rate-limiter.js';
 import type { RateLimit, RoutableFloor } from '../../shared/config/values.js';
 import { routableFloorFor } from '../../shared/config/values.js';

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { Logger } from 'winston';
+import type { Logger } from '../../shared/logger.js';
 import type { FailureResult, InstanceView, PoolRotateResult, PoolSummary, ResizeResult, SessionRotateResult, SessionView } from '../../shared/api/views.js';
 import { formatDuration, MAX_POOL_SIZE, type Config } from '../../shared/config/index.js';
 import type { ActionResult, CloseRecord, ReleasedRoute, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';

@@ -25,12 +25,13 @@ export class LatencyHistogram {
   total = 0;
 
   record(ms: number): void {
-    this.counts[bucketOf(ms)] += 1;
+    const b = bucketOf(ms);
+    this.counts[b] = (this.counts[b] ?? 0) + 1;
     this.total += 1;
   }
 
   merge(other: LatencyHistogram): void {
-    for (let i = 0; i < LATENCY_BUCKETS; i++) this.counts[i] += other.counts[i] as number;
+    for (let i = 0; i < LATENCY_BUCKETS; i++) this.counts[i] = (this.counts[i] ?? 0) + (other.counts[i] ?? 0);
     this.total += other.total;
   }
 

@@ -89,7 +89,7 @@ export class ControlAuthenticationError extends Error {
   }
 }
 
-/** SPEC "States and transitions" rule 8: an instance that has not bootstrapped cannot be rotated. */
+/** An instance that has not bootstrapped cannot be rotated. */
 export class NotBootstrappedError extends Error {
   constructor(
     readonly instance: number,

@@ -2,7 +2,7 @@ import type { CircuitInfo, RelayHop, StreamInfo } from './control-events.js';
 
 /**
  * Which exit relay an instance is using, worked out from CIRC and STREAM events alone (pure:
- * no I/O, no clock). SPEC "Instance" rules:
+ * no I/O, no clock). The rules of the exit fields (docs/api.md, "Instance"):
  *
  *  - confirmed: a stream SUCCEEDED on a circuit, so traffic really left through that circuit's
  *    last hop. The latest such stream wins ("the first request through confirms or corrects").

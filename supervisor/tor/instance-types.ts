@@ -3,7 +3,7 @@ import type { Logger } from '../../shared/logger.js';
 /** Public types of one supervised tor instance (see instance.ts and README.md). */
 
 export interface TorInstanceOptions {
-  /** Instance index (SPEC Instance.id); also names the data directory `<dataDir>/tor/<index>`. */
+  /** Instance index (the API's instance id); also names the data directory `<dataDir>/tor/<index>`. */
   index: number;
   /** DATA_DIR; the instance lives in `<dataDir>/tor/<index>`. Relative paths are resolved. */
   dataDir: string;
@@ -79,7 +79,7 @@ export type InstanceLifecycle =
   | 'stopping'
   | 'stopped';
 
-/** The exit fields of SPEC "Instance". Empty strings where unknown. */
+/** The exit fields of the API's instance resource (docs/api.md). Empty strings where unknown. */
 export interface ExitState {
   exitIp: string;
   exitCountry: string;

@@ -599,7 +599,7 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
     this.stallTimer = undefined;
     if (generation !== this.generation || this.readyFlag) return;
     this.consecutiveStalls++;
-    // SPEC Self-healing: the first restart after a stall keeps state, the next ones wipe it.
+    // The first restart after a stall keeps state, the next ones wipe it.
     const wipe = this.consecutiveStalls >= 2;
     this.log.warn('bootstrap stalled; restarting', {
       percent: this.bootstrapPercent,

@@ -15,7 +15,7 @@ import {
 } from './api-support-harness.js';
 
 /**
- * The authentication endpoints of the real app (SPEC "Authentication", "Token"): status, login
+ * The authentication endpoints of the real app (docs/api.md, "Authentication endpoints", "Tokens"): status, login
  * with its rate limit, the stream ticket, and token issue/list/revoke through the real
  * credential store and AuthOperations, whose snapshot push reaches this app over IPC.
  */

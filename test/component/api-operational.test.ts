@@ -9,7 +9,7 @@ import { concretePath, startApiHarness, undocumentedResponses, type ApiHarness, 
 /**
  * /health, /metrics and the dashboard's static assets (public), and what every route answers
  * when the supervisor does not: 503 when the IPC request times out or the supervisor is gone,
- * 500 when its handler fails (SPEC "Operational", "Errors").
+ * 500 when its handler fails (docs/api.md, "Operational", "Errors").
  */
 
 function expectPlain(r: ApiResponse, status: number, what: string): void {

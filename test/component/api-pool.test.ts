@@ -10,7 +10,7 @@ import { startApiHarness, undocumentedResponses, type ApiHarness, type ApiRespon
 
 /**
  * Pool, instance, session, event and statistics endpoints of the real app: success status and
- * body, the IPC request each one makes, and every 400/404/409 it can answer (SPEC "Endpoints",
+ * body, the IPC request each one makes, and every 400/404/409 it can answer (docs/api.md, "Endpoints",
  * "Errors"). Bad input is refused before anything reaches the supervisor.
  */
 

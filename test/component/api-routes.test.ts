@@ -3,7 +3,7 @@ import type { Access } from '../../workers/api/access.js';
 import { PROXY_TOKEN, concretePath, startApiHarness, undocumentedResponses, type ApiHarness, type ApiResponse } from './api-support-harness.js';
 
 /**
- * The default-closed API (SPEC "Authentication" 1 and 4, "Errors" 401/403/404): a walk over
+ * The default-closed API (docs/api.md, "Authentication and access", "Errors" 401/403/404): a walk over
  * the whole route table, every route and every method, against the real express app.
  */
 

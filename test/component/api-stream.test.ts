@@ -8,7 +8,7 @@ import { StreamClient } from '../support/sse-stream-client.js';
 import { LOGIN_TTL_MS, startApiHarness, type ApiHarness } from './api-support-harness.js';
 
 /**
- * GET /api/stream on the real app (SPEC "Live stream"): who may open it, the framing (retry,
+ * GET /api/stream on the real app (docs/api.md, "Live stream"): who may open it, the framing (retry,
  * `state` and `event` frames with one line of JSON each), the initial state, freeing a
  * subscriber on disconnect, and a stalled subscriber that loses frames and is dropped without
  * holding anyone else back.

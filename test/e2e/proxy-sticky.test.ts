@@ -13,7 +13,7 @@ import { socksConnect } from '../support/e2e-proxy-socks-client.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
 
 const POOL_SIZE = 4;
-/** "Fails at once" (SPEC proxy listener rule 7): far below any dial or handshake timeout. */
+/** "Fails at once" (a proxy that cannot serve refuses at once): far below any dial or handshake timeout. */
 const IMMEDIATE_FAILURE_MS = 2000;
 /** SOCKS5 reply "general SOCKS server failure" (RFC 1928). */
 const SOCKS_GENERAL_FAILURE = 0x01;

@@ -29,7 +29,7 @@ import { channelPair } from './memory-channel.js';
  * (failure reports) uses those same functions, so 400s come out as in the service.
  */
 
-/** An instance as the pool reports it: the SPEC fields plus `draining`, `rotating` and `responsive`. */
+/** An instance as the pool reports it: the documented fields plus `draining`, `rotating` and `responsive`. */
 export type PoolInstanceView = InstanceView;
 
 export interface CannedData {
@@ -240,7 +240,7 @@ export class FakeSupervisorIpc {
   }
 }
 
-/** A complete health object; every field the SPEC names. */
+/** A complete health object; every field docs/api.md names. */
 export function cannedHealth(overrides: Partial<HealthView> = {}): HealthView {
   return {
     state: 'healthy',

@@ -248,7 +248,7 @@ describe('configuration', () => {
       const p = problemsOf({ AUTH_DISABLED: '1', SESSION_PORT_BASE: '9200' });
       expect(p.map((x) => x.variable)).to.include('SESSION_PORT_BASE');
     });
-    it('accepts the SPEC NET_ spellings', () => {
+    it('accepts the NET_ spellings as aliases', () => {
       const c = loadConfig({ NET_EXIT_NODES: '{se}', NET_STRICT_NODES: '1', NET_MAX_CIRCUIT_DIRTINESS: '20m', NET_CONFLUX: '1' });
       expect(c.torExitNodes).to.deep.equal(['{se}']);
       expect(c.torStrictNodes).to.equal(true);

@@ -1,7 +1,7 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Logger } from 'winston';
+import type { Logger } from '../../shared/logger.js';
 import { IpcPeerGoneError, IpcTimeoutError } from '../../shared/ipc/errors.js';
 import type { WorkerEndpoint } from '../../shared/ipc/protocol.js';
 import type { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';

@@ -1,4 +1,4 @@
-/** An error answered as plain text with its status (SPEC "Errors"). */
+/** An error answered as plain text with its status (docs/api.md, "Errors"). */
 export class HttpError extends Error {
   constructor(
     readonly status: number,

@@ -1,7 +1,7 @@
 import type { Logger } from '../../shared/logger.js';
 import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
 
-/** "credential refused" lines (the SPEC's text, at warn) are written at most this often per worker. */
+/** "credential refused" lines (at warn) are written at most this often per worker. */
 export const CREDENTIAL_REFUSAL_LOG_INTERVAL_MS = 10_000;
 
 /**

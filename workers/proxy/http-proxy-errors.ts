@@ -1,6 +1,6 @@
 /**
  * Responses the HTTP proxy generates itself. Each carries an RFC 9209 Proxy-Status field naming
- * this proxy and the error type, and a plain-text body (SPEC, Errors).
+ * this proxy and the error type, and a plain-text body (docs/api.md, "Errors").
  */
 import type { RouteRefusalReason } from './proxy-types.js';
 import { isPrivateDestination } from './private-destination.js';

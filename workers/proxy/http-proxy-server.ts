@@ -10,7 +10,7 @@ import { childLogger, type Logger } from '../../shared/logger.js';
 import type { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
 import { credentialRefusalLog } from './credential-refusal-log.js';
 import { clientIpOf } from './client-address.js';
-import { transportFailureOf } from './dial-failure.js';
+import { ConnectionAccounting, type OpenedConnection } from './connection-accounting.js';
 import { PlainHttpExchange, type ExchangeOutcome } from './http-plain-exchange.js';
 import {
   connectionLimitReached,
@@ -21,13 +21,13 @@ import {
   type ProxyErrorResponse,
 } from './http-proxy-errors.js';
 import { HTTP_MAX_HEAD_BYTES, parseProxyRequestHead, type ProxyRequestHead } from './http-proxy-head.js';
-import { INSTANCE_DOWN_FAILURE, dialWatched } from './instance-down.js';
 import { ListeningServer, type ConnectionLifecycle, type OwnedConnection } from './listening-server.js';
-import type { ProxyDependencies, RouteGranted, RouteRequest, TransportFailure } from './proxy-types.js';
+import type { ProxyDependencies, RouteRequest } from './proxy-types.js';
+import { routeAndDial } from './route-and-dial.js';
 import { routeSafely } from './route-safely.js';
 import { HTTP_CLOSE_LINGER_MS, OVER_BUDGET_LINGER_MS, resolveTimeouts, type ProxyTimeouts } from './proxy-timeouts.js';
 import { SocksDialError, dialSocks5, type DialedUpstream } from './socks5-client.js';
-import { targetFromHost, type Socks5Target } from './socks5-protocol.js';
+import { targetFromHost } from './socks5-protocol.js';
 import { Tunnel } from './tunnel.js';
 
 export interface HttpProxyServerOptions extends ProxyDependencies {
@@ -92,6 +92,7 @@ class HttpProxyConnection implements OwnedConnection {
   private requests = 0;
   private clientEnded = false;
   private dialAbort: AbortController | null = null;
+  private readonly accounting: ConnectionAccounting;
   private exchange: PlainHttpExchange | null = null;
   private tunnel: Tunnel | null = null;
   private released = false;
@@ -102,7 +103,9 @@ class HttpProxyConnection implements OwnedConnection {
     private readonly context: ConnectionContext,
     private readonly socket: net.Socket,
     private readonly lifecycle: ConnectionLifecycle,
-  ) {}
+  ) {
+    this.accounting = new ConnectionAccounting(context.deps.events, 'http');
+  }
 
   start(): void {
     this.socket.on('data', this.onData);
@@ -229,77 +232,55 @@ class HttpProxyConnection implements OwnedConnection {
     }
     const request: RouteRequest = { sessionKey, clientIp: clientIpOf(socket.remoteAddress), listener: 'http' };
     const target = targetFromHost(head.target.host, head.target.port);
-    let decision = await routeSafely(context.deps.router, request);
-    let rerouted = false;
-    let dialed: DialedUpstream;
-    let routeStarted: number;
-    let granted: RouteGranted;
-    for (;;) {
-      if (socket.destroyed) {
-        // Routed for a client that is gone: hand the route back so the live count stays exact.
-        if (decision.ok) context.deps.events.connectionReleased(decision, 'http');
-        return;
-      }
-      if (!decision.ok) {
-        this.respond(routeRefusedResponse(decision.reason), keepAliveAfterError);
-        return;
-      }
-      const route = decision;
-      routeStarted = performance.now();
-      context.deps.events.connectionOpened(route, 'http');
-      const abort = new AbortController();
-      this.dialAbort = abort;
-      const outcome = await dialWatched(context.deps.instanceDown, route.instanceId, () => abort.abort(), () =>
-        dialSocks5({
+    const outcome = await routeAndDial({
+      listener: 'http',
+      target,
+      firstRoute: routeSafely(context.deps.router, request),
+      reroute: () => routeSafely(context.deps.router, request),
+      dial: (route) => {
+        const abort = new AbortController();
+        // Shutdown aborts a dial in progress.
+        this.dialAbort = abort;
+        const promise = dialSocks5({
           socksHost: route.socksHost,
           socksPort: route.socksPort,
           ...(route.socksPath === undefined ? {} : { socksPath: route.socksPath }),
           target,
           timeoutMs: context.timeouts.dialMs,
           signal: abort.signal,
-        }),
-      );
-      this.dialAbort = null;
-      if (outcome.ok) {
-        dialed = outcome.value;
-        granted = route;
-        break;
-      }
-      if (!outcome.instanceDown || socket.destroyed) {
-        this.onDialFailed(route, target, outcome.error, routeStarted, keepAliveAfterError);
+        });
+        return { promise, abort: () => abort.abort() };
+      },
+      // Routed for a client that is gone: the route goes back so the live count stays exact.
+      clientGone: () => socket.destroyed,
+      release: (route) => this.accounting.released(route),
+      accounting: this.accounting,
+      instanceDown: context.deps.instanceDown,
+      dialMs: context.timeouts.dialMs,
+      log: context.log,
+    });
+    this.dialAbort = null;
+    switch (outcome.kind) {
+      case 'client-gone':
         return;
-      }
-      // As on the SOCKS5 listener: the instance stopped answering before tor replied, and the
-      // client has had no response yet.
-      this.accountClosed(route, routeStarted, 0, 0, INSTANCE_DOWN_FAILURE, outcome.elapsedMs);
-      if (rerouted) {
+      case 'no-route':
+        this.respond(routeRefusedResponse(outcome.reason), keepAliveAfterError);
+        return;
+      case 'instance-down':
         this.respond({ status: 502, error: 'destination_unavailable', message: 'instance stopped answering' }, keepAliveAfterError);
         return;
-      }
-      context.log.info('re-routing a dial away from an instance that stopped answering', { listener: 'http', instance: route.instanceId });
-      rerouted = true;
-      decision = await routeSafely(context.deps.router, request);
+      case 'dial-failed':
+        if (!(outcome.error instanceof SocksDialError)) this.respond({ status: 502, error: 'proxy_internal_error', message: 'dial failed' }, false);
+        else if (!socket.destroyed) this.respond(dialFailedResponse(outcome.error, target.host), keepAliveAfterError);
+        return;
+      case 'dialed':
+        break;
     }
-    if (socket.destroyed) {
-      dialed.socket.destroy();
-      this.accountClosed(granted, routeStarted, 0, 0, null, dialed.connectMs);
-      return;
-    }
-    if (head.target.form === 'authority') this.startTunnel(granted, dialed, routeStarted);
-    else this.startExchange(granted, dialed, head, routeStarted);
+    if (head.target.form === 'authority') this.startTunnel(outcome.connection, outcome.dialed);
+    else this.startExchange(outcome.connection, outcome.dialed, head);
   }
 
-  private onDialFailed(route: RouteGranted, target: Socks5Target, error: unknown, routeStarted: number, keepAlive: boolean): void {
-    if (!(error instanceof SocksDialError)) {
-      this.accountClosed(route, routeStarted, 0, 0, { kind: 'dial', scored: true }, performance.now() - routeStarted);
-      this.respond({ status: 502, error: 'proxy_internal_error', message: 'dial failed' }, false);
-      return;
-    }
-    this.accountClosed(route, routeStarted, 0, 0, transportFailureOf(error, target), error.elapsedMs);
-    if (!this.socket.destroyed) this.respond(dialFailedResponse(error, target.host), keepAlive);
-  }
-
-  private startTunnel(route: RouteGranted, dialed: DialedUpstream, routeStarted: number): void {
+  private startTunnel(connection: OpenedConnection, dialed: DialedUpstream): void {
     const { socket } = this;
     this.state = 'tunnel';
     socket.removeListener('data', this.onData);
@@ -308,20 +289,20 @@ class HttpProxyConnection implements OwnedConnection {
     const early = this.pending;
     this.pending = EMPTY;
     this.tunnel = new Tunnel(socket, dialed, this.context.timeouts.relayIdleMs, early, (result) => {
-      this.accountClosed(route, routeStarted, result.bytesUp, result.bytesDown, result.failure, dialed.connectMs, result.endedAt);
+      connection.closed({ bytesUp: result.bytesUp, bytesDown: result.bytesDown, failure: result.failure, latencyMs: dialed.connectMs, endedAt: result.endedAt });
       this.releaseOnce();
     });
     this.tunnel.start();
   }
 
-  private startExchange(route: RouteGranted, dialed: DialedUpstream, head: ProxyRequestHead, routeStarted: number): void {
+  private startExchange(connection: OpenedConnection, dialed: DialedUpstream, head: ProxyRequestHead): void {
     const bodyStart = this.pending;
     this.pending = EMPTY;
     // The exchange reads the request body itself; the connection resumes reading heads after it.
     this.socket.removeListener('data', this.onData);
     this.exchange = new PlainHttpExchange(this.socket, dialed, head, bodyStart, this.context.timeouts.relayIdleMs, (outcome) => {
       this.exchange = null;
-      this.accountClosed(route, routeStarted, outcome.bytesUp, outcome.bytesDown, outcome.failure, dialed.connectMs);
+      connection.closed({ bytesUp: outcome.bytesUp, bytesDown: outcome.bytesDown, failure: outcome.failure, latencyMs: dialed.connectMs });
       this.afterExchange(outcome);
     });
     this.exchange.start();
@@ -362,26 +343,6 @@ class HttpProxyConnection implements OwnedConnection {
     this.timer = null;
     this.socket.destroy();
   };
-
-  private accountClosed(
-    route: RouteGranted,
-    routeStarted: number,
-    bytesUp: number,
-    bytesDown: number,
-    failure: TransportFailure | null,
-    latencyMs: number,
-    endedAt?: number,
-  ): void {
-    this.context.deps.events.connectionClosed(route, 'http', {
-      bytesUp,
-      bytesDown,
-      ok: failure === null,
-      ...(failure !== null ? { failure } : {}),
-      latencyMs,
-      durationMs: performance.now() - routeStarted,
-      ...(endedAt === undefined ? {} : { endedAt }),
-    });
-  }
 
   // --- socket events --------------------------------------------------------------------------
 

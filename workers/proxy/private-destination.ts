@@ -1,7 +1,7 @@
 import { parseIPv4, parseIPv6 } from './ip-literal.js';
 
 /**
- * Destinations that the network refuses by design (SPEC, proxy listener rule 4): a refusal for
+ * Destinations that the network refuses by design (not the exit's fault, so never scored): a refusal for
  * one of these says nothing about the health of the instance, so it is never scored.
  * Hostnames other than localhost are not resolved here (domains are never resolved locally).
  */

@@ -73,7 +73,7 @@ export interface TransportFailure {
   socksReply?: number;
   /**
    * false when the destination is private or loopback and the network refused it: counted as a
-   * failed request, never scored towards quarantine (SPEC, proxy listener rule 4).
+   * failed request, never scored towards quarantine (a private destination is refused by design).
    */
   scored: boolean;
 }

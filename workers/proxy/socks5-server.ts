@@ -13,13 +13,15 @@ import type { ThrottledWarning } from '../../shared/logging/throttled-warning.js
 import { credentialRefusalLog } from './credential-refusal-log.js';
 import { clientIpOf } from './client-address.js';
 import type { ConnectionBudget } from './connection-budget.js';
-import { INSTANCE_DOWN_FAILURE, dialWatched, type InstanceDownSignal } from './instance-down.js';
-import { socksReplyForDialError, transportFailureOf } from './dial-failure.js';
+import { ConnectionAccounting } from './connection-accounting.js';
+import type { InstanceDownSignal } from './instance-down.js';
+import { socksReplyForDialError } from './dial-failure.js';
 import { ListeningServer, type ConnectionLifecycle, type OwnedConnection } from './listening-server.js';
-import type { ListenerKind, ProxyDependencies, ProxyEvents, RouteDecision, RouteGranted, Router, TransportFailure } from './proxy-types.js';
+import type { ListenerKind, ProxyDependencies, ProxyEvents, RouteDecision, RouteGranted, Router } from './proxy-types.js';
+import { routeAndDial } from './route-and-dial.js';
 import { routeSafely } from './route-safely.js';
 import { resolveTimeouts, type ProxyTimeouts } from './proxy-timeouts.js';
-import { SocksDialError, Socks5Upstream, type DialedUpstream } from './socks5-client.js';
+import { SocksDialError, Socks5Upstream } from './socks5-client.js';
 import { Socks5ServerHandshake, type HandshakeAuthMode, type HandshakeRefusal, type HandshakeStep } from './socks5-handshake.js';
 import { AuthMethod, REPLY_SUCCEEDED, ReplyCode, encodeReply, type Socks5Target } from './socks5-protocol.js';
 import { Tunnel } from './tunnel.js';
@@ -116,6 +118,7 @@ class Socks5Connection implements OwnedConnection {
   private routing: Promise<RouteDecision> | null = null;
   /** A granted route no dial has taken yet; released if the connection ends first. */
   private unusedRoute: RouteGranted | null = null;
+  private readonly accounting: ConnectionAccounting;
   /** The instance connection opened ahead of the CONNECT, or being dialled. */
   private upstream: Socks5Upstream | null = null;
   /** Set once the connection can no longer reach its CONNECT (closed, refused, timed out). */
@@ -131,6 +134,7 @@ class Socks5Connection implements OwnedConnection {
     private readonly lifecycle: ConnectionLifecycle,
   ) {
     this.handshake = new Socks5ServerHandshake(context.authMode, context.deps.credentials.check);
+    this.accounting = new ConnectionAccounting(context.deps.events, context.listener);
   }
 
   start(): void {
@@ -194,7 +198,7 @@ class Socks5Connection implements OwnedConnection {
     }).then((decision) => {
       if (!decision.ok) return decision;
       if (this.abandoned) {
-        context.deps.events.connectionReleased(decision, context.listener);
+        this.accounting.released(decision);
       } else {
         this.unusedRoute = decision;
         this.upstream = new Socks5Upstream(decision);
@@ -210,7 +214,7 @@ class Socks5Connection implements OwnedConnection {
     if (this.unusedRoute === null) return;
     this.upstream?.abort();
     this.upstream = null;
-    this.context.deps.events.connectionReleased(this.unusedRoute, this.context.listener);
+    this.accounting.released(this.unusedRoute);
     this.unusedRoute = null;
   }
 
@@ -227,102 +231,60 @@ class Socks5Connection implements OwnedConnection {
 
   private async connect(target: Socks5Target, sessionKey: string | null, rest: Buffer): Promise<void> {
     const { context, socket } = this;
-    // The handshake announces 'authenticated' before every 'connect'; the fallback keeps this
-    // method correct on its own.
-    let decision = await (this.routing ?? this.requestRoute(sessionKey));
-    let rerouted = false;
-    let dialed: DialedUpstream;
-    let routeStarted: number;
-    let granted: RouteGranted;
-    for (;;) {
-      if (socket.destroyed) {
-        this.abandonRoute();
+    const outcome = await routeAndDial({
+      listener: context.listener,
+      target,
+      // The handshake announces 'authenticated' before every 'connect'; the fallback keeps this
+      // method correct on its own.
+      firstRoute: this.routing ?? this.requestRoute(sessionKey),
+      reroute: () => this.requestRoute(sessionKey),
+      dial: (route) => {
+        // The connection opened ahead of the CONNECT for this route, or a new one.
+        const upstream = this.upstream ?? new Socks5Upstream(route);
+        this.upstream = upstream;
+        this.unusedRoute = null;
+        return { promise: upstream.connect(target, context.timeouts.dialMs), abort: () => upstream.abort() };
+      },
+      clientGone: () => socket.destroyed,
+      release: () => this.abandonRoute(),
+      accounting: this.accounting,
+      instanceDown: context.deps.instanceDown,
+      dialMs: context.timeouts.dialMs,
+      log: context.log,
+    });
+    this.upstream = null;
+    switch (outcome.kind) {
+      case 'client-gone':
         return;
-      }
-      if (!decision.ok) {
-        context.log.debug('no route', { listener: context.listener, reason: decision.reason });
-        socket.end(encodeReply(ReplyCode.GeneralFailure));
-        socket.destroySoon();
+      case 'no-route':
+        context.log.debug('no route', { listener: context.listener, reason: outcome.reason });
+        this.refuse(ReplyCode.GeneralFailure);
         return;
-      }
-      const route = decision;
-      const upstream = this.upstream ?? new Socks5Upstream(route);
-      this.upstream = upstream;
-      this.unusedRoute = null;
-      routeStarted = performance.now();
-      context.deps.events.connectionOpened(route, context.listener);
-      const outcome = await dialWatched(context.deps.instanceDown, route.instanceId, () => upstream.abort(), () => upstream.connect(target, context.timeouts.dialMs));
-      this.upstream = null;
-      if (outcome.ok) {
-        dialed = outcome.value;
-        granted = route;
+      case 'instance-down':
+        this.refuse(ReplyCode.GeneralFailure);
+        return;
+      case 'dial-failed':
+        if (!(outcome.error instanceof SocksDialError)) socket.destroy();
+        else if (!socket.destroyed) this.refuse(socksReplyForDialError(outcome.error));
+        return;
+      case 'dialed':
         break;
-      }
-      if (!outcome.instanceDown || socket.destroyed) {
-        this.onDialFailed(route, target, outcome.error, routeStarted);
-        return;
-      }
-      // The instance stopped answering while tor held our CONNECT, and the client has had no
-      // reply yet: the pool already moved the session, so ask again and dial there, once.
-      this.closed(route, routeStarted, 0, 0, INSTANCE_DOWN_FAILURE, outcome.elapsedMs);
-      if (rerouted) {
-        socket.end(encodeReply(ReplyCode.GeneralFailure));
-        socket.destroySoon();
-        return;
-      }
-      context.log.info('re-routing a dial away from an instance that stopped answering', { listener: context.listener, instance: route.instanceId });
-      rerouted = true;
-      decision = await this.requestRoute(sessionKey);
     }
-    if (socket.destroyed) {
-      dialed.socket.destroy();
-      this.closed(granted, routeStarted, 0, 0, null, dialed.connectMs);
-      return;
-    }
+    const { connection, dialed } = outcome;
     socket.write(REPLY_SUCCEEDED);
     socket.removeListener('error', this.onError);
     socket.removeListener('close', this.onClose);
-    const latencyMs = dialed.connectMs;
     this.tunnel = new Tunnel(socket, dialed, context.timeouts.relayIdleMs, rest, (result) => {
-      this.closed(granted, routeStarted, result.bytesUp, result.bytesDown, result.failure, latencyMs, result.endedAt);
+      connection.closed({ bytesUp: result.bytesUp, bytesDown: result.bytesDown, failure: result.failure, latencyMs: dialed.connectMs, endedAt: result.endedAt });
       this.releaseOnce();
     });
     this.tunnel.start();
   }
 
-  private onDialFailed(route: RouteGranted, target: Socks5Target, error: unknown, routeStarted: number): void {
-    if (!(error instanceof SocksDialError)) {
-      // Unreachable by construction; keep the accounting balanced if it ever happens.
-      this.closed(route, routeStarted, 0, 0, { kind: 'dial', scored: true }, performance.now() - routeStarted);
-      this.socket.destroy();
-      return;
-    }
-    const failure = transportFailureOf(error, target);
-    this.closed(route, routeStarted, 0, 0, failure, error.elapsedMs);
-    if (!this.socket.destroyed) {
-      this.socket.end(encodeReply(socksReplyForDialError(error)));
-      this.socket.destroySoon();
-    }
-  }
-
-  private closed(
-    route: RouteGranted,
-    routeStarted: number,
-    bytesUp: number,
-    bytesDown: number,
-    failure: TransportFailure | null,
-    latencyMs: number,
-    endedAt?: number,
-  ): void {
-    this.context.deps.events.connectionClosed(route, this.context.listener, {
-      bytesUp,
-      bytesDown,
-      ok: failure === null,
-      ...(failure !== null ? { failure } : {}),
-      latencyMs,
-      durationMs: performance.now() - routeStarted,
-      ...(endedAt === undefined ? {} : { endedAt }),
-    });
+  /** The CONNECT's failure reply, then the end of the connection. */
+  private refuse(code: number): void {
+    this.socket.end(encodeReply(code));
+    this.socket.destroySoon();
   }
 
   private logRefusal(refusal: HandshakeRefusal): void {

@@ -25,7 +25,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 /**
  * Decides between the sign-in screen and the dashboard. GET /api/auth/status says whether a
  * sign-in is required; the credential lives in sessionStorage (per tab). Sign-out is
- * client-side (SPEC "Authentication" 7): forgetting the credential. Any 401 signs out.
+ * client-side (there is no server-side sign-out): forgetting the credential. Any 401 signs out.
  */
 export function App() {
   const [auth, setAuth] = useState<AuthPhase>({ phase: 'checking' });

@@ -1,5 +1,5 @@
 /**
- * How the dashboard treats a failed API call (SPEC "Errors"): a 401 means the credential is
+ * How the dashboard treats a failed API call (docs/api.md, "Errors"): a 401 means the credential is
  * no good any more and signs out; a 403 is "not allowed" and keeps the user signed in.
  */
 export class ApiError extends Error {

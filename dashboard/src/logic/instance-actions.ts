@@ -21,7 +21,7 @@ export const INSTANCE_ACTIONS: readonly InstanceActionSpec[] = [
 
 /**
  * Why an action cannot apply to the instance as the dashboard sees it, or null. Only the
- * certain cases are blocked here (the SPEC's 409s); the server has the last word on the rest.
+ * certain cases are blocked here (the API's 409s); the server has the last word on the rest.
  */
 export function actionBlockedReason(action: InstanceActionName, i: Pick<InstanceView, 'ready'>): string | null {
   if (action === 'rotate' && !i.ready) return 'not bootstrapped yet';

@@ -1,6 +1,6 @@
 /**
  * The sign-in credential as the dashboard keeps it in sessionStorage (per tab, gone with the
- * tab; SPEC "Authentication" 7: there is no server-side sign-out, so forgetting it is signing out).
+ * tab; there is no server-side sign-out, so forgetting it is signing out).
  */
 export interface StoredCredential {
   token: string;

@@ -1,5 +1,5 @@
 /**
- * Stream tickets live 60 seconds (SPEC "Authentication" 9). The dashboard keeps one that is
+ * Stream tickets live 60 seconds (TICKET_TTL_MS). The dashboard keeps one that is
  * always usable: it renews well before expiry, so a reconnect never has to present a ticket
  * that expires while the request is in flight.
  */

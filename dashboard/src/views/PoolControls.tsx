@@ -3,7 +3,7 @@ import type { PoolRotateResult, ResizeResult } from '../../../shared/api/views.j
 import { useDashboard } from '../app/dashboard-context.js';
 import { ConfirmDialog } from '../components/ConfirmDialog.js';
 import { parsePoolSize } from '../logic/instance-actions.js';
-import { MAX_POOL_SIZE } from '../logic/pool-limits.js';
+import { MAX_POOL_SIZE } from '../../../shared/config/limits.js';
 
 /** Pool resize and pool rotate, each behind a confirmation. */
 export function PoolControls({ size }: { size: number }) {

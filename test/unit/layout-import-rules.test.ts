@@ -1,0 +1,41 @@
+import { expect } from 'chai';
+import { ESLint } from 'eslint';
+import { findRepoRoot } from '../../internal/testnet/repo-root.js';
+
+/**
+ * The layout table of docs/architecture.md is enforced by eslint.config.js (`npm test` runs
+ * `eslint .`): each forbidden import below must be reported, each allowed one must not.
+ */
+describe('layout import rules (eslint.config.js)', function () {
+  this.timeout(60_000);
+  const eslint = new ESLint({ cwd: findRepoRoot() });
+
+  async function restricted(filePath: string, specifier: string): Promise<boolean> {
+    const [result] = await eslint.lintText(`import { x } from '${specifier}';\nexport const y = x;\n`, { filePath });
+    return (result?.messages ?? []).some((m) => m.ruleId === 'no-restricted-imports');
+  }
+
+  const cases: [string, string, boolean][] = [
+    ['shared/config/x.ts', '../../supervisor/service.js', true],
+    ['shared/config/x.ts', '../../workers/main.js', true],
+    ['shared/x.ts', '../internal/testnet/index.js', true],
+    ['shared/config/x.ts', '../ipc/protocol.js', false],
+    ['workers/api/x.ts', '../../supervisor/pool/pool.js', true],
+    ['workers/proxy/x.ts', '../../shared/ipc/protocol.js', false],
+    ['supervisor/pool/x.ts', '../../workers/proxy/tunnel.js', true],
+    ['supervisor/x.ts', '../internal/testnet/index.js', false],
+    ['internal/testnet/x.ts', '../../supervisor/tor/torrc.js', true],
+    ['internal/testnet/x.ts', '../../shared/logger.js', false],
+    ['dashboard/src/views/x.tsx', '../../../shared/config/config.js', true],
+    ['dashboard/src/views/x.tsx', '../../../shared/ipc/protocol.js', true],
+    ['dashboard/src/views/x.tsx', '../../../supervisor/pool/pool.js', true],
+    ['dashboard/src/views/x.tsx', '../../../shared/api/views.js', false],
+    ['dashboard/src/views/x.tsx', '../../../shared/config/limits.js', false],
+    ['test/unit/x.ts', '../../supervisor/pool/pool.js', false],
+  ];
+  for (const [file, specifier, forbidden] of cases) {
+    it(`${file}: ${specifier} is ${forbidden ? 'refused' : 'allowed'}`, async () => {
+      expect(await restricted(file, specifier)).to.equal(forbidden);
+    });
+  }
+});

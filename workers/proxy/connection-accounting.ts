@@ -1,0 +1,68 @@
+import type { ConnectionStats, ListenerKind, ProxyEvents, RouteGranted, TransportFailure } from './proxy-types.js';
+
+/** What a connection reports when it ends: the bytes it carried and whether the instance failed it. */
+export interface CloseReport {
+  bytesUp: number;
+  bytesDown: number;
+  failure: TransportFailure | null;
+  /** The instance's CONNECT latency (or the dial's elapsed time when it failed). */
+  latencyMs: number;
+  /** When the exchange finished (Date.now()), if known earlier than now (a tunnel's last byte). */
+  endedAt?: number;
+}
+
+/**
+ * One dialled route's accounting: `connectionOpened` when the dial starts, then exactly one
+ * `connectionClosed` (later calls are ignored), with the route's duration measured here.
+ */
+export class OpenedConnection {
+  private closedOnce = false;
+  private readonly startedAt = performance.now();
+
+  constructor(
+    private readonly events: ProxyEvents,
+    private readonly listener: ListenerKind,
+    readonly route: RouteGranted,
+  ) {
+    events.connectionOpened(route, listener);
+  }
+
+  closed(report: CloseReport): void {
+    if (this.closedOnce) return;
+    this.closedOnce = true;
+    const stats: ConnectionStats = {
+      bytesUp: report.bytesUp,
+      bytesDown: report.bytesDown,
+      ok: report.failure === null,
+      ...(report.failure !== null ? { failure: report.failure } : {}),
+      latencyMs: report.latencyMs,
+      durationMs: performance.now() - this.startedAt,
+      ...(report.endedAt === undefined ? {} : { endedAt: report.endedAt }),
+    };
+    this.events.connectionClosed(this.route, this.listener, stats);
+  }
+
+  /** Milliseconds since the dial started. */
+  elapsedMs(): number {
+    return performance.now() - this.startedAt;
+  }
+}
+
+/**
+ * The accounting of one listener's connections (ProxyEvents' contract): a route is either
+ * `opened` (and later closed exactly once) or `released` when the client left before it was used.
+ */
+export class ConnectionAccounting {
+  constructor(
+    private readonly events: ProxyEvents,
+    private readonly listener: ListenerKind,
+  ) {}
+
+  opened(route: RouteGranted): OpenedConnection {
+    return new OpenedConnection(this.events, this.listener, route);
+  }
+
+  released(route: RouteGranted): void {
+    this.events.connectionReleased(route, this.listener);
+  }
+}
