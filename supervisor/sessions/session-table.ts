@@ -155,8 +155,15 @@ export class SessionTable {
    * After instances come back (released, remediated, restarted), spreads the sessions an
    * episode piled onto the rest: while a routable instance holds more than its share (the
    * sessions on routable instances over their number, rounded up), its displaced sessions with
-   * no live connection move to the least loaded one. Sessions their clients placed or rotated
-   * are never moved, and none is moved while it has a connection: a move changes its exit.
+   * no live connection move to instances under their share, never back onto the instance they
+   * were moved off (a captcha quarantine can end with one new circuit: sending its sessions
+   * straight back would undo the move their client's report asked for). Sessions their clients
+   * placed or rotated are never moved, and none is moved while it has a connection: a move
+   * changes its exit.
+   *
+   * That exclusion makes it an assignment problem; filling the most constrained instance first
+   * (the one the fewest movable sessions may go to) reaches the share whenever the excluded
+   * sessions leave enough for each.
    */
   rebalance(placement: Placement): Assignment[] {
     const routable = placement.routable;
@@ -165,16 +172,33 @@ export class SessionTable {
     for (const id of routable) total += this.countOn(id);
     const share = Math.ceil(total / routable.length);
     const moved: Assignment[] = [];
-    const byLoad = [...routable].sort((a, b) => this.countOn(b) - this.countOn(a));
-    for (const from of byLoad) {
-      if (this.countOn(from) <= share) break;
-      for (const key of this.keysOn(from)) {
-        if (this.countOn(from) <= share) break;
-        const s = this.sessions.get(key) as Session;
-        if (s.displaced !== true || s.active > 0) continue;
-        const to = this.pick({ routable: routable.filter((id) => id !== from), lastResort: null }, from);
-        if (to === null || this.countOn(to) + 1 > share) break;
-        moved.push(this.move(s, to, 'rebalance'));
+    const filled = new Set<number>();
+    for (;;) {
+      const sources = routable.filter((id) => this.countOn(id) > share).sort((a, b) => this.countOn(b) - this.countOn(a));
+      const targets = routable.filter((id) => this.countOn(id) < share && !filled.has(id));
+      if (sources.length === 0 || targets.length === 0) break;
+      // Movable sessions on the sources, and how many of them each instance was moved off.
+      let movable = 0;
+      const fledFrom = new Map<number, number>();
+      for (const from of sources) {
+        for (const key of this.keysOn(from)) {
+          const s = this.sessions.get(key) as Session;
+          if (s.displacedFrom === undefined || s.active > 0) continue;
+          movable++;
+          fledFrom.set(s.displacedFrom, (fledFrom.get(s.displacedFrom) ?? 0) + 1);
+        }
+      }
+      if (movable === 0) break;
+      const eligible = (id: number): number => movable - (fledFrom.get(id) ?? 0);
+      const to = targets.reduce((a, b) => (eligible(b) < eligible(a) ? b : a));
+      filled.add(to);
+      for (const from of sources) {
+        for (const key of this.keysOn(from)) {
+          if (this.countOn(from) <= share || this.countOn(to) >= share) break;
+          const s = this.sessions.get(key) as Session;
+          if (s.displacedFrom === undefined || s.active > 0 || s.displacedFrom === to) continue;
+          moved.push(this.move(s, to, 'rebalance'));
+        }
       }
     }
     return moved;
@@ -233,20 +257,21 @@ export class SessionTable {
     this.unindex(s.key, from);
     s.instance = to;
     this.index(s.key, to);
-    this.setDisplaced(s, DISPLACING.has(reason));
+    this.setDisplacedFrom(s, DISPLACING.has(reason) ? from : undefined);
     return { key: s.key, from, to, reason };
   }
 
-  private setDisplaced(s: Session, displaced: boolean): void {
-    if ((s.displaced === true) !== displaced) this.displaced += displaced ? 1 : -1;
-    s.displaced = displaced;
+  private setDisplacedFrom(s: Session, from: number | undefined): void {
+    if ((s.displacedFrom === undefined) !== (from === undefined)) this.displaced += from === undefined ? -1 : 1;
+    if (from === undefined) delete s.displacedFrom;
+    else s.displacedFrom = from;
   }
 
   /** Every way a session leaves the table. */
   private remove(s: Session): void {
     this.sessions.delete(s.key);
     this.unindex(s.key, s.instance);
-    this.setDisplaced(s, false);
+    this.setDisplacedFrom(s, undefined);
   }
 
   private touch(s: Session): void {

@@ -13,11 +13,12 @@ export interface Session {
   /** Connections currently attached (exact: incremented when routed, decremented on close). */
   active: number;
   /**
-   * Moved off its instance by the pool (quarantine, drain, retirement, an instance that stopped
-   * being routable), not by its client: such a session may be moved again to rebalance once
-   * instances come back. A rotation or a rebalance clears it.
+   * The instance the pool last moved it off for its own reasons (quarantine, drain, retirement,
+   * an instance that stopped being routable), not its client's: such a session may be moved
+   * again to rebalance once instances come back, but never back onto this instance, whose exit
+   * it was just moved away from. A rotation or a rebalance clears it.
    */
-  displaced?: boolean;
+  displacedFrom?: number;
 }
 
 export function viewOf(s: Session): SessionView {

@@ -37,7 +37,14 @@ describe('hardening: the demo reads clean (bin/exitpool demo, its own private ne
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     try {
-      await pollUntil('the demo banner', () => (out.includes('exitpool demo is running') ? true : undefined), 180_000, 200);
+      // A demo that refuses to start fails here with what it said, not after the whole timeout.
+      const banner = await pollUntil(
+        'the demo banner',
+        () => (out.includes('exitpool demo is running') ? 'running' : child.exitCode !== null ? 'exited' : undefined),
+        180_000,
+        200,
+      );
+      expect(banner, `the demo exited before its banner:\n${out}`).to.equal('running');
       await pollUntil('every instance bootstrapped', () => ((out.match(/instance bootstrapped/g) ?? []).length >= 4 ? true : undefined), 60_000, 200);
       const started = out;
       const warnings = started.split('\n').filter((l) => / warn /.test(l) && !/generated (proxy token|dashboard credentials)/.test(l));

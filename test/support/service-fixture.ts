@@ -6,6 +6,7 @@ import path from 'node:path';
 import type { Testnet } from '../../internal/testnet/index.js';
 import { fileURLToPath } from 'node:url';
 import { sharedTestnet } from './testnet-fixture.js';
+import { MAX_POOL_SIZE, PORTS_PER_INSTANCE } from '../../shared/config/limits.js';
 
 /** Known credentials, so tests need not scrape the first-boot log lines. */
 export const TEST_PROXY_TOKEN = 'tp_TestProxyToken0000000001';
@@ -64,9 +65,12 @@ async function portFree(port: number): Promise<boolean> {
  * start when its instance ports overlap a listener).
  */
 async function freeBlock(size: number, taken: readonly number[]): Promise<number> {
+  // The configuration refuses a listener inside the whole instance range (MAX_POOL_SIZE
+  // instances), whatever the pool size: keep the listeners out of all of it.
+  const range = MAX_POOL_SIZE * PORTS_PER_INSTANCE;
   for (let attempt = 0; attempt < 50; attempt++) {
     const base = 30_000 + Math.floor(Math.random() * 2_500) * 10;
-    if (taken.some((p) => p >= base && p < base + size)) continue;
+    if (taken.some((p) => p >= base && p < base + range)) continue;
     const checks = await Promise.all(Array.from({ length: size }, (_, i) => portFree(base + i)));
     if (checks.every(Boolean)) return base;
   }
@@ -80,7 +84,7 @@ async function freeBlock(size: number, taken: readonly number[]): Promise<number
  */
 export async function servicePorts(instances: number): Promise<{ socks: number; http: number; api: number; instanceBase: number }> {
   const [socks, http, api] = [await freePort(), await freePort(), await freePort()];
-  return { socks, http, api, instanceBase: await freeBlock(instances * 2, [socks, http, api]) };
+  return { socks, http, api, instanceBase: await freeBlock(instances * PORTS_PER_INSTANCE, [socks, http, api]) };
 }
 
 /**

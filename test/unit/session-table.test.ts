@@ -213,6 +213,22 @@ describe('session table', () => {
       expect(t.get('k2')?.instance).to.equal(0);
     });
 
+    it('never moves a session back onto the instance it was moved off (its exit was just reported burnt)', () => {
+      const t = table();
+      for (let i = 0; i < 30; i++) {
+        routeOk(t, `k${i}`, all(0, 1, 2));
+        t.close(`k${i}`, { bytesUp: 0, bytesDown: 0, ok: true }, 0);
+      }
+      const fled = new Set(t.keysOn(2));
+      t.moveOff(2, all(0, 1), 'quarantine');
+      expect(t.countOn(2)).to.equal(0);
+      // Instance 2 is back at once (a new circuit): the pile on 0 and 1 is over share, but only
+      // sessions displaced from elsewhere could go to 2, and there are none.
+      const moved = t.rebalance(all(0, 1, 2));
+      expect(moved.filter((a) => fled.has(a.key) && a.to === 2)).to.deep.equal([]);
+      for (const key of fled) expect(t.get(key)?.instance, key).to.not.equal(2);
+    });
+
     it('property: rebalancing never raises the largest load and moves only displaced idle sessions', () => {
       fc.assert(
         fc.property(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 2, max: 6 }), fc.array(fc.boolean(), { maxLength: 300 }), (n, size, busy) => {
@@ -228,7 +244,7 @@ describe('session table', () => {
           expect(Math.max(...ids.map((id) => t.countOn(id)))).to.be.at.most(before);
           for (const a of moved) expect(t.get(a.key)?.active, a.key).to.equal(0);
           expect(ids.reduce((sum, id) => sum + t.countOn(id), 0)).to.equal(n);
-          expect(t.displacedCount).to.equal([...t.all()].filter((x) => x.displaced === true).length);
+          expect(t.displacedCount).to.equal([...t.all()].filter((x) => x.displacedFrom !== undefined).length);
         }),
       );
     });
