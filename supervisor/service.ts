@@ -101,24 +101,22 @@ export class Service {
           ...(options.expectedTorWarnings ? { expectedWarnings: options.expectedTorWarnings } : {}),
           log: log.child({ instance: id }),
         }),
-      createHealth: (id, instance) => {
-        const tor = instance as TorPoolInstance;
-        return new InstanceHealth({
+      createHealth: (id, instance) =>
+        new InstanceHealth({
           id,
           config,
           log: log.child({ instance: id }),
           actions: {
-            newCircuit: () => tor.newCircuit(),
-            wipeRestart: () => tor.restart(true),
-            restart: () => tor.restart(false),
-            waitUntilReady: (timeoutMs) => tor.whenReady(timeoutMs),
+            newCircuit: () => instance.newCircuit(),
+            wipeRestart: () => instance.restart(true),
+            restart: () => instance.restart(false),
+            waitUntilReady: (timeoutMs) => instance.whenReady(timeoutMs),
           },
           onQuarantine: ({ cause }) => {
             if (cause !== 'manual') pool.quarantined(id);
           },
           onAudit: (e) => audit.record({ type: e.type, instance: id, message: e.message, details: e.details }),
-        });
-      },
+        }),
     });
 
     const load = new WorkerLoad();
@@ -168,10 +166,10 @@ export class Service {
     const auth = new AuthOperations(store, workers, audit, log);
 
     audit.on('event', (e) => workers.broadcast('event', e, 'api'));
-    pool.on('instances-changed', (ids: number[]) => workers.broadcast('session-ports', { instances: ids }, 'proxy'));
-    pool.on('instance-down', (id: number) => workers.broadcast('instance-down', { instance: id }, 'proxy'));
-    pool.on('serving', (ready: number) => log.info('serving', { ready, socks: config.socksPort, http: config.httpPort }));
-    pool.on('ready-count', (ready: number) => log.info('instance bootstrapped', { ready, size: pool.instanceIds().length }));
+    pool.on('instances-changed', (ids) => workers.broadcast('session-ports', { instances: ids }, 'proxy'));
+    pool.on('instance-down', (id) => workers.broadcast('instance-down', { instance: id }, 'proxy'));
+    pool.on('serving', (ready) => log.info('serving', { ready, socks: config.socksPort, http: config.httpPort }));
+    pool.on('ready-count', (ready) => log.info('instance bootstrapped', { ready, size: pool.instanceIds().length }));
 
     pool.start();
     try {

@@ -1,22 +1,32 @@
 import type { EventEmitter } from 'node:events';
+import type { ExitState } from '../tor/instance-types.js';
 
-export interface InstanceExit {
-  ip: string;
-  country: string;
-  nickname: string;
-  confirmed: boolean;
-  retiredIp: string;
-  pinned: string;
+/**
+ * The exit of an instance in the tor layer's own words (supervisor/tor/instance-types.ts): the
+ * pool reads it as it is, and only the API view (pool-views.ts) renames it for the wire.
+ */
+export type { ExitState };
+
+/**
+ * What an instance tells the pool: 'ready' (bootstrapped), 'unready' (died, restarting), 'exit'
+ * (exit knowledge changed), 'rotated' (a rotation finished: a new exit is known or it was
+ * abandoned), 'unresponsive' / 'responsive' (a ready process stopped / resumed answering its
+ * control port).
+ */
+export interface PoolInstanceEvents {
+  ready: [];
+  unready: [];
+  exit: [];
+  rotated: [];
+  unresponsive: [silentForMs: number];
+  responsive: [];
 }
 
 /**
- * What the pool needs of one supervised tor instance. Reads are cached state: nothing
- * here waits on a control port, so routing never does either.
- * Events: 'ready' (bootstrapped), 'unready' (died, restarting), 'exit' (exit knowledge
- * changed), 'rotated' (a rotation finished: a new exit is known or it was abandoned),
- * 'unresponsive' / 'responsive' (a ready process stopped / resumed answering its control port).
+ * What the pool and the health ladder need of one supervised tor instance. Reads are cached
+ * state: nothing here waits on a control port, so routing never does either.
  */
-export interface PoolInstance extends EventEmitter {
+export interface PoolInstance extends EventEmitter<PoolInstanceEvents> {
   readonly id: number;
   readonly socksHost: string;
   readonly socksPort: number;
@@ -31,11 +41,15 @@ export interface PoolInstance extends EventEmitter {
   rotating(): boolean;
   /** false while a ready process does not answer (frozen): out of service until it does or restarts. */
   responsive(): boolean;
-  exit(): InstanceExit;
+  exit(): ExitState;
   start(): Promise<void>;
   stop(): Promise<void>;
   /** Starts a rotation (NEWNYM, close idle old circuits); resolves once it has begun. Throws NotBootstrappedError before bootstrap. */
   rotate(): Promise<void>;
+  /** The remediation ladder's first rung: a new circuit, resolved once a new exit is known (rejects when the rotation fails). */
+  newCircuit(): Promise<void>;
   /** Restarts the process; resolves once the new process is spawned (not bootstrapped). */
   restart(wipe: boolean): Promise<void>;
+  /** Resolves once bootstrapped; rejects after timeoutMs or when stopped meanwhile. */
+  whenReady(timeoutMs: number): Promise<void>;
 }

@@ -1,10 +1,9 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from '../../shared/logger.js';
 import type { FailureResult, InstanceView, PoolRotateResult, PoolSummary, ResizeResult, SessionRotateResult, SessionView } from '../../shared/api/views.js';
-import { formatDuration, MAX_POOL_SIZE, type Config } from '../../shared/config/index.js';
+import { MAX_POOL_SIZE, type Config } from '../../shared/config/index.js';
 import type { ActionResult, CloseRecord, ReleasedRoute, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
 import { IP_SESSION_PREFIX } from '../../shared/api/session-key.js';
-import { serviceVersion } from '../../shared/version.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import { viewOf } from '../sessions/session.js';
 import { SessionTable, type Assignment, type Placement } from '../sessions/session-table.js';
@@ -12,7 +11,9 @@ import { StatsHistory } from '../stats/stats-history.js';
 import { PendingSuccesses } from './pending-successes.js';
 import { dependsOnClient, ReportBudget, reporterKey, RoutableFloorGuard, type Reporter } from './client-evidence.js';
 import type { FailureKind, HealthTracker } from './health-tracker.js';
+import type { PoolEntry } from './pool-entry.js';
 import type { PoolInstance } from './pool-instance.js';
+import { exitFieldsOf, instanceViewOf, poolSummaryOf } from './pool-views.js';
 
 /** Session keys that DEFAULT_SESSION gives callers who name none (IP_SESSION_PREFIX: shared/api/session-key.ts). */
 export { IP_SESSION_PREFIX };
@@ -22,18 +23,7 @@ const LATENCY_EWMA_WEIGHT = 0.2;
 /** A pool-rotate sweep waits at most this long for one instance's new exit before moving on. */
 export const SWEEP_STEP_TIMEOUT_MS = 60_000;
 
-interface Entry {
-  instance: PoolInstance;
-  health: HealthTracker;
-  /** Out of rotation until released (drain) or removed (retire). */
-  draining: boolean;
-  retiring: boolean;
-  requests: number;
-  failures: number;
-  bytesUp: number;
-  bytesDown: number;
-  latencyMs: number;
-}
+type Entry = PoolEntry;
 
 export interface PoolDeps {
   config: Config;
@@ -54,12 +44,23 @@ function socksOf(i: PoolInstance): { host: string; port: number; path?: string }
 type Refusal = { ok: false; error: { status: 400 | 404 | 409 | 503; message: string } };
 const refuse = (status: 400 | 404 | 409 | 503, message: string): Refusal => ({ ok: false, error: { status, message } });
 
+/** What the pool tells the service (which passes it on to the workers and the log). */
+export interface PoolEvents {
+  /** An instance bootstrapped: how many are ready now. */
+  'ready-count': [ready: number];
+  /** Latched once MIN_READY instances are ready (and the listeners are up). */
+  serving: [ready: number];
+  /** The set of instance ids changed (grown, shrunk): session ports follow it. */
+  'instances-changed': [ids: number[]];
+  /** An instance stopped answering: workers re-route the dials they have open to it. */
+  'instance-down': [id: number];
+}
+
 /**
  * The pool: instances with their health, the session table, routing, accounting and the
  * operations of the API. Lives in the supervisor only; workers reach it over IPC.
- * Events: 'ready-count' (n), 'serving' (once MIN_READY are ready), 'instances-changed' (ids).
  */
-export class Pool extends EventEmitter {
+export class Pool extends EventEmitter<PoolEvents> {
   readonly sessions: SessionTable;
   readonly stats = new StatsHistory();
   private readonly entries = new Map<number, Entry>();
@@ -278,36 +279,14 @@ export class Pool extends EventEmitter {
   }
 
   summary(): PoolSummary {
-    const c = this.deps.config;
-    return {
-      version: serviceVersion(),
+    return poolSummaryOf(this.deps.config, {
       size: this.entries.size,
+      targetSize: this.targetSize,
       ready: this.readyCount(),
       routable: this.placement().routable.length,
       sessions: this.sessions.size,
-      totals: {
-        requests: this.totals.requests,
-        failures: this.totals.failures,
-        bytes_up: this.totals.bytesUp,
-        bytes_down: this.totals.bytesDown,
-      },
-      socks_port: c.socksPort,
-      http_port: c.httpPort,
-      config: {
-        pool_size: this.targetSize,
-        session_ttl: formatDuration(c.sessionTtlMs),
-        default_session: c.defaultSession,
-        min_ready: c.minReady,
-        max_sessions: c.maxSessions,
-        pin_exit_relay: c.pinExitRelay,
-        drain_on_rotate: c.drainOnRotate,
-        auth_disabled: c.authDisabled,
-        quarantine_failures: c.quarantineFailures,
-        quarantine_consecutive: c.quarantineConsecutive,
-        failure_window: formatDuration(c.failureWindowMs),
-        session_port_base: c.sessionPortBase,
-      },
-    };
+      totals: this.totals,
+    });
   }
 
   instanceViews(): InstanceView[] {
@@ -320,35 +299,7 @@ export class Pool extends EventEmitter {
   }
 
   private viewOfEntry(e: Entry): InstanceView {
-    const i = e.instance;
-    const x = i.exit();
-    return {
-      id: i.id,
-      ready: i.ready(),
-      running: i.running(),
-      bootstrap: i.bootstrap(),
-      pid: i.pid() ?? 0,
-      uptime_secs: i.uptimeSecs(),
-      sessions: this.sessions.countOn(i.id),
-      socks_addr: i.socksPath !== null ? `unix:${i.socksPath}` : `${i.socksHost}:${i.socksPort}`,
-      exit_ip: x.ip,
-      exit_country: x.country,
-      exit_nickname: x.nickname,
-      retired_exit_ip: x.ip === '' ? x.retiredIp : '',
-      exit_confirmed: x.ip !== '' && x.confirmed,
-      pinned_exit: x.pinned,
-      health: e.health.view(),
-      totals: {
-        requests: e.requests,
-        failures: e.failures,
-        bytes_up: e.bytesUp,
-        bytes_down: e.bytesDown,
-        latency_ms: Math.round(e.latencyMs * 10) / 10,
-      },
-      draining: e.draining,
-      rotating: i.rotating(),
-      responsive: i.responsive(),
-    };
+    return instanceViewOf(e, this.sessions.countOn(e.instance.id));
   }
 
   sessionViews(): SessionView[] {
@@ -463,8 +414,8 @@ export class Pool extends EventEmitter {
       if (!r.ok) return r;
     }
     const e = this.entries.get(s.instance) as Entry;
-    const x = e.instance.exit();
-    return { ok: true, value: { session: key, instance: s.instance, exit_ip: x.ip, exit_confirmed: x.ip !== '' && x.confirmed } };
+    const { exit_ip, exit_confirmed } = exitFieldsOf(e.instance.exit());
+    return { ok: true, value: { session: key, instance: s.instance, exit_ip, exit_confirmed } };
   }
 
   /**
@@ -474,8 +425,8 @@ export class Pool extends EventEmitter {
   private rotationTargets(from: number): Placement {
     const placement = this.placement();
     const others = placement.routable.filter((id) => id !== from);
-    const leaving = this.entries.get(from)?.instance.exit().ip ?? '';
-    const fresh = leaving === '' ? others : others.filter((id) => (this.entries.get(id) as Entry).instance.exit().ip !== leaving);
+    const leaving = this.entries.get(from)?.instance.exit().exitIp ?? '';
+    const fresh = leaving === '' ? others : others.filter((id) => (this.entries.get(id) as Entry).instance.exit().exitIp !== leaving);
     return { routable: fresh.length > 0 ? fresh : others, lastResort: null };
   }
 
@@ -614,7 +565,7 @@ export class Pool extends EventEmitter {
       this.moveOff(entry, 'drain');
     });
     instance.on('rotated', () => this.rotationEnded(id));
-    instance.on('unresponsive', (silentForMs: number) => {
+    instance.on('unresponsive', (silentForMs) => {
       this.deps.audit.record({ type: 'instance', instance: id, message: `instance ${id} does not answer its control port; out of rotation`, details: { silent_for_ms: silentForMs } });
       this.moveOff(entry, 'unroutable');
       // After the move: dials the workers re-route must find the sessions on their new instances.

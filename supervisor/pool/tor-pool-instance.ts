@@ -1,13 +1,13 @@
 import { EventEmitter } from 'node:events';
 import { TorInstance } from '../tor/instance.js';
 import type { TorInstanceOptions } from '../tor/instance-types.js';
-import type { InstanceExit, PoolInstance } from './pool-instance.js';
+import type { ExitState, PoolInstance, PoolInstanceEvents } from './pool-instance.js';
 
 /**
  * The pool's view of one supervised tor (supervisor/tor/instance.ts): cached reads, and the
  * lifecycle events the pool and health need ('ready', 'unready', 'rotated').
  */
-export class TorPoolInstance extends EventEmitter implements PoolInstance {
+export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements PoolInstance {
   readonly id: number;
   readonly socksHost = '127.0.0.1';
   readonly socksPort: number;
@@ -51,16 +51,8 @@ export class TorPoolInstance extends EventEmitter implements PoolInstance {
   responsive(): boolean {
     return this.tor.responsive;
   }
-  exit(): InstanceExit {
-    const x = this.tor.exit;
-    return {
-      ip: x.exitIp,
-      country: x.exitCountry,
-      nickname: x.exitNickname,
-      confirmed: x.exitConfirmed,
-      retiredIp: x.retiredExitIp,
-      pinned: x.pinnedExit,
-    };
+  exit(): ExitState {
+    return this.tor.exit;
   }
   start(): Promise<void> {
     return this.tor.start();
@@ -72,7 +64,6 @@ export class TorPoolInstance extends EventEmitter implements PoolInstance {
     const ticket = this.tor.rotate(); // throws NotBootstrappedError before bootstrap
     void ticket.done.then(() => this.emit('rotated'));
   }
-  /** For the remediation ladder: a new circuit, resolved once a new exit is known. */
   async newCircuit(): Promise<void> {
     const outcome = await this.tor.rotate().done;
     this.emit('rotated');

@@ -1,10 +1,15 @@
 import { EventEmitter } from 'node:events';
 import type { HealthView } from '../../shared/api/views.js';
 import type { FailureKind, FailureOptions, FailureSource, HealthTracker } from '../../supervisor/pool/health-tracker.js';
-import type { InstanceExit, PoolInstance } from '../../supervisor/pool/pool-instance.js';
+import type { ExitState, PoolInstance, PoolInstanceEvents } from '../../supervisor/pool/pool-instance.js';
+
+/** An exit as an instance knows it, with what a test does not care about left empty. */
+export function fakeExit(exitIp: string, fields: Partial<ExitState> = {}): ExitState {
+  return { exitIp, exitCountry: 'de', exitNickname: 'x', exitFingerprint: '', exitConfirmed: true, retiredExitIp: '', pinnedExit: '', rotating: false, ...fields };
+}
 
 /** An in-memory instance whose state a test sets directly. */
-export class FakeInstance extends EventEmitter implements PoolInstance {
+export class FakeInstance extends EventEmitter<PoolInstanceEvents> implements PoolInstance {
   readonly socksHost = '127.0.0.1';
   readonly socksPort: number;
   readonly socksPath: string | null = null;
@@ -15,7 +20,7 @@ export class FakeInstance extends EventEmitter implements PoolInstance {
   stopped = false;
   rotations = 0;
   restarts: boolean[] = [];
-  exitInfo: InstanceExit = { ip: '', country: '', nickname: '', confirmed: false, retiredIp: '', pinned: '' };
+  exitInfo: ExitState = fakeExit('', { exitCountry: '', exitNickname: '', exitConfirmed: false });
 
   constructor(readonly id: number) {
     super();
@@ -48,7 +53,7 @@ export class FakeInstance extends EventEmitter implements PoolInstance {
     if (responsive) this.emit('responsive');
     else this.emit('unresponsive', 10_000);
   }
-  exit(): InstanceExit {
+  exit(): ExitState {
     return this.exitInfo;
   }
   async start(): Promise<void> {
@@ -65,7 +70,15 @@ export class FakeInstance extends EventEmitter implements PoolInstance {
     }
     this.rotations += 1;
     this.isRotating = true;
-    this.exitInfo = { ...this.exitInfo, retiredIp: this.exitInfo.ip, ip: '' };
+    this.exitInfo = { ...this.exitInfo, retiredExitIp: this.exitInfo.exitIp, exitIp: '' };
+  }
+  newCircuitCalls = 0;
+  async newCircuit(): Promise<void> {
+    this.newCircuitCalls += 1;
+    await this.rotate();
+  }
+  async whenReady(): Promise<void> {
+    if (!this.isReady) await new Promise<void>((resolve) => this.once('ready', () => resolve()));
   }
   async restart(wipe: boolean): Promise<void> {
     this.restarts.push(wipe);
@@ -77,7 +90,7 @@ export class FakeInstance extends EventEmitter implements PoolInstance {
   }
   finishRotation(ip: string): void {
     this.isRotating = false;
-    this.exitInfo = { ...this.exitInfo, ip, confirmed: false, retiredIp: '' };
+    this.exitInfo = { ...this.exitInfo, exitIp: ip, exitConfirmed: false, retiredExitIp: '' };
     this.emit('rotated');
   }
 }

@@ -14,7 +14,7 @@ import { stateSnapshot } from '../../supervisor/worker-ipc.js';
 import type { Access } from '../../workers/api/access.js';
 import { authRoutes } from '../../workers/api/auth-routes.js';
 import { EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT, POOL_ROUTES } from '../../workers/api/route-table.js';
-import { FakeHealth, FakeInstance } from '../support/fake-pool-parts.js';
+import { fakeExit, FakeHealth, FakeInstance } from '../support/fake-pool-parts.js';
 import { assertSupportedSchema, schemaViolations, type Schema } from '../support/json-schema-subset.js';
 import {
   OPENAPI_FILE,
@@ -204,7 +204,7 @@ describe('docs/openapi.yaml', () => {
       });
       pool.start();
       for (const i of instances.values()) {
-        i.exitInfo = { ip: `127.0.0.${40 + i.id}`, country: 'zz', nickname: `exit${i.id}`, confirmed: true, retiredIp: '', pinned: '' };
+        i.exitInfo = fakeExit(`127.0.0.${40 + i.id}`, { exitCountry: 'zz', exitNickname: `exit${i.id}` });
         i.setReady(true);
       }
       return { pool, audit, instances };

@@ -3,7 +3,7 @@ import { loadConfig, type Config } from '../../shared/config/index.js';
 import { AuditLog } from '../../supervisor/audit/audit-log.js';
 import { Pool } from '../../supervisor/pool/pool.js';
 import type { RouteResult } from '../../shared/ipc/protocol.js';
-import { FakeHealth, FakeInstance } from '../support/fake-pool-parts.js';
+import { fakeExit, FakeHealth, FakeInstance } from '../support/fake-pool-parts.js';
 import { quietLogger } from '../support/quiet-logger.js';
 
 interface Rig {
@@ -337,9 +337,9 @@ describe('pool before MIN_READY', () => {
 describe('pool session rotation', () => {
   it('prefers an instance whose exit differs from the one being left', async () => {
     const { pool, instances } = rig({ POOL_SIZE: '3' });
-    instances.get(0)!.exitInfo = { ip: '127.0.0.11', country: 'de', nickname: 'a', confirmed: true, retiredIp: '', pinned: '' };
-    instances.get(1)!.exitInfo = { ip: '127.0.0.11', country: 'de', nickname: 'a', confirmed: true, retiredIp: '', pinned: '' };
-    instances.get(2)!.exitInfo = { ip: '127.0.0.12', country: 'nl', nickname: 'b', confirmed: true, retiredIp: '', pinned: '' };
+    instances.get(0)!.exitInfo = fakeExit('127.0.0.11', { exitNickname: 'a' });
+    instances.get(1)!.exitInfo = fakeExit('127.0.0.11', { exitNickname: 'a' });
+    instances.get(2)!.exitInfo = fakeExit('127.0.0.12', { exitCountry: 'nl', exitNickname: 'b' });
     for (let i = 0; i < 10; i++) {
       const key = `k${i}`;
       pool.route(socks(key), 0);
@@ -355,10 +355,9 @@ describe('pool session rotation', () => {
 describe('pool quarantine', () => {
   it('moves sessions off a burnt exit onto instances with a different exit', async () => {
     const { pool, instances } = rig({ POOL_SIZE: '3' });
-    const exit = (ip: string) => ({ ip, country: 'de', nickname: 'x', confirmed: true, retiredIp: '', pinned: '' });
-    instances.get(0)!.exitInfo = exit('127.0.0.11');
-    instances.get(1)!.exitInfo = exit('127.0.0.11');
-    instances.get(2)!.exitInfo = exit('127.0.0.12');
+    instances.get(0)!.exitInfo = fakeExit('127.0.0.11');
+    instances.get(1)!.exitInfo = fakeExit('127.0.0.11');
+    instances.get(2)!.exitInfo = fakeExit('127.0.0.12');
     for (let i = 0; i < 9; i++) pool.route(socks(`k${i}`), 0);
     const burnt = pool.sessionViews().filter((s) => s.instance === 0).map((s) => s.key);
     expect(burnt.length).to.be.greaterThan(0);

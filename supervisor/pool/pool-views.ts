@@ -1,0 +1,89 @@
+import type { InstanceView, PoolSummary } from '../../shared/api/views.js';
+import { formatDuration, type Config } from '../../shared/config/index.js';
+import { serviceVersion } from '../../shared/version.js';
+import type { PoolEntry } from './pool-entry.js';
+import type { ExitState } from './pool-instance.js';
+
+/**
+ * The API's views of the pool, built from its state without touching it: the one place where
+ * the pool's words (ExitState, PoolEntry, Config) become the wire's (shared/api/views.ts).
+ */
+
+/** The exit as the API shows it: a retired IP only while no new exit is known, confirmed only with an IP. */
+export function exitFieldsOf(x: ExitState): Pick<InstanceView, 'exit_ip' | 'exit_country' | 'exit_nickname' | 'retired_exit_ip' | 'exit_confirmed' | 'pinned_exit'> {
+  return {
+    exit_ip: x.exitIp,
+    exit_country: x.exitCountry,
+    exit_nickname: x.exitNickname,
+    retired_exit_ip: x.exitIp === '' ? x.retiredExitIp : '',
+    exit_confirmed: x.exitIp !== '' && x.exitConfirmed,
+    pinned_exit: x.pinnedExit,
+  };
+}
+
+export function instanceViewOf(e: PoolEntry, sessionsOn: number): InstanceView {
+  const i = e.instance;
+  return {
+    id: i.id,
+    ready: i.ready(),
+    running: i.running(),
+    bootstrap: i.bootstrap(),
+    pid: i.pid() ?? 0,
+    uptime_secs: i.uptimeSecs(),
+    sessions: sessionsOn,
+    socks_addr: i.socksPath !== null ? `unix:${i.socksPath}` : `${i.socksHost}:${i.socksPort}`,
+    ...exitFieldsOf(i.exit()),
+    health: e.health.view(),
+    totals: {
+      requests: e.requests,
+      failures: e.failures,
+      bytes_up: e.bytesUp,
+      bytes_down: e.bytesDown,
+      latency_ms: Math.round(e.latencyMs * 10) / 10,
+    },
+    draining: e.draining,
+    rotating: i.rotating(),
+    responsive: i.responsive(),
+  };
+}
+
+export interface PoolCounts {
+  size: number;
+  targetSize: number;
+  ready: number;
+  routable: number;
+  sessions: number;
+  totals: { requests: number; failures: number; bytesUp: number; bytesDown: number };
+}
+
+export function poolSummaryOf(c: Config, n: PoolCounts): PoolSummary {
+  return {
+    version: serviceVersion(),
+    size: n.size,
+    ready: n.ready,
+    routable: n.routable,
+    sessions: n.sessions,
+    totals: {
+      requests: n.totals.requests,
+      failures: n.totals.failures,
+      bytes_up: n.totals.bytesUp,
+      bytes_down: n.totals.bytesDown,
+    },
+    socks_port: c.socksPort,
+    http_port: c.httpPort,
+    config: {
+      pool_size: n.targetSize,
+      session_ttl: formatDuration(c.sessionTtlMs),
+      default_session: c.defaultSession,
+      min_ready: c.minReady,
+      max_sessions: c.maxSessions,
+      pin_exit_relay: c.pinExitRelay,
+      drain_on_rotate: c.drainOnRotate,
+      auth_disabled: c.authDisabled,
+      quarantine_failures: c.quarantineFailures,
+      quarantine_consecutive: c.quarantineConsecutive,
+      failure_window: formatDuration(c.failureWindowMs),
+      session_port_base: c.sessionPortBase,
+    },
+  };
+}
