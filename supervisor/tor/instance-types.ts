@@ -51,8 +51,8 @@ export interface TorInstanceOptions {
   /**
    * Liveness of a ready tor: a trivial control command every `livenessIntervalMs`, answered within
    * `livenessTimeoutMs`. LIVENESS_MISSES misses in a row make the instance unresponsive (out of
-   * routing); unresponsive for `unresponsiveRestartMs` restarts it, keeping state. Defaults: instance.ts
-   * DEFAULTS.
+   * routing); unresponsive for `unresponsiveRestartMs` restarts it, keeping state. Defaults:
+   * INSTANCE_DEFAULTS (instance-options.ts).
    */
   livenessIntervalMs?: number;
   livenessTimeoutMs?: number;

@@ -1,0 +1,365 @@
+import type { Logger } from '../../shared/logger.js';
+import type { TorControlClient } from './control-client.js';
+import { parseCircuitLine, parseStreamLine, type CircuitInfo, type StreamInfo } from './control-events.js';
+import type { DelayScope } from './delay-scope.js';
+import { ControlCommandError } from './errors.js';
+import { ExitTracker } from './exit-tracker.js';
+import type { ExitState, NewnymOutcome, RotationFailure, RotationOutcome, RotationTicket } from './instance-types.js';
+import { NewnymCooldown } from './newnym-cooldown.js';
+import { RelayDirectory } from './relay-directory.js';
+
+/** After a failed SETCONF of a pin, the next attempt waits this long. */
+const PIN_RETRY_MS = 5_000;
+
+export const EMPTY_EXIT: ExitState = {
+  exitIp: '',
+  exitCountry: '',
+  exitNickname: '',
+  exitFingerprint: '',
+  exitConfirmed: false,
+  retiredExitIp: '',
+  pinnedExit: '',
+  rotating: false,
+};
+
+interface ActiveRotation {
+  id: number;
+  ticket: RotationTicket;
+  startedAt: number;
+  sent: boolean;
+  finished: boolean;
+  timer: NodeJS.Timeout | undefined;
+  resolveSent: (outcome: NewnymOutcome) => void;
+  resolveDone: (outcome: RotationOutcome) => void;
+}
+
+/** Node-selection options as configured (torrc incl. extra lines), restored when a pin is released. */
+interface NodeBaseline {
+  exitNodes: string | undefined;
+  excludeExitNodes: string | undefined;
+  strictNodes: string | undefined;
+}
+
+/** What exit control needs of the instance whose tor it steers. */
+export interface ExitControlHost {
+  readonly log: Logger;
+  /** Its waits are cancelled with the process's (stop, restart, death). */
+  readonly delays: DelayScope;
+  /** Identifies the current tor process: work started for an older one is dropped. */
+  generation(): number;
+  client(): TorControlClient | undefined;
+  ready(): boolean;
+  running(): boolean;
+  exitChanged(exit: ExitState): void;
+}
+
+export interface ExitControlOptions {
+  pinExitRelay: boolean;
+  rotationTimeoutMs: number;
+  newnymCooldownMs?: number;
+}
+
+/**
+ * One tor's exit: which relay it leaves through (from CIRC/STREAM events and the relay
+ * directory), rotation (NEWNYM within tor's cooldown, until a new exit is known) and pinning
+ * (SETCONF ExitNodes to one relay, and back to the configured selection). Its state is cached,
+ * so `exit` is a plain read; its control commands run in the background.
+ */
+export class ExitControl {
+  private directory: RelayDirectory;
+  private readonly tracker = new ExitTracker();
+  private readonly cooldown: NewnymCooldown;
+  private rotation: ActiveRotation | undefined;
+  private rotationIds = 0;
+  private pinnedFingerprint: string | undefined;
+  private pinInFlight = false;
+  private pinRetryAt = 0;
+  private baseline: NodeBaseline | undefined;
+  private lastExit: ExitState = EMPTY_EXIT;
+
+  constructor(
+    private readonly host: ExitControlHost,
+    private readonly options: ExitControlOptions,
+  ) {
+    this.cooldown = new NewnymCooldown(options.newnymCooldownMs);
+    this.directory = this.newDirectory();
+  }
+
+  get exit(): ExitState {
+    return this.lastExit;
+  }
+
+  get rotating(): boolean {
+    return this.rotation !== undefined;
+  }
+
+  /** Milliseconds until a NEWNYM would take effect at once (0 = now). */
+  newnymCooldownMs(now: number): number {
+    return this.cooldown.msUntilAllowed(now);
+  }
+
+  /** A new tor process: nothing known of its circuits, relays, rate limit or configuration yet. */
+  newProcess(): void {
+    this.tracker.reset();
+    this.directory.clear();
+    this.directory = this.newDirectory();
+    this.cooldown.reset();
+    this.baseline = undefined;
+  }
+
+  /** The process is gone (stopped, restarting, dead): its circuits with it; a rotation ends with `reason`. */
+  processGone(reason: RotationFailure): void {
+    this.tracker.reset();
+    if (this.rotation) this.finishRotation(this.rotation, { ok: false, reason });
+  }
+
+  /** The DataDirectory was wiped: a new identity has no pinned exit. */
+  forgetPin(): void {
+    this.pinnedFingerprint = undefined;
+  }
+
+  /** After every control (re)connection: the configured selection once, then circuits and streams, then the pin again. */
+  async syncAfterConnect(client: TorControlClient, generation: number): Promise<void> {
+    if (!this.baseline) {
+      const conf = await client.getConf(['ExitNodes', 'ExcludeExitNodes', 'StrictNodes']);
+      if (generation !== this.host.generation()) return;
+      this.baseline = {
+        exitNodes: conf.get('ExitNodes'),
+        excludeExitNodes: conf.get('ExcludeExitNodes'),
+        strictNodes: conf.get('StrictNodes'),
+      };
+    }
+    const lists = await client.getInfo(['circuit-status', 'stream-status']);
+    if (generation !== this.host.generation()) return;
+    this.tracker.reseed(
+      parseLines(lists.get('circuit-status') ?? '', parseCircuitLine),
+      parseLines(lists.get('stream-status') ?? '', parseStreamLine),
+    );
+    if (this.options.pinExitRelay && this.pinnedFingerprint) await this.applyPin(client, this.pinnedFingerprint);
+  }
+
+  onCircuit(event: CircuitInfo): void {
+    this.tracker.onCircuit(event);
+    this.closeIdleCircuits();
+    this.refresh();
+  }
+
+  onStream(event: StreamInfo): void {
+    this.tracker.onStream(event);
+    if (event.status === 'CLOSED' || event.status === 'FAILED') this.closeIdleCircuits();
+    this.refresh();
+  }
+
+  /** Starts a rotation, or returns the one running. The caller checked that tor is ready. */
+  rotate(): RotationTicket {
+    if (this.rotation) return this.rotation.ticket;
+    let resolveSent!: (outcome: NewnymOutcome) => void;
+    let resolveDone!: (outcome: RotationOutcome) => void;
+    const ticket: RotationTicket = {
+      id: ++this.rotationIds,
+      newnymSent: new Promise<NewnymOutcome>((r) => (resolveSent = r)),
+      done: new Promise<RotationOutcome>((r) => (resolveDone = r)),
+    };
+    const rotation: ActiveRotation = {
+      id: ticket.id,
+      ticket,
+      startedAt: Date.now(),
+      sent: false,
+      finished: false,
+      timer: undefined,
+      resolveSent,
+      resolveDone,
+    };
+    this.rotation = rotation;
+    this.tracker.beginRotation();
+    this.host.log.info('rotation started', { rotation: rotation.id, cooldownMs: this.cooldown.msUntilAllowed(Date.now()) });
+    this.refresh();
+    void this.performRotation(rotation, this.host.generation());
+    return ticket;
+  }
+
+  /** Recomputes the exit from the tracker and the relay cache; tells the host when it changed. */
+  refresh(): void {
+    const next = this.computeExit();
+    const rotation = this.rotation;
+    if (rotation && rotation.sent && next.exitIp !== '') {
+      this.finishRotation(rotation, { ok: true, exit: { ...next, rotating: false } });
+      return; // finishRotation refreshed with the rotation cleared
+    }
+    if (!sameExit(next, this.lastExit)) {
+      this.lastExit = next;
+      this.host.exitChanged(next);
+    }
+    this.maybePin(next);
+  }
+
+  private newDirectory(): RelayDirectory {
+    return new RelayDirectory((keys) => {
+      const client = this.host.client();
+      if (!client) return Promise.reject(new Error('no control connection'));
+      return client.getInfo(keys);
+    });
+  }
+
+  private closeIdleCircuits(): void {
+    const client = this.host.client();
+    if (!client) return;
+    const ids = this.tracker.takeRetiredIdleCircuits();
+    if (this.pinnedFingerprint) ids.push(...this.tracker.takeIdleCircuitsNotThrough(this.pinnedFingerprint));
+    for (const id of ids) {
+      client.closeCircuit(id).catch((error: Error) => {
+        // 552 Unknown circuit: it closed by itself meanwhile.
+        if (!(error instanceof ControlCommandError)) this.host.log.debug('CLOSECIRCUIT failed', { circuit: id, error: error.message });
+      });
+    }
+  }
+
+  private async performRotation(rotation: ActiveRotation, generation: number): Promise<void> {
+    const current = (): boolean => !rotation.finished && generation === this.host.generation();
+    try {
+      const waitMs = this.cooldown.msUntilAllowed(Date.now());
+      if (waitMs > 0 && !(await this.host.delays.wait(waitMs))) return;
+      if (!current()) return;
+      const client = this.host.client();
+      if (!client) throw new Error('no control connection');
+      if (this.pinnedFingerprint) await this.releasePin(client, this.pinnedFingerprint);
+      if (!current()) return;
+      this.tracker.markNewnym();
+      await client.signal('NEWNYM');
+      const at = Date.now();
+      this.cooldown.markSent(at);
+      if (!current()) return;
+      rotation.sent = true;
+      rotation.resolveSent({ ok: true, at, waitedMs: at - rotation.startedAt });
+      rotation.timer = setTimeout(() => this.finishRotation(rotation, { ok: false, reason: 'timeout' }), this.options.rotationTimeoutMs);
+      this.closeIdleCircuits();
+      this.refresh();
+    } catch (error) {
+      this.host.log.warn('rotation failed', { rotation: rotation.id, error: (error as Error).message });
+      this.finishRotation(rotation, { ok: false, reason: 'failed', error: error as Error });
+    }
+  }
+
+  private finishRotation(rotation: ActiveRotation, outcome: RotationOutcome): void {
+    if (rotation.finished) return;
+    rotation.finished = true;
+    clearTimeout(rotation.timer);
+    if (this.rotation === rotation) this.rotation = undefined;
+    if (!outcome.ok) this.tracker.abandonRotation();
+    if (!rotation.sent) rotation.resolveSent(outcome.ok ? { ok: true, at: Date.now(), waitedMs: 0 } : outcome);
+    this.host.log.info('rotation finished', {
+      rotation: rotation.id,
+      ok: outcome.ok,
+      ...(outcome.ok ? { exit: outcome.exit.exitIp } : { reason: outcome.reason }),
+      ms: Date.now() - rotation.startedAt,
+    });
+    rotation.resolveDone(outcome);
+    this.refresh();
+  }
+
+  /** SETCONF that locks tor to one exit and restores the configured exclusions. */
+  private async applyPin(client: TorControlClient, fingerprint: string): Promise<void> {
+    await client.setConf([
+      ['ExitNodes', `$${fingerprint}`],
+      ['StrictNodes', '1'],
+      ['ExcludeExitNodes', this.baseline?.excludeExitNodes ?? ''],
+    ]);
+    this.pinnedFingerprint = fingerprint;
+    this.tracker.setPinned(fingerprint);
+    this.host.log.info('exit pinned', { fingerprint });
+    this.closeIdleCircuits();
+    this.refresh();
+  }
+
+  /** Back to the configured exit selection, with the old relay excluded so a new exit is chosen. */
+  private async releasePin(client: TorControlClient, fingerprint: string): Promise<void> {
+    const exclude = [this.baseline?.excludeExitNodes, `$${fingerprint}`].filter((v): v is string => !!v).join(',');
+    await client.setConf([
+      ['ExitNodes', this.baseline?.exitNodes ?? ''],
+      ['StrictNodes', this.baseline?.strictNodes ?? ''],
+      ['ExcludeExitNodes', exclude],
+    ]);
+    this.pinnedFingerprint = undefined;
+    this.tracker.setPinned(undefined);
+    this.host.log.info('exit pin released', { fingerprint });
+  }
+
+  private maybePin(current: ExitState): void {
+    if (!this.options.pinExitRelay || this.pinnedFingerprint || this.rotation || this.pinInFlight) return;
+    if (!this.host.ready() || current.exitFingerprint === '' || Date.now() < this.pinRetryAt) return;
+    const client = this.host.client();
+    if (!client?.connected) return;
+    const generation = this.host.generation();
+    this.pinInFlight = true;
+    this.applyPin(client, current.exitFingerprint)
+      .catch((error: Error) => {
+        this.pinRetryAt = Date.now() + PIN_RETRY_MS;
+        this.host.log.warn('pinning the exit failed', { error: error.message });
+      })
+      .finally(() => {
+        this.pinInFlight = false;
+        if (generation === this.host.generation()) this.refresh();
+      });
+  }
+
+  private computeExit(): ExitState {
+    if (!this.host.running()) return EMPTY_EXIT;
+    const current = this.tracker.current();
+    const info = current ? this.resolveRelay(current.fingerprint) : undefined;
+    const state: ExitState = { ...EMPTY_EXIT, pinnedExit: this.pinnedFingerprint ?? '', rotating: this.rotation !== undefined };
+    if (current && info) {
+      state.exitIp = info.address;
+      state.exitCountry = info.country;
+      state.exitNickname = info.nickname;
+      state.exitFingerprint = current.fingerprint;
+      state.exitConfirmed = current.confirmed;
+    }
+    const retired = this.rotation ? this.tracker.retiredFingerprint : undefined;
+    if (state.exitIp === '' && retired) {
+      const retiredInfo = this.resolveRelay(retired);
+      if (retiredInfo) state.retiredExitIp = retiredInfo.address;
+    }
+    return state;
+  }
+
+  /** Cached relay info, or undefined while a lookup runs (it refreshes the exit when done). */
+  private resolveRelay(fingerprint: string): { address: string; country: string; nickname: string } | undefined {
+    const hit = this.directory.cached(fingerprint);
+    if (hit) return hit;
+    if (!this.host.client()?.connected) return undefined;
+    const generation = this.host.generation();
+    this.directory
+      .resolve(fingerprint)
+      .then(() => {
+        if (generation === this.host.generation()) this.refresh();
+      })
+      .catch((error: Error) => this.host.log.debug('relay lookup failed', { fingerprint, error: error.message }));
+    return undefined;
+  }
+}
+
+function parseLines<T>(text: string, parse: (line: string) => T): T[] {
+  const out: T[] = [];
+  for (const line of text.split('\n')) {
+    if (line.trim() === '') continue;
+    try {
+      out.push(parse(line));
+    } catch {
+      // One odd line must not hide the others.
+    }
+  }
+  return out;
+}
+
+function sameExit(a: ExitState, b: ExitState): boolean {
+  return (
+    a.exitIp === b.exitIp &&
+    a.exitCountry === b.exitCountry &&
+    a.exitNickname === b.exitNickname &&
+    a.exitFingerprint === b.exitFingerprint &&
+    a.exitConfirmed === b.exitConfirmed &&
+    a.retiredExitIp === b.retiredExitIp &&
+    a.pinnedExit === b.pinnedExit &&
+    a.rotating === b.rotating
+  );
+}
