@@ -1,7 +1,6 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { instanceControlPort, instanceSocksPort, type Config, encodeWorkerConfig, WORKER_CONFIG_ENV } from '../shared/config/index.js';
-import { signedInEvent } from '../shared/auth/auth-audit.js';
 import { logger, type Logger } from '../shared/logger.js';
 import { serviceVersion } from '../shared/version.js';
 import { AuditLog } from './audit/audit-log.js';
@@ -9,7 +8,6 @@ import { AuthOperations } from './auth-operations.js';
 import { LocalSignInLimiter } from '../shared/auth/sign-in-limit.js';
 import { AuthStore, type GeneratedCredentials } from './auth/auth-store.js';
 import { WorkerManager } from './cluster/worker-manager.js';
-import { readFailureReport } from './health/failure-kind.js';
 import { InstanceHealth } from './health/instance-health.js';
 import { PoolMetrics } from './metrics/pool-metrics.js';
 import { WorkerLoad } from './metrics/worker-load.js';
@@ -144,24 +142,19 @@ export class Service {
       ],
       env: { [WORKER_CONFIG_ENV]: encodeWorkerConfig(config) },
       log,
-      attach: (h) => {
-        attachWorker(h, { pool, load, audit, metrics, readFailure: readFailureReport, log });
-        const ep = h.endpoint;
-        ep.handle('credentials.get', () => (h.role === 'api' ? store.snapshots().api : store.snapshots().proxy));
-        ep.handle('tokens.list', () => store.listTokens());
-        ep.handle('tokens.create', ({ body }) => auth.create(body));
-        ep.handle('tokens.delete', ({ id }) => auth.revoke(id));
-        ep.onNotice('signed-in', ({ user, address }) => audit.record(signedInEvent(user, address)));
-        if (h.role === 'api') {
-          ep.handle('signin.attempt', ({ bucket }) => signInLimiter.attempt(bucket));
-          ep.onNotice('signin.succeeded', ({ bucket }) => signInLimiter.succeeded(bucket));
-        }
-        // A listener is up while at least one proxy worker is (they share the sockets).
-        ep.handle('health.get', () => ({ routable: pool.placement().routable.length, proxyWorkersListening: workers.handles('proxy').length }));
-        if (h.role === 'proxy') {
-          ep.onNotice('ready', () => ep.notify('session-ports', { instances: pool.instanceIds() }));
-        }
-      },
+      attach: (h) =>
+        attachWorker(h, {
+          pool,
+          load,
+          audit,
+          metrics,
+          store,
+          auth: () => auth,
+          signInLimiter,
+          // A listener is up while at least one proxy worker is (they share the sockets).
+          proxyWorkersListening: () => workers.handles('proxy').length,
+          log,
+        }),
     });
     const auth = new AuthOperations(store, workers, audit, log);
 

@@ -1,33 +1,84 @@
 import type { Logger } from '../shared/logger.js';
-import type { StateSnapshot } from '../shared/ipc/protocol.js';
+import type { LocalSignInLimiter } from '../shared/auth/sign-in-limit.js';
+import { signedInEvent } from '../shared/auth/auth-audit.js';
+import { ExitpoolError } from '../shared/errors/catalogue.js';
+import type { IpcHandlers } from '../shared/ipc/endpoint.js';
+import type { StateSnapshot, WorkerRequests, WorkerRole } from '../shared/ipc/protocol.js';
 import type { AuditLog } from './audit/audit-log.js';
+import type { AuthOperations } from './auth-operations.js';
+import type { AuthStore } from './auth/auth-store.js';
 import type { WorkerHandle } from './cluster/worker-manager.js';
 import type { PoolMetrics } from './metrics/pool-metrics.js';
 import type { WorkerLoad } from './metrics/worker-load.js';
 import type { Pool } from './pool/pool.js';
-import type { FailureKind } from './pool/health-tracker.js';
-
-/** Reads a failure-report body into a kind and a reason; throws a typed error (→ 400) on bad types. */
-export type FailureBodyReader = (body: unknown) => { kind: FailureKind; reason: string };
 
 export interface WorkerIpcDeps {
   pool: Pool;
   load: WorkerLoad;
   audit: AuditLog;
   metrics: PoolMetrics;
-  readFailure: FailureBodyReader;
+  store: AuthStore;
+  auth: () => AuthOperations;
+  signInLimiter: LocalSignInLimiter;
+  /** Proxy workers whose listeners are up (they share the sockets: one is enough to serve). */
+  proxyWorkersListening: () => number;
   log: Logger;
 }
 
+/** A method only workers of `role` may ask; another role asking is a programming error. */
+function onlyFor(h: WorkerHandle, role: WorkerRole, method: string): void {
+  if (h.role !== role) throw new ExitpoolError('EXITPOOL_WRONG_ROLE', `${method} is for the ${role} worker, not a ${h.role} worker`);
+}
+
 /**
- * Registers the supervisor's answers to one worker's requests. Every answer comes from
- * memory; only actions that start background work (rotate, restart) await anything.
+ * The supervisor's answers to a worker's requests, as one object the compiler checks against
+ * the protocol (a method without an answer does not compile). Every answer comes from memory;
+ * only actions that start background work (rotate, restart, credential pushes) await anything.
+ * A refusal is an ExitpoolError thrown by the pool or the auth store.
  */
+export function workerRequestHandlers(h: WorkerHandle, d: WorkerIpcDeps): IpcHandlers<WorkerRequests> {
+  const { pool } = d;
+  return {
+    ping: () => ({ receivedAt: Date.now() }),
+    'health.get': () => ({ routable: pool.placement().routable.length, proxyWorkersListening: d.proxyWorkersListening() }),
+    route: (p) => pool.route(p, h.slot),
+    'pool.summary': () => pool.summary(),
+    'pool.resize': ({ size }) => pool.resize(size),
+    'pool.rotate': () => pool.rotatePool(),
+    'instances.list': () => pool.instanceViews(),
+    'instances.get': ({ id }) => pool.instanceView(id),
+    'instances.action': ({ id, action, wipe }) => pool.instanceAction(id, action, wipe ?? true),
+    'sessions.list': () => pool.sessionViews(),
+    'sessions.get': ({ key }) => pool.sessionView(key),
+    'sessions.rotate': ({ key, newnym }) => pool.rotateSession(key, newnym),
+    'sessions.failure': ({ key, report, reporter }) => pool.reportFailure(key, report.kind, report.reason, reporter),
+    'sessions.delete': ({ key }) => pool.deleteSession(key),
+    'events.recent': ({ limit, types }) => d.audit.recent(limit, types),
+    'stats.history': ({ range }) => pool.stats.series(range),
+    'metrics.text': () => d.metrics.text(),
+    'credentials.proxy': () => {
+      onlyFor(h, 'proxy', 'credentials.proxy');
+      return d.store.snapshots().proxy;
+    },
+    'credentials.api': () => {
+      onlyFor(h, 'api', 'credentials.api');
+      return d.store.snapshots().api;
+    },
+    'tokens.list': () => d.store.listTokens(),
+    'tokens.create': ({ request }) => d.auth().create(request),
+    'tokens.delete': ({ id }) => d.auth().revoke(id),
+    'signin.attempt': ({ bucket }) => {
+      onlyFor(h, 'api', 'signin.attempt');
+      return d.signInLimiter.attempt(bucket);
+    },
+  };
+}
+
+/** Wires one worker: its requests, its notices, and what its exit leaves behind. */
 export function attachWorker(h: WorkerHandle, d: WorkerIpcDeps): void {
   const ep = h.endpoint;
   const { pool } = d;
-  ep.handle('ping', () => ({ receivedAt: Date.now() }));
-  ep.handle('route', (p) => pool.route(p, h.slot));
+  ep.handleAll(workerRequestHandlers(h, d));
   ep.onNotice('accounting', ({ closes, released, routeRttMs, refused, evicted, connections }) => {
     d.load.record(h.slot, connections);
     pool.recordCloses(closes, h.slot);
@@ -37,33 +88,13 @@ export function attachWorker(h: WorkerHandle, d: WorkerIpcDeps): void {
     for (const c of closes) if (c.latencyMs !== null) d.metrics.dialLatency.observe(c.latencyMs / 1000);
     for (const ms of routeRttMs) d.metrics.ipcRoundTrip.observe(ms / 1000);
   });
+  ep.onNotice('signed-in', ({ user, address }) => d.audit.record(signedInEvent(user, address)));
+  if (h.role === 'api') ep.onNotice('signin.succeeded', ({ bucket }) => d.signInLimiter.succeeded(bucket));
+  if (h.role === 'proxy') ep.onNotice('ready', () => ep.notify('session-ports', { instances: pool.instanceIds() }));
   h.worker.once('exit', () => {
     pool.workerGone(h.slot);
     d.load.forget(h.slot);
   });
-
-  ep.handle('pool.summary', () => pool.summary());
-  ep.handle('pool.resize', ({ size }) => pool.resize(size));
-  ep.handle('pool.rotate', () => pool.rotatePool());
-  ep.handle('instances.list', () => pool.instanceViews());
-  ep.handle('instances.get', ({ id }) => pool.instanceView(id));
-  ep.handle('instances.action', ({ id, action, wipe }) => pool.instanceAction(id, action, wipe ?? true));
-  ep.handle('sessions.list', () => pool.sessionViews());
-  ep.handle('sessions.get', ({ key }) => pool.sessionView(key));
-  ep.handle('sessions.rotate', ({ key, newnym }) => pool.rotateSession(key, newnym));
-  ep.handle('sessions.failure', ({ key, body, reporter }) => {
-    let report: { kind: FailureKind; reason: string };
-    try {
-      report = d.readFailure(body);
-    } catch (e) {
-      return { ok: false as const, error: { status: 400 as const, message: (e as Error).message } };
-    }
-    return pool.reportFailure(key, report.kind, report.reason, reporter);
-  });
-  ep.handle('sessions.delete', ({ key }) => pool.deleteSession(key));
-  ep.handle('events.recent', ({ limit, types }) => d.audit.recent(limit, types));
-  ep.handle('stats.history', ({ range }) => pool.stats.series(range));
-  ep.handle('metrics.text', () => d.metrics.text());
 }
 
 export function stateSnapshot(pool: Pool): StateSnapshot {

@@ -1,8 +1,8 @@
 // Entry point of every forked worker process (proxy and API). The supervisor starts it
 // through node:cluster with the role, slot and configuration in the environment.
 import { decodeWorkerConfig, WORKER_CONFIG_ENV } from '../shared/config/index.js';
-import { IpcEndpoint, channelToParent } from '../shared/ipc/index.js';
-import { ROLE_ENV, SLOT_ENV, type WorkerEndpoint, type WorkerRole } from '../shared/ipc/protocol.js';
+import { DEFAULT_IPC_TIMEOUT_MS, IpcEndpoint, channelToParent } from '../shared/ipc/index.js';
+import { ROLE_ENV, SLOT_ENV, WORKER_REQUEST_TIMEOUTS_MS, type WorkerEndpoint, type WorkerRole } from '../shared/ipc/protocol.js';
 import { createRootLogger } from '../shared/logger.js';
 import { ListenError } from './listen-error.js';
 import type { RunningWorker, WorkerContext } from './worker-context.js';
@@ -19,7 +19,7 @@ async function main(): Promise<void> {
   const config = decodeWorkerConfig(process.env[WORKER_CONFIG_ENV]);
   const slot = Number(process.env[SLOT_ENV] ?? '0');
   const log = createRootLogger(config.logLevel, config.logFormat).child({ worker: role, slot });
-  const endpoint: WorkerEndpoint = new IpcEndpoint(channelToParent());
+  const endpoint: WorkerEndpoint = new IpcEndpoint(channelToParent(), DEFAULT_IPC_TIMEOUT_MS, WORKER_REQUEST_TIMEOUTS_MS);
   endpoint.handle('ping', () => ({ receivedAt: Date.now() }));
 
   // A worker never outlives its supervisor: when the IPC channel closes, it exits.

@@ -16,7 +16,7 @@ export class ProxyCredentials {
     private readonly authDisabled: boolean,
     endpoint: WorkerEndpoint,
   ) {
-    endpoint.handle('credentials.update', (snapshot) => {
+    endpoint.handle('credentials.update.proxy', (snapshot) => {
       this.install(snapshot);
       return { version: this.verifier?.version ?? 0 };
     });

@@ -1,4 +1,3 @@
-import type { ProxyCredentialSnapshot } from '../shared/auth/credential-snapshot.js';
 import { ACCOUNTING_FLUSH_MS, type CloseRecord, type ReleasedRoute, type RouteResult } from '../shared/ipc/protocol.js';
 import { ConnectionBudget } from './proxy/connection-budget.js';
 import { credentialRefusalLog } from './proxy/credential-refusal-log.js';
@@ -23,7 +22,7 @@ const MAX_RTT_SAMPLES_PER_BATCH = 512;
 export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorker> {
   const { config, endpoint, log } = ctx;
   const credentials = new ProxyCredentials(config.authDisabled, endpoint);
-  credentials.install((await endpoint.request('credentials.get', null, 10_000)) as ProxyCredentialSnapshot);
+  credentials.install(await endpoint.request('credentials.proxy', null));
   let closes: CloseRecord[] = [];
   let released: ReleasedRoute[] = [];
   let rtts: number[] = [];

@@ -1,18 +1,16 @@
-/** Base of the authentication errors; `status` is the HTTP status the API answers with. */
-export class AuthError extends Error {
-  constructor(
-    message: string,
-    readonly status: number,
-  ) {
-    super(message);
-    this.name = new.target.name;
+import { ExitpoolError, type ErrorCode } from '../errors/catalogue.js';
+
+/** Base of the authentication errors; their codes are in the catalogue (shared/errors). */
+export class AuthError extends ExitpoolError {
+  constructor(message: string, code: ErrorCode) {
+    super(code, message);
   }
 }
 
 /** A request body that is not what the endpoint accepts (400). The message is safe to show. */
 export class AuthBadRequestError extends AuthError {
   constructor(message: string) {
-    super(message, 400);
+    super(message, 'EXITPOOL_INVALID_REQUEST');
   }
 }
 
@@ -23,6 +21,6 @@ export class AuthBadRequestError extends AuthError {
  */
 export class TicketNotAllowedError extends AuthError {
   constructor(readonly principalKind: string) {
-    super(`a ${principalKind} credential cannot request a stream ticket; sign in first`, 403);
+    super(`a ${principalKind} credential cannot request a stream ticket; sign in first`, 'EXITPOOL_FORBIDDEN');
   }
 }

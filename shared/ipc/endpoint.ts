@@ -18,6 +18,17 @@ interface Pending {
 
 type Handler = (params: unknown) => unknown;
 
+/** One answer per method of a protocol: a missing handler is a type error. */
+export type IpcHandlers<In extends MethodMap> = {
+  [M in KnownMethods<In>]: (params: In[M]['params']) => In[M]['result'] | Promise<In[M]['result']>;
+};
+
+/** The protocol's own methods, without the index signature of MethodMap that it extends. */
+type KnownMethods<In extends MethodMap> = keyof { [K in keyof In as string extends K ? never : K]: unknown } & string;
+
+/** Deadlines by method, for the methods that need more than the endpoint's default. */
+export type IpcTimeouts<Out extends MethodMap> = { readonly [M in keyof Out]?: number };
+
 /**
  * One side of a typed request/response + notice protocol over a Channel. Requests carry ids
  * and deadlines; when the other side goes away every pending request fails with
@@ -38,6 +49,7 @@ export class IpcEndpoint<
   constructor(
     private readonly channel: Channel,
     private readonly defaultTimeoutMs = DEFAULT_IPC_TIMEOUT_MS,
+    private readonly timeouts: IpcTimeouts<Out> = {},
   ) {
     channel.onMessage((m) => this.receive(m));
     channel.onGone(() => this.markGone());
@@ -50,7 +62,7 @@ export class IpcEndpoint<
   request<M extends keyof Out & string>(
     method: M,
     params: Out[M]['params'],
-    timeoutMs = this.defaultTimeoutMs,
+    timeoutMs = this.timeouts[method] ?? this.defaultTimeoutMs,
   ): Promise<Out[M]['result']> {
     if (this.isGone) return Promise.reject(new IpcPeerGoneError(method));
     const id = this.nextId++;
@@ -69,6 +81,11 @@ export class IpcEndpoint<
         reject(new IpcPeerGoneError(method));
       }
     });
+  }
+
+  /** Registers the answer to every method of the protocol at once (see IpcHandlers). */
+  handleAll(handlers: IpcHandlers<In>): void {
+    for (const [method, handler] of Object.entries(handlers)) this.handlers.set(method, handler as Handler);
   }
 
   handle<M extends keyof In & string>(

@@ -2,6 +2,8 @@ import type { AuditEvent, AuditType } from '../api/audit-event.js';
 import type { ApiCredentialSnapshot, ProxyCredentialSnapshot } from '../auth/credential-snapshot.js';
 import type { RateLimitDecision } from '../auth/login-rate-limiter.js';
 import type { CreatedToken, TokenRecord } from '../auth/token-record.js';
+import type { TokenCreateRequest } from '../auth/token-request.js';
+import type { FailureReport } from '../health/failure-kind.js';
 import type {
   FailureResult,
   InstanceView,
@@ -79,44 +81,39 @@ export interface ReleasedRoute {
 
 export type InstanceAction = 'rotate' | 'restart' | 'quarantine' | 'release' | 'drain';
 
-/** An action refused by the supervisor: mapped by the API worker to an HTTP status. */
-export interface ActionRefusal {
-  status: 400 | 404 | 409 | 500 | 503;
-  message: string;
-}
-
-export type ActionResult<T> = { ok: true; value: T } | { ok: false; error: ActionRefusal };
-
-/** Requests a worker sends to the supervisor. */
+/**
+ * Requests a worker sends to the supervisor. A refusal is thrown, not returned: an
+ * ExitpoolError whose catalogue code (shared/errors) reaches the worker as IpcRemoteError.code.
+ * Parameters are typed values: request bodies are parsed in the API worker, before IPC.
+ */
 export interface WorkerRequests extends MethodMap {
   ping: { params: { sentAt: number }; result: { receivedAt: number } };
   /** GET /health: routable instances, and proxy workers whose listeners are up. */
   'health.get': { params: null; result: { routable: number; proxyWorkersListening: number } };
   route: { params: RouteParams; result: RouteResult };
   'pool.summary': { params: null; result: PoolSummary };
-  'pool.resize': { params: { size: number }; result: ActionResult<ResizeResult> };
+  'pool.resize': { params: { size: number }; result: ResizeResult };
   'pool.rotate': { params: null; result: PoolRotateResult };
   'instances.list': { params: null; result: InstanceView[] };
-  'instances.get': { params: { id: number }; result: ActionResult<InstanceView> };
-  'instances.action': {
-    params: { id: number; action: InstanceAction; wipe?: boolean };
-    result: ActionResult<InstanceView>;
-  };
+  'instances.get': { params: { id: number }; result: InstanceView };
+  'instances.action': { params: { id: number; action: InstanceAction; wipe?: boolean }; result: InstanceView };
   'sessions.list': { params: null; result: SessionView[] };
-  'sessions.get': { params: { key: string }; result: ActionResult<SessionView> };
-  'sessions.rotate': { params: { key: string; newnym: boolean }; result: ActionResult<SessionRotateResult> };
+  'sessions.get': { params: { key: string }; result: SessionView };
+  'sessions.rotate': { params: { key: string; newnym: boolean }; result: SessionRotateResult };
   /** reporter: the credential behind the report, which CLIENT_REPORT_BUDGET is counted against. */
-  'sessions.failure': { params: { key: string; body: unknown; reporter: FailureReporter }; result: ActionResult<FailureResult> };
-  'sessions.delete': { params: { key: string }; result: ActionResult<null> };
+  'sessions.failure': { params: { key: string; report: FailureReport; reporter: FailureReporter }; result: FailureResult };
+  'sessions.delete': { params: { key: string }; result: null };
   /** types: only these audit types (all when absent). */
   'events.recent': { params: { limit: number; types?: AuditType[] }; result: AuditEvent[] };
   'stats.history': { params: { range: 'fine' | 'long' }; result: StatsSample[] };
   'metrics.text': { params: null; result: { contentType: string; text: string } };
-  /** At start, before listening: the worker's credential snapshot (proxy or API, by role). */
-  'credentials.get': { params: null; result: ProxyCredentialSnapshot | ApiCredentialSnapshot };
+  /** At start, before listening: a proxy worker's credential snapshot. */
+  'credentials.proxy': { params: null; result: ProxyCredentialSnapshot };
+  /** At start, before listening: the API worker's credential snapshot (the proxy one and more). */
+  'credentials.api': { params: null; result: ApiCredentialSnapshot };
   'tokens.list': { params: null; result: TokenRecord[] };
-  'tokens.create': { params: { body: unknown }; result: ActionResult<CreatedToken> };
-  'tokens.delete': { params: { id: string }; result: ActionResult<null> };
+  'tokens.create': { params: { request: TokenCreateRequest }; result: CreatedToken };
+  'tokens.delete': { params: { id: string }; result: null };
   /** API worker, per sign-in attempt: count it in its bucket (shared/auth/sign-in-limit.ts) or refuse it. */
   'signin.attempt': { params: { bucket: string }; result: RateLimitDecision };
 }
@@ -125,8 +122,27 @@ export interface WorkerRequests extends MethodMap {
 export interface SupervisorRequests extends MethodMap {
   ping: { params: { sentAt: number }; result: { receivedAt: number } };
   /** A new credential snapshot; answered once the worker verifies with it (revocation is immediate). */
-  'credentials.update': { params: ProxyCredentialSnapshot | ApiCredentialSnapshot; result: { version: number } };
+  'credentials.update.proxy': { params: ProxyCredentialSnapshot; result: { version: number } };
+  'credentials.update.api': { params: ApiCredentialSnapshot; result: { version: number } };
 }
+
+/**
+ * Deadlines of the requests that may take longer than DEFAULT_IPC_TIMEOUT_MS, beside the
+ * methods they belong to; IpcEndpoint.request uses them unless a call names its own.
+ */
+export const WORKER_REQUEST_TIMEOUTS_MS: { readonly [M in keyof WorkerRequests]?: number } = {
+  /** A rotate waits for the sessions to move; a restart never waits for a bootstrap. */
+  'instances.action': 30_000,
+  'sessions.rotate': 15_000,
+  /** The whole table (MAX_SESSIONS) is serialised. */
+  'sessions.list': 10_000,
+  /** Both wait for every worker's acknowledgement (CREDENTIAL_PUSH_TIMEOUT_MS) and the auth.json write. */
+  'tokens.create': 10_000,
+  'tokens.delete': 10_000,
+  /** At start, while the supervisor is still busy starting tor processes. */
+  'credentials.proxy': 10_000,
+  'credentials.api': 10_000,
+};
 
 /** The live-stream snapshot pushed to the API worker about every second. */
 export interface StateSnapshot {

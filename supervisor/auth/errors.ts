@@ -29,25 +29,25 @@ export class AuthStorePersistError extends AuthError {
     readonly file: string,
     override readonly cause: unknown,
   ) {
-    super(`could not save ${file}: ${cause instanceof Error ? cause.message : String(cause)}`, 500);
+    super(`could not save ${file}: ${cause instanceof Error ? cause.message : String(cause)}`, 'EXITPOOL_NOT_PERSISTED');
   }
 }
 
 export class TokenNotFoundError extends AuthError {
   constructor(readonly id: string) {
-    super('no such token', 404);
+    super('no such token', 'EXITPOOL_NO_SUCH_TOKEN');
   }
 }
 
 /** PROXY_TOKEN is configuration: remove the variable to retire it (409). */
 export class ConfigTokenNotRevocableError extends AuthError {
   constructor(readonly id: string) {
-    super('this token comes from PROXY_TOKEN and cannot be revoked through the API; unset the variable and restart', 409);
+    super('this token comes from PROXY_TOKEN and cannot be revoked through the API; unset the variable and restart', 'EXITPOOL_TOKEN_NOT_REVOCABLE');
   }
 }
 
 export class TokenLimitError extends AuthError {
   constructor(readonly limit: number) {
-    super(`at most ${limit} tokens can be stored; revoke unused ones first`, 409);
+    super(`at most ${limit} tokens can be stored; revoke unused ones first`, 'EXITPOOL_TOKEN_LIMIT');
   }
 }

@@ -1,4 +1,4 @@
-import type { FailureKind, FailureSource } from './failure-kind.js';
+import type { FailureKind, FailureSource } from '../../shared/health/failure-kind.js';
 
 /**
  * Counts of failures by source and by kind, as an immutable value. The health object shows one

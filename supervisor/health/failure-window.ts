@@ -1,4 +1,4 @@
-import type { FailureKind } from './failure-kind.js';
+import type { FailureKind } from '../../shared/health/failure-kind.js';
 import { PersistentQueue } from './persistent-queue.js';
 import type { ScoringRules } from './weights.js';
 

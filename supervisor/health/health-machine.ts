@@ -1,6 +1,6 @@
 import type { HealthState, HealthView } from '../../shared/api/views.js';
 import type { Config } from '../../shared/config/index.js';
-import type { FailureKind, FailureSource } from './failure-kind.js';
+import type { FailureKind, FailureSource } from '../../shared/health/failure-kind.js';
 import { FailureTally } from './failure-tally.js';
 import { FailureWindow } from './failure-window.js';
 import { RemediationLadder, type LadderConfig, type RemediationPlan, type RemediationRungName } from './remediation-ladder.js';

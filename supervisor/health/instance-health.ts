@@ -1,7 +1,7 @@
 import type { HealthState, HealthView } from '../../shared/api/views.js';
 import type { Config } from '../../shared/config/index.js';
 import { childLogger, type Logger } from '../../shared/logger.js';
-import type { FailureKind, FailureOptions, FailureSource } from './failure-kind.js';
+import type { FailureKind, FailureOptions, FailureSource } from '../../shared/health/failure-kind.js';
 import { systemClock, type HealthClock } from './health-clock.js';
 import {
   healthView,

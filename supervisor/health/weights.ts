@@ -1,4 +1,4 @@
-import type { FailureKind } from './failure-kind.js';
+import type { FailureKind } from '../../shared/health/failure-kind.js';
 
 /**
  * Weights of the failure kinds, derived from QUARANTINE_FAILURES (S, an integer >= 1), which is

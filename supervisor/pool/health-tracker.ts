@@ -1,6 +1,6 @@
 import type { HealthView } from '../../shared/api/views.js';
 
-import type { FailureKind, FailureOptions, FailureSource } from '../health/failure-kind.js';
+import type { FailureKind, FailureOptions, FailureSource } from '../../shared/health/failure-kind.js';
 
 export type { FailureKind, FailureOptions, FailureSource };
 

@@ -2,7 +2,8 @@ import { EventEmitter } from 'node:events';
 import type { Logger } from '../../shared/logger.js';
 import type { FailureResult, InstanceView, PoolRotateResult, PoolSummary, ResizeResult, SessionRotateResult, SessionView } from '../../shared/api/views.js';
 import { MAX_POOL_SIZE, type Config } from '../../shared/config/index.js';
-import type { ActionResult, CloseRecord, ReleasedRoute, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
+import type { CloseRecord, ReleasedRoute, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
+import { ExitpoolError } from '../../shared/errors/catalogue.js';
 import { IP_SESSION_PREFIX } from '../../shared/api/session-key.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import { viewOf } from '../sessions/session.js';
@@ -41,8 +42,9 @@ function socksOf(i: PoolInstance): { host: string; port: number; path?: string }
   return i.socksPath !== null ? { host: i.socksHost, port: i.socksPort, path: i.socksPath } : { host: i.socksHost, port: i.socksPort };
 }
 
-type Refusal = { ok: false; error: { status: 400 | 404 | 409 | 503; message: string } };
-const refuse = (status: 400 | 404 | 409 | 503, message: string): Refusal => ({ ok: false, error: { status, message } });
+const noSuchInstance = (id: number): ExitpoolError => new ExitpoolError('EXITPOOL_NO_SUCH_INSTANCE', `no instance ${id}`);
+const noSuchSession = (): ExitpoolError => new ExitpoolError('EXITPOOL_NO_SUCH_SESSION', 'no such session');
+const notBootstrapped = (id: number): ExitpoolError => new ExitpoolError('EXITPOOL_NOT_BOOTSTRAPPED', `instance ${id} has not bootstrapped; it cannot be rotated yet`);
 
 /** What the pool tells the service (which passes it on to the workers and the log). */
 export interface PoolEvents {
@@ -293,9 +295,10 @@ export class Pool extends EventEmitter<PoolEvents> {
     return this.instanceIds().map((id) => this.viewOfEntry(this.entries.get(id) as Entry));
   }
 
-  instanceView(id: number): ActionResult<InstanceView> {
+  instanceView(id: number): InstanceView {
     const e = this.entries.get(id);
-    return e ? { ok: true, value: this.viewOfEntry(e) } : refuse(404, `no instance ${id}`);
+    if (!e) throw noSuchInstance(id);
+    return this.viewOfEntry(e);
   }
 
   private viewOfEntry(e: Entry): InstanceView {
@@ -306,27 +309,26 @@ export class Pool extends EventEmitter<PoolEvents> {
     return [...this.sessions.all()].map(viewOf);
   }
 
-  sessionView(key: string): ActionResult<SessionView> {
+  sessionView(key: string): SessionView {
     const s = this.sessions.get(key);
-    if (!s) return refuse(404, 'no such session');
+    if (!s) throw noSuchSession();
     const view = viewOf(s);
     const base = this.deps.config.sessionPortBase;
     if (base !== null) view.session_port = base + s.instance;
-    return { ok: true, value: view };
+    return view;
   }
 
   // ---- instance actions ----
 
-  async instanceAction(id: number, action: 'rotate' | 'restart' | 'quarantine' | 'release' | 'drain', wipe = true): Promise<ActionResult<InstanceView>> {
+  async instanceAction(id: number, action: 'rotate' | 'restart' | 'quarantine' | 'release' | 'drain', wipe = true): Promise<InstanceView> {
     const e = this.entries.get(id);
-    if (!e) return refuse(404, `no instance ${id}`);
-    if (e.retiring) return refuse(409, `instance ${id} is being removed by a resize`);
+    if (!e) throw noSuchInstance(id);
+    if (e.retiring) throw new ExitpoolError('EXITPOOL_INSTANCE_STATE', `instance ${id} is being removed by a resize`);
     const now = this.now();
     switch (action) {
       case 'rotate': {
-        if (!e.instance.ready()) return refuse(409, `instance ${id} has not bootstrapped; it cannot be rotated yet`);
-        const r = await this.rotateInstance(e, 'api');
-        if (!r.ok) return r;
+        if (!e.instance.ready()) throw notBootstrapped(id);
+        await this.rotateInstance(e, 'api');
         break;
       }
       case 'restart':
@@ -335,7 +337,7 @@ export class Pool extends EventEmitter<PoolEvents> {
         e.instance.restart(wipe).catch((err: unknown) => this.deps.log.error('restart failed', { instance: id, error: (err as Error).message }));
         break;
       case 'quarantine':
-        if (!e.health.quarantine(now)) return refuse(409, `instance ${id} is ${e.health.view().state}; only a routable instance can be quarantined`);
+        if (!e.health.quarantine(now)) throw new ExitpoolError('EXITPOOL_INSTANCE_STATE', `instance ${id} is ${e.health.view().state}; only a routable instance can be quarantined`);
         this.moveOff(e, 'quarantine');
         break;
       case 'release':
@@ -349,21 +351,16 @@ export class Pool extends EventEmitter<PoolEvents> {
         this.moveOff(e, 'drain');
         break;
     }
-    return { ok: true, value: this.viewOfEntry(e) };
+    return this.viewOfEntry(e);
   }
 
-  private async rotateInstance(e: Entry, by: 'api' | 'session' | 'sweep'): Promise<ActionResult<null>> {
+  /** Throws EXITPOOL_NOT_BOOTSTRAPPED (the instance's NotBootstrappedError) before bootstrap. */
+  private async rotateInstance(e: Entry, by: 'api' | 'session' | 'sweep'): Promise<void> {
     const id = e.instance.id;
-    try {
-      await e.instance.rotate();
-    } catch (err) {
-      if ((err as Error).name === 'NotBootstrappedError') return refuse(409, `instance ${id} has not bootstrapped; it cannot be rotated yet`);
-      throw err;
-    }
+    await e.instance.rotate();
     e.health.rotationStarted(this.now());
     this.deps.audit.record({ type: 'rotate', instance: id, message: `instance ${id} rotating to a new circuit`, details: { by } });
     if (this.deps.config.drainOnRotate) this.moveOff(e, 'rotate');
-    return { ok: true, value: null };
   }
 
   /** Called by the instance wiring when a rotation ends (new exit known or abandoned). */
@@ -395,9 +392,9 @@ export class Pool extends EventEmitter<PoolEvents> {
 
   // ---- session actions ----
 
-  async rotateSession(key: string, newnym: boolean): Promise<ActionResult<SessionRotateResult>> {
+  async rotateSession(key: string, newnym: boolean): Promise<SessionRotateResult> {
     const s = this.sessions.get(key);
-    if (!s) return refuse(404, 'no such session');
+    if (!s) throw noSuchSession();
     const vacated = s.instance;
     const moved = this.sessions.rotate(key, this.rotationTargets(vacated));
     if (moved) {
@@ -409,13 +406,12 @@ export class Pool extends EventEmitter<PoolEvents> {
     } else {
       // Nowhere else to go: the session stays and its instance gets a new circuit instead.
       const e = this.entries.get(s.instance);
-      if (!e || !e.instance.ready()) return refuse(503, 'no routable instance to rotate to');
-      const r = await this.rotateInstance(e, 'session');
-      if (!r.ok) return r;
+      if (!e || !e.instance.ready()) throw new ExitpoolError('EXITPOOL_NO_ROUTABLE_INSTANCE', 'no routable instance to rotate to');
+      await this.rotateInstance(e, 'session');
     }
     const e = this.entries.get(s.instance) as Entry;
     const { exit_ip, exit_confirmed } = exitFieldsOf(e.instance.exit());
-    return { ok: true, value: { session: key, instance: s.instance, exit_ip, exit_confirmed } };
+    return { session: key, instance: s.instance, exit_ip, exit_confirmed };
   }
 
   /**
@@ -434,9 +430,9 @@ export class Pool extends EventEmitter<PoolEvents> {
    * A client's report about a request through `key`. Scored only within the reporter's budget
    * (CLIENT_REPORT_BUDGET), and never quarantines below the routable floor (MIN_ROUTABLE).
    */
-  reportFailure(key: string, kind: FailureKind, reason: string, reporter: Reporter): ActionResult<FailureResult> {
+  reportFailure(key: string, kind: FailureKind, reason: string, reporter: Reporter): FailureResult {
     const s = this.sessions.get(key);
-    if (!s) return refuse(404, 'no such session');
+    if (!s) throw noSuchSession();
     // The report is charged to the instance the session is on now; a quarantine it causes moves
     // the session at once, so read the instance first or the echo and the audit name the new one.
     const instance = s.instance;
@@ -453,11 +449,12 @@ export class Pool extends EventEmitter<PoolEvents> {
       details: { kind, reason, scored, reporter: reporterKey(reporter) },
     });
     if (e) e.health.failure(kind, 'client', scored, now, { mayQuarantine: this.clientEvidenceMayQuarantine(e) });
-    return { ok: true, value: { session: key, instance, kind, scored } };
+    return { session: key, instance, kind, scored };
   }
 
-  deleteSession(key: string): ActionResult<null> {
-    return this.sessions.delete(key) ? { ok: true, value: null } : refuse(404, 'no such session');
+  deleteSession(key: string): null {
+    if (!this.sessions.delete(key)) throw noSuchSession();
+    return null;
   }
 
   // ---- pool actions ----
@@ -480,8 +477,8 @@ export class Pool extends EventEmitter<PoolEvents> {
       if (this.stopped) return;
       if (!e || !e.instance.ready() || e.retiring) continue;
       try {
-        const r = await this.rotateInstance(e, 'sweep');
-        if (r.ok) await this.waitRotationEnd(e.instance, SWEEP_STEP_TIMEOUT_MS);
+        await this.rotateInstance(e, 'sweep');
+        await this.waitRotationEnd(e.instance, SWEEP_STEP_TIMEOUT_MS);
       } catch (err) {
         this.deps.log.warn('pool rotate: instance failed to rotate', { instance: id, error: (err as Error).message });
       }
@@ -501,8 +498,8 @@ export class Pool extends EventEmitter<PoolEvents> {
     });
   }
 
-  resize(size: number): ActionResult<ResizeResult> {
-    if (!Number.isInteger(size) || size < 1 || size > MAX_POOL_SIZE) return refuse(400, `size must be from 1 to ${MAX_POOL_SIZE}`);
+  resize(size: number): ResizeResult {
+    if (!Number.isInteger(size) || size < 1 || size > MAX_POOL_SIZE) throw new ExitpoolError('EXITPOOL_INVALID_REQUEST', `size must be from 1 to ${MAX_POOL_SIZE}`);
     const previous = this.targetSize;
     this.targetSize = size;
     const current = this.instanceIds().filter((id) => !(this.entries.get(id) as Entry).retiring);
@@ -515,7 +512,7 @@ export class Pool extends EventEmitter<PoolEvents> {
     for (const e of leaving) e.retiring = true;
     for (const e of leaving) void this.retire(e);
     if (adding.length > 0) this.grow();
-    return { ok: true, value: { size, previous, adding, removing } };
+    return { size, previous, adding, removing };
   }
 
   /** Adds instances up to the target size, SPAWN_STAGGER apart; re-reads the target each step. */

@@ -1,3 +1,5 @@
+import { ExitpoolError } from '../../shared/errors/catalogue.js';
+
 /**
  * Typed errors of the Tor-instance layer. Callers branch on the class (instanceof),
  * never on message text.
@@ -90,13 +92,12 @@ export class ControlAuthenticationError extends Error {
 }
 
 /** An instance that has not bootstrapped cannot be rotated. */
-export class NotBootstrappedError extends Error {
+export class NotBootstrappedError extends ExitpoolError {
   constructor(
     readonly instance: number,
     readonly bootstrap: number,
   ) {
-    super(`instance ${instance} has not bootstrapped (${bootstrap}%)`);
-    this.name = 'NotBootstrappedError';
+    super('EXITPOOL_NOT_BOOTSTRAPPED', `instance ${instance} has not bootstrapped (${bootstrap}%); it cannot be rotated yet`);
   }
 }
 

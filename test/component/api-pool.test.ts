@@ -94,7 +94,7 @@ describe('API pool, instances, sessions, events and statistics', function () {
     });
 
     it("passes the supervisor's refusal through as plain text", async () => {
-      h.fake.answer('pool.resize', () => refuse(400, 'size must be from 1 to 64'));
+      h.fake.answer('pool.resize', () => refuse('EXITPOOL_INVALID_REQUEST', 'size must be from 1 to 64'));
       expectPlainError(await post('/api/pool/resize', { size: 3 }), 400, 'refused resize');
     });
   });
@@ -168,7 +168,7 @@ describe('API pool, instances, sessions, events and statistics', function () {
       h.fake.data.instances[1]!.health = cannedHealth({ state: 'quarantined' });
       expectPlainError(await post('/api/instances/1/quarantine'), 409, 'quarantine a quarantined instance');
       for (const action of ['restart', 'release', 'drain'] as const) {
-        h.fake.answer('instances.action', () => refuse(409, 'instance 1 is being removed by a resize'));
+        h.fake.answer('instances.action', () => refuse('EXITPOOL_INSTANCE_STATE', 'instance 1 is being removed by a resize'));
         expectPlainError(await post(`/api/instances/1/${action}`), 409, `${action} during a resize`);
       }
     });
@@ -253,9 +253,9 @@ describe('API pool, instances, sessions, events and statistics', function () {
     });
 
     it("rotate passes the supervisor's 409 and 503 through", async () => {
-      h.fake.answer('sessions.rotate', () => refuse(409, 'instance 0 has not bootstrapped; it cannot be rotated yet'));
+      h.fake.answer('sessions.rotate', () => refuse('EXITPOOL_NOT_BOOTSTRAPPED', 'instance 0 has not bootstrapped; it cannot be rotated yet'));
       expectPlainError(await post('/api/sessions/alice/rotate'), 409, 'rotate refused by state');
-      h.fake.answer('sessions.rotate', () => refuse(503, 'no routable instance to rotate to'));
+      h.fake.answer('sessions.rotate', () => refuse('EXITPOOL_NO_ROUTABLE_INSTANCE', 'no routable instance to rotate to'));
       expectPlainError(await post('/api/sessions/alice/rotate'), 503, 'nothing to rotate to');
     });
 

@@ -109,11 +109,11 @@ export async function startApiHarness(options: HarnessOptions = {}): Promise<Api
   const fake = new FakeSupervisorIpc({ timeoutMs: options.ipcTimeoutMs ?? 2000, ...(options.data ? { data: options.data } : {}) });
   const hub = new SseHub(options.hub);
   // As api-worker.ts: the supervisor pushes snapshots; the worker swaps them in, ends revoked streams and acknowledges.
-  fake.worker.handle('credentials.update', credentialUpdateHandler(auth, hub));
+  fake.worker.handle('credentials.update.api', credentialUpdateHandler(auth, hub));
   const audit = new AuditLog();
   const workers = { handles: () => [{ role: 'api', endpoint: fake.supervisor }] } as unknown as WorkerManager;
   const operations = new AuthOperations(store, workers, audit, log);
-  fake.useTokens({ list: () => store.listTokens(), create: (body) => operations.create(body), revoke: (id) => operations.revoke(id) });
+  fake.useTokens({ list: () => store.listTokens(), create: (request) => operations.create(request), revoke: (id) => operations.revoke(id) });
 
   let latestState: string | null = null;
   fake.worker.onNotice('state', (snapshot) => {

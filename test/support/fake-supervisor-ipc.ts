@@ -10,14 +10,15 @@ import type {
 import type { CreatedToken, TokenRecord } from '../../shared/auth/token-record.js';
 import { MAX_POOL_SIZE } from '../../shared/config/config.js';
 import { IpcEndpoint } from '../../shared/ipc/endpoint.js';
-import type {
-  ActionResult,
-  StateSnapshot,
-  SupervisorEndpoint,
-  WorkerEndpoint,
-  WorkerRequests,
+import { ExitpoolError, type ErrorCode } from '../../shared/errors/catalogue.js';
+import type { TokenCreateRequest } from '../../shared/auth/token-request.js';
+import {
+  WORKER_REQUEST_TIMEOUTS_MS,
+  type StateSnapshot,
+  type SupervisorEndpoint,
+  type WorkerEndpoint,
+  type WorkerRequests,
 } from '../../shared/ipc/protocol.js';
-import { readFailureReport } from '../../supervisor/health/failure-kind.js';
 import { channelPair } from './memory-channel.js';
 
 /**
@@ -25,8 +26,8 @@ import { channelPair } from './memory-channel.js';
  * gets `worker`, a real WorkerEndpoint over an in-memory channel (messages are JSON-copied as
  * on real IPC, deadlines are real); the supervisor side answers every request from `data`,
  * records it, and can be told to stall a method (→ IpcTimeoutError) or to vanish (→
- * IpcPeerGoneError). Body validation that the real supervisor does with pure functions
- * (failure reports) uses those same functions, so 400s come out as in the service.
+ * IpcPeerGoneError). Refusals are thrown as the supervisor throws them: an ExitpoolError whose
+ * catalogue code crosses the channel.
  */
 
 /** An instance as the pool reports it: the documented fields plus `draining`, `rotating` and `responsive`. */
@@ -50,8 +51,8 @@ export interface CannedData {
 /** Token issue and revoke as the supervisor does them (AuthOperations in the service). */
 export interface TokenOperations {
   list(): TokenRecord[] | Promise<TokenRecord[]>;
-  create(body: unknown): Promise<ActionResult<CreatedToken>>;
-  revoke(id: string): Promise<ActionResult<null>>;
+  create(request: TokenCreateRequest): Promise<CreatedToken>;
+  revoke(id: string): Promise<null>;
 }
 
 export interface RecordedCall {
@@ -69,14 +70,9 @@ export interface FakeSupervisorOptions {
   tokens?: TokenOperations;
 }
 
-/** An ActionResult success, as the supervisor answers it. */
-export function accept<T>(value: T): { ok: true; value: T } {
-  return { ok: true, value };
-}
-
-/** An ActionResult refusal, as the supervisor answers it. */
-export function refuse(status: 400 | 404 | 409 | 500 | 503, message: string): { ok: false; error: { status: 400 | 404 | 409 | 500 | 503; message: string } } {
-  return { ok: false, error: { status, message } };
+/** A refusal, as the supervisor throws it. */
+export function refuse(code: ErrorCode, message: string): never {
+  throw new ExitpoolError(code, message);
 }
 
 export class FakeSupervisorIpc {
@@ -93,7 +89,8 @@ export class FakeSupervisorIpc {
 
   constructor(options: FakeSupervisorOptions = {}) {
     const ch = channelPair();
-    this.worker = new IpcEndpoint(ch.a, options.timeoutMs);
+    // The worker's deadlines as in the service: the per-method table, the default for the rest.
+    this.worker = new IpcEndpoint(ch.a, options.timeoutMs, WORKER_REQUEST_TIMEOUTS_MS);
     this.supervisor = new IpcEndpoint(ch.b, 10_000);
     this.cutChannel = ch.cut;
     this.data = options.data ?? cannedData();
@@ -162,25 +159,25 @@ export class FakeSupervisorIpc {
     this.on('pool.summary', () => d().pool);
     this.on('health.get', () => ({ routable: d().pool.routable, proxyWorkersListening: d().proxyWorkersListening }));
     this.on('pool.resize', ({ size }) => {
-      if (!Number.isInteger(size) || size < 1 || size > MAX_POOL_SIZE) return refuse(400, `size must be from 1 to ${MAX_POOL_SIZE}`);
+      if (!Number.isInteger(size) || size < 1 || size > MAX_POOL_SIZE) return refuse('EXITPOOL_INVALID_REQUEST', `size must be from 1 to ${MAX_POOL_SIZE}`);
       const ids = d().instances.map((i) => i.id).sort((a, b) => a - b);
       const removing = ids.length > size ? ids.slice(size) : [];
       const adding: number[] = [];
       for (let id = 0; adding.length < size - ids.length; id++) if (!ids.includes(id)) adding.push(id);
-      return accept({ size, previous: d().pool.config.pool_size, adding, removing });
+      return { size, previous: d().pool.config.pool_size, adding, removing };
     });
     this.on('pool.rotate', () => d().poolRotate);
     this.on('instances.list', () => d().instances);
     this.on('instances.get', ({ id }) => {
       const i = instance(id);
-      return i ? accept(i) : refuse(404, `no instance ${id}`);
+      return i ?? refuse('EXITPOOL_NO_SUCH_INSTANCE', `no instance ${id}`);
     });
     this.on('instances.action', ({ id, action }) => {
       const i = instance(id);
-      if (!i) return refuse(404, `no instance ${id}`);
-      if (action === 'rotate' && !i.ready) return refuse(409, `instance ${id} has not bootstrapped; it cannot be rotated yet`);
+      if (!i) return refuse('EXITPOOL_NO_SUCH_INSTANCE', `no instance ${id}`);
+      if (action === 'rotate' && !i.ready) return refuse('EXITPOOL_NOT_BOOTSTRAPPED', `instance ${id} has not bootstrapped; it cannot be rotated yet`);
       if (action === 'quarantine' && i.health.state === 'quarantined') {
-        return refuse(409, `instance ${id} is quarantined; only a routable instance can be quarantined`);
+        return refuse('EXITPOOL_INSTANCE_STATE', `instance ${id} is quarantined; only a routable instance can be quarantined`);
       }
       const after: PoolInstanceView = { ...i, health: { ...i.health } };
       if (action === 'rotate') after.rotating = true;
@@ -190,42 +187,36 @@ export class FakeSupervisorIpc {
         after.draining = false;
         after.health.state = 'healthy';
       }
-      return accept(after);
+      return after;
     });
     this.on('sessions.list', () => d().sessions);
     this.on('sessions.get', ({ key }) => {
       const s = session(key);
-      if (!s) return refuse(404, 'no such session');
+      if (!s) return refuse('EXITPOOL_NO_SUCH_SESSION', 'no such session');
       const base = d().sessionPortBase;
-      return accept(base === null ? s : { ...s, session_port: base + s.instance });
+      return base === null ? s : { ...s, session_port: base + s.instance };
     });
     this.on('sessions.rotate', ({ key }) => {
       const s = session(key);
-      if (!s) return refuse(404, 'no such session');
+      if (!s) return refuse('EXITPOOL_NO_SUCH_SESSION', 'no such session');
       const to = d().instances.find((i) => i.id !== s.instance && i.ready) ?? instance(s.instance);
-      return accept({ session: key, instance: to?.id ?? s.instance, exit_ip: to?.exit_ip ?? '', exit_confirmed: to?.exit_confirmed ?? false });
+      return { session: key, instance: to?.id ?? s.instance, exit_ip: to?.exit_ip ?? '', exit_confirmed: to?.exit_confirmed ?? false };
     });
-    this.on('sessions.failure', ({ key, body }) => {
-      let report;
-      try {
-        report = readFailureReport(body);
-      } catch (e) {
-        return refuse(400, (e as Error).message);
-      }
+    this.on('sessions.failure', ({ key, report }) => {
       const s = session(key);
-      if (!s) return refuse(404, 'no such session');
-      return accept({ session: key, instance: s.instance, kind: report.kind, scored: true });
+      if (!s) return refuse('EXITPOOL_NO_SUCH_SESSION', 'no such session');
+      return { session: key, instance: s.instance, kind: report.kind, scored: true };
     });
     this.on('sessions.delete', ({ key }) => {
       const before = d().sessions.length;
       d().sessions = d().sessions.filter((s) => s.key !== key);
-      return d().sessions.length < before ? accept(null) : refuse(404, 'no such session');
+      return d().sessions.length < before ? null : refuse('EXITPOOL_NO_SUCH_SESSION', 'no such session');
     });
     this.on('events.recent', ({ limit, types }) => d().events.filter((e) => types === undefined || types.includes(e.type)).slice(0, limit));
     this.on('stats.history', ({ range }) => d().stats[range]);
     this.on('metrics.text', () => d().metrics);
     this.on('tokens.list', () => this.tokens.list());
-    this.on('tokens.create', ({ body }) => this.tokens.create(body));
+    this.on('tokens.create', ({ request }) => this.tokens.create(request));
     this.on('tokens.delete', ({ id }) => this.tokens.revoke(id));
     this.on('ping', () => ({ receivedAt: Date.now() }));
   }
@@ -383,19 +374,17 @@ export function cannedTokens(): TokenOperations {
   let n = 0;
   return {
     list: () => tokens,
-    create: async (body) => {
-      const b = body as { name?: unknown; scope?: unknown } | null;
-      if (typeof b?.name !== 'string' || (b.scope !== 'proxy' && b.scope !== 'admin')) return refuse(400, 'body must be {name, scope}');
-      const record: TokenRecord = { id: `tok${++n}`, name: b.name, scope: b.scope, source: 'store', created_at: 1_900_000_000 };
+    create: async (request) => {
+      const record: TokenRecord = { id: `tok${++n}`, name: request.name, scope: request.scope, source: 'store', created_at: 1_900_000_000 };
       tokens.push(record);
-      return accept({ ...record, secret: `tp_${'a'.repeat(21)}${n}` });
+      return { ...record, secret: `tp_${'a'.repeat(21)}${n}` };
     },
     revoke: async (id) => {
       const i = tokens.findIndex((t) => t.id === id);
-      if (i < 0) return refuse(404, 'no such token');
-      if (tokens[i]!.source === 'config') return refuse(409, 'PROXY_TOKEN cannot be revoked');
+      if (i < 0) return refuse('EXITPOOL_NO_SUCH_TOKEN', 'no such token');
+      if (tokens[i]!.source === 'config') return refuse('EXITPOOL_TOKEN_NOT_REVOCABLE', 'PROXY_TOKEN cannot be revoked');
       tokens.splice(i, 1);
-      return accept(null);
+      return null;
     },
   };
 }

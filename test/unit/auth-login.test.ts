@@ -253,7 +253,7 @@ describe('sign-in', () => {
       expect(auth.authenticate({ authorization: `Bearer ${ticket}` })).to.deep.equal({ ok: false, reason: 'invalid' });
       expect(auth.authenticate({ authorization: `Bearer ${ticket}`, allowTicket: true })).to.deep.equal({ ok: false, reason: 'invalid' });
       // Even holding a ticket principal, minting is refused (403); so is a token.
-      expect(() => auth.mintTicket({ kind: 'ticket', user: 'admin' })).to.throw(TicketNotAllowedError).with.property('status', 403);
+      expect(() => auth.mintTicket({ kind: 'ticket', user: 'admin' })).to.throw(TicketNotAllowedError).with.property('code', 'EXITPOOL_FORBIDDEN');
       expect(() => auth.mintTicket({ kind: 'token', id: 'admin1', scope: 'admin' })).to.throw(TicketNotAllowedError);
       // A session credential is no ticket either, and the header still works on the stream.
       expect(auth.authenticate({ authorization: undefined, ticket: signedIn.result.token, allowTicket: true })).to.deep.equal({

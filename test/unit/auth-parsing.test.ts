@@ -134,7 +134,7 @@ describe('auth parsing', () => {
         { user: 'a'.repeat(MAX_LOGIN_USER_LENGTH + 1), password: 'pw' },
         { user: 'admin', password: 'p'.repeat(MAX_LOGIN_PASSWORD_LENGTH + 1) },
       ]) {
-        expect(() => parseLoginBody(body)).to.throw(AuthBadRequestError).with.property('status', 400);
+        expect(() => parseLoginBody(body)).to.throw(AuthBadRequestError).with.property('code', 'EXITPOOL_INVALID_REQUEST');
       }
     });
 

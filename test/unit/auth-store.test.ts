@@ -254,7 +254,7 @@ describe('auth store', () => {
     const snapshotsBefore = store.snapshots();
     failing = true;
     const error = await expectRejection(store.createToken({ name: 'ci', scope: 'admin' }), AuthStorePersistError);
-    expect(error.status).to.equal(500);
+    expect(error.code).to.equal('EXITPOOL_NOT_PERSISTED');
     expect(error.message).to.include(file).and.to.include('ENOSPC');
     expect(await fsp.readFile(file)).to.deep.equal(before);
     expect(await fsp.readdir(dir)).to.deep.equal(['auth.json', 'signing.key']);
@@ -319,8 +319,8 @@ describe('auth store', () => {
       return null;
     })();
     expect(error).to.be.instanceOf(ConfigTokenNotRevocableError);
-    expect((error as ConfigTokenNotRevocableError).status).to.equal(409);
-    expect(() => store.revokeToken('nosuchtoken')).to.throw(TokenNotFoundError).with.property('status', 404);
+    expect((error as ConfigTokenNotRevocableError).code).to.equal('EXITPOOL_TOKEN_NOT_REVOCABLE');
+    expect(() => store.revokeToken('nosuchtoken')).to.throw(TokenNotFoundError).with.property('code', 'EXITPOOL_NO_SUCH_TOKEN');
     // Stable id across restarts.
     expect((await open(configFor(dir, { proxyToken: secret }))).store.listTokens()[0]!.id).to.equal(configToken.id);
     // Gone when the variable is.

@@ -9,7 +9,7 @@ import {
   readFailureReport,
   sanitiseReason,
   type FailureKind,
-} from '../../supervisor/health/failure-kind.js';
+} from '../../shared/health/failure-kind.js';
 
  
 const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;

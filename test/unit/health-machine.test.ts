@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import '../support/fuzz-runs.js';
 import { loadConfig } from '../../shared/config/index.js';
-import { FAILURE_KINDS, type FailureKind, type FailureSource } from '../../supervisor/health/failure-kind.js';
+import { FAILURE_KINDS, type FailureKind, type FailureSource } from '../../shared/health/failure-kind.js';
 import {
   healthView,
   initialHealthState,

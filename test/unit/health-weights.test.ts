@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import '../support/fuzz-runs.js';
-import { FAILURE_KINDS } from '../../supervisor/health/failure-kind.js';
+import { FAILURE_KINDS } from '../../shared/health/failure-kind.js';
 import { failureWeights, scoringRules } from '../../supervisor/health/weights.js';
 
 describe('health: failure weights', () => {

@@ -4,6 +4,7 @@ import { AuditLog } from '../../supervisor/audit/audit-log.js';
 import { Pool } from '../../supervisor/pool/pool.js';
 import type { RouteResult } from '../../shared/ipc/protocol.js';
 import { fakeExit, FakeHealth, FakeInstance } from '../support/fake-pool-parts.js';
+import { ExitpoolError } from '../../shared/errors/catalogue.js';
 import { quietLogger } from '../support/quiet-logger.js';
 
 interface Rig {
@@ -45,6 +46,17 @@ function routed(r: RouteResult): number {
 
 const socks = (key: string | null, clientIp = '10.1.1.1') => ({ key, clientIp, listener: 'socks' as const });
 
+/** The catalogue code a pool call is refused with (it throws ExitpoolError), or 'accepted'. */
+async function refusalOf(call: Promise<unknown> | (() => Promise<unknown>)): Promise<string> {
+  try {
+    await (typeof call === 'function' ? call() : call);
+    return 'accepted';
+  } catch (e) {
+    if (e instanceof ExitpoolError) return e.code;
+    throw e;
+  }
+}
+
 describe('pool', () => {
   it('spawns the configured instances and reports them', () => {
     const { pool } = rig();
@@ -68,7 +80,7 @@ describe('pool', () => {
     const ip = rig({ DEFAULT_SESSION: 'ip' }).pool;
     const a = routed(ip.route(socks(null, '10.0.0.1'), 0));
     expect(routed(ip.route(socks(null, '10.0.0.1'), 0))).to.equal(a);
-    expect(ip.sessionView('ip:10.0.0.1').ok).to.equal(true);
+    expect(ip.sessionView('ip:10.0.0.1').key).to.equal('ip:10.0.0.1');
 
     const shared = rig({ DEFAULT_SESSION: 'shared' }).pool;
     const s = routed(shared.route(socks(null, '10.0.0.1'), 0));
@@ -89,20 +101,17 @@ describe('pool', () => {
   it('never routes to an instance mid-rotation, including sessions that arrive during it', async () => {
     const { pool, instances } = rig();
     const first = routed(pool.route(socks('k'), 0));
-    expect((await pool.instanceAction(first, 'rotate')).ok).to.equal(true);
+    expect((await pool.instanceAction(first, 'rotate')).id).to.equal(first);
     expect(instances.get(first)!.rotations).to.equal(1);
-    expect(pool.sessionView('k').ok && (pool.sessionView('k') as { ok: true; value: { instance: number } }).value.instance).to.not.equal(first);
+    expect(pool.sessionView('k').instance).to.not.equal(first);
     for (let i = 0; i < 20; i++) expect(routed(pool.route(socks(`new${i}`), 0))).to.not.equal(first);
   });
 
   it('refuses to rotate an instance that has not bootstrapped (409)', async () => {
     const { pool, instances } = rig({}, false);
     instances.get(0)!.setReady(false);
-    const r = await pool.instanceAction(0, 'rotate');
-    expect(r.ok).to.equal(false);
-    if (!r.ok) expect(r.error.status).to.equal(409);
-    const missing = await pool.instanceAction(99, 'rotate');
-    expect(!missing.ok && missing.error.status).to.equal(404);
+    expect(await refusalOf(pool.instanceAction(0, 'rotate'))).to.equal('EXITPOOL_NOT_BOOTSTRAPPED');
+    expect(await refusalOf(pool.instanceAction(99, 'rotate'))).to.equal('EXITPOOL_NO_SUCH_INSTANCE');
   });
 
   it('counts accounting exactly and feeds health', () => {
@@ -130,14 +139,14 @@ describe('pool', () => {
     const inst = routed(pool.route(socks('k'), 1));
     const token = { kind: 'token', id: 'scraper' } as const;
     const answers = [1, 2, 3].map(() => pool.reportFailure('k', 'captcha', '', token));
-    expect(answers.map((a) => a.ok && a.value.scored)).to.deep.equal([true, true, false]);
+    expect(answers.map((a) => a.scored)).to.deep.equal([true, true, false]);
     expect(health.get(inst)!.failures.map((f) => f.scored)).to.deep.equal([true, true, false]);
     const reports = audit.recent(10).filter((e) => e.message.startsWith('failure reported'));
     expect(reports).to.have.length(3);
     expect(reports[0]!.details).to.include({ scored: false, reporter: 'token:scraper' });
     // Another credential has a budget of its own.
     const other = pool.reportFailure('k', 'captcha', '', { kind: 'sign-in', user: 'admin' });
-    expect(other.ok && other.value.scored).to.equal(true);
+    expect(other.scored).to.equal(true);
   });
 
   it('never lets client evidence quarantine below MIN_ROUTABLE; the instance’s own dial failures still may', () => {
@@ -171,7 +180,7 @@ describe('pool', () => {
     pool.tick();
     const ids = [...health.keys()];
     for (const id of ids.slice(1)) {
-      expect((await pool.instanceAction(id, 'quarantine')).ok).to.equal(true);
+      expect((await pool.instanceAction(id, 'quarantine')).health.state).to.equal('quarantined');
     }
     expect(pool.sessions.countOn(ids[0]!)).to.equal(40);
     pool.tick();
@@ -186,7 +195,7 @@ describe('pool', () => {
     pool.route(socks('k'), 1);
     pool.route(socks('k'), 1);
     pool.route(socks('k'), 2);
-    const active = (): number => (pool.sessionView('k') as { ok: true; value: { active: number } }).value.active;
+    const active = (): number => pool.sessionView('k').active;
     expect(active()).to.equal(3);
     pool.workerGone(1);
     expect(active()).to.equal(1);
@@ -198,7 +207,7 @@ describe('pool', () => {
     pool.route(socks('k'), 1);
     pool.route(socks('k'), 1);
     const view = (): { active: number; requests: number; failures: number } =>
-      (pool.sessionView('k') as { ok: true; value: { active: number; requests: number; failures: number } }).value;
+      pool.sessionView('k');
     expect(view().active).to.equal(3);
     pool.recordReleased([{ key: 'k', instance: inst }], 1);
     expect(view()).to.include({ active: 2, requests: 0, failures: 0 });
@@ -219,7 +228,7 @@ describe('pool', () => {
     const keys = Array.from({ length: 8 }, (_, i) => `k${i}`);
     for (const k of keys) pool.route(socks(k), 0);
     const frozen = instances.get(routed(pool.route(socks('k0'), 0)))!;
-    const onFrozen = (): string[] => keys.filter((k) => (pool.sessionView(k) as { ok: true; value: { instance: number } }).value.instance === frozen.id);
+    const onFrozen = (): string[] => keys.filter((k) => pool.sessionView(k).instance === frozen.id);
     expect(onFrozen().length).to.be.greaterThan(0);
     const routableBefore = pool.summary().routable;
     frozen.setResponsive(false);
@@ -235,7 +244,7 @@ describe('pool', () => {
     const { pool } = rig();
     for (let i = 0; i < 8; i++) pool.route(socks(`k${i}`), 0);
     const r = await pool.instanceAction(0, 'drain');
-    expect(r.ok && r.value.sessions).to.equal(0);
+    expect(r.sessions).to.equal(0);
     for (let i = 0; i < 10; i++) expect(routed(pool.route(socks(`n${i}`), 0))).to.not.equal(0);
     await pool.instanceAction(0, 'release');
     expect(pool.placement().routable).to.include(0);
@@ -245,28 +254,26 @@ describe('pool', () => {
     const { pool, audit } = rig();
     for (let i = 0; i < 8; i++) pool.route(socks(`k${i}`), 0);
     const r = await pool.instanceAction(1, 'quarantine');
-    expect(r.ok && r.value.health.state).to.equal('quarantined');
-    expect(r.ok && r.value.sessions).to.equal(0);
+    expect(r.health.state).to.equal('quarantined');
+    expect(r.sessions).to.equal(0);
     expect(pool.summary().routable).to.equal(3);
-    const again = await pool.instanceAction(1, 'quarantine');
-    expect(!again.ok && again.error.status).to.equal(409);
+    expect(await refusalOf(pool.instanceAction(1, 'quarantine'))).to.equal('EXITPOOL_INSTANCE_STATE');
     expect(audit.recent().some((e) => e.type === 'assignment' && e.details.reason === 'quarantine')).to.equal(true);
     const released = await pool.instanceAction(1, 'release');
-    expect(released.ok && released.value.health.state).to.equal('healthy');
+    expect(released.health.state).to.equal('healthy');
   });
 
   it('rotates a session to another instance; with nowhere to go, rotates its instance', async () => {
     const { pool, instances } = rig({ POOL_SIZE: '2' });
     const first = routed(pool.route(socks('k'), 0));
     const r = await pool.rotateSession('k', true);
-    expect(r.ok && r.value.instance).to.not.equal(first);
+    expect(r.instance).to.not.equal(first);
     expect(instances.get(first)!.rotations).to.equal(1); // newnym=true rotated the vacated one
     // Now the vacated instance is mid-rotation: nowhere else to go.
     const again = await pool.rotateSession('k', false);
-    expect(again.ok && again.value.instance).to.equal(r.ok ? r.value.instance : -1);
-    expect(instances.get(r.ok ? r.value.instance : -1)!.rotations).to.equal(1);
-    const missing = await pool.rotateSession('nobody', false);
-    expect(!missing.ok && missing.error.status).to.equal(404);
+    expect(again.instance).to.equal(r.instance);
+    expect(instances.get(r.instance)!.rotations).to.equal(1);
+    expect(await refusalOf(pool.rotateSession('nobody', false))).to.equal('EXITPOOL_NO_SUCH_SESSION');
   });
 
   it('sweeps a pool rotate one instance at a time; a second request starts nothing', async () => {
@@ -290,23 +297,22 @@ describe('pool', () => {
     const { pool, instances } = rig();
     for (let i = 0; i < 8; i++) pool.route(socks(`k${i}`), 0);
     const down = pool.resize(2);
-    expect(down.ok && down.value).to.deep.equal({ size: 2, previous: 4, adding: [], removing: [2, 3] });
+    expect(down).to.deep.equal({ size: 2, previous: 4, adding: [], removing: [2, 3] });
     await new Promise((r) => setImmediate(r));
     expect(pool.instanceIds()).to.deep.equal([0, 1]);
     expect(instances.get(3)!.stopped).to.equal(true);
     for (const s of pool.sessionViews()) expect([0, 1]).to.include(s.instance);
     const up = pool.resize(3);
-    expect(up.ok && up.value.adding).to.deep.equal([2]);
+    expect(up.adding).to.deep.equal([2]);
     expect(pool.instanceIds()).to.deep.equal([0, 1, 2]);
-    const bad = pool.resize(0);
-    expect(!bad.ok && bad.error.status).to.equal(400);
+    expect(await refusalOf(async () => pool.resize(0))).to.equal('EXITPOOL_INVALID_REQUEST');
   });
 
   it('reports session_port on the by-key read when session ports are on', () => {
     const { pool } = rig({ AUTH_DISABLED: '1', SESSION_PORT_BASE: '30000' });
     const inst = routed(pool.route(socks('k'), 0));
     const v = pool.sessionView('k');
-    expect(v.ok && v.value.session_port).to.equal(30000 + inst);
+    expect(v.session_port).to.equal(30000 + inst);
     expect(pool.sessionViews()[0]).to.not.have.property('session_port');
   });
 
@@ -343,11 +349,10 @@ describe('pool session rotation', () => {
     for (let i = 0; i < 10; i++) {
       const key = `k${i}`;
       pool.route(socks(key), 0);
-      const at = (pool.sessionView(key) as { ok: true; value: { instance: number } }).value.instance;
+      const at = pool.sessionView(key).instance;
       const r = await pool.rotateSession(key, false);
-      if (!r.ok) throw new Error('rotate refused');
-      expect(r.value.instance).to.not.equal(at);
-      if (at !== 2) expect(r.value.exit_ip).to.equal('127.0.0.12');
+      expect(r.instance).to.not.equal(at);
+      if (at !== 2) expect(r.exit_ip).to.equal('127.0.0.12');
     }
   });
 });
@@ -364,7 +369,7 @@ describe('pool quarantine', () => {
     await pool.instanceAction(0, 'quarantine');
     for (const key of burnt) {
       const v = pool.sessionView(key);
-      expect(v.ok && v.value.instance, key).to.equal(2);
+      expect(v.instance, key).to.equal(2);
     }
   });
 });

@@ -6,6 +6,7 @@ import { IpcPeerGoneError, IpcTimeoutError } from '../../shared/ipc/errors.js';
 import type { WorkerEndpoint } from '../../shared/ipc/protocol.js';
 import type { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
 import { allows, authenticate, type Access, type Principal } from './access.js';
+import { httpErrorOfCatalogued } from './error-status.js';
 import { HttpError, forbidden, notFound } from './http-error.js';
 import type { ApiRoute, Reply } from './route-table.js';
 import { requestOriginGuard, type RequestOriginPolicy } from './request-origin.js';
@@ -137,6 +138,8 @@ function streamCredentialOf(p: Principal): StreamCredential {
 
 function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
+  const catalogued = httpErrorOfCatalogued(err);
+  if (catalogued) return catalogued;
   const t = (err as { type?: unknown; status?: unknown })?.type;
   if (t === 'entity.parse.failed') return new HttpError(400, 'malformed JSON body');
   if (t === 'entity.too.large') return new HttpError(400, `body larger than ${MAX_JSON_BODY_BYTES} bytes`);

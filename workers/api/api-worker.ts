@@ -2,7 +2,6 @@ import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
-import type { ApiCredentialSnapshot } from '../../shared/auth/credential-snapshot.js';
 import { listenNamed } from '../listen-error.js';
 import type { RunningWorker, WorkerContext } from '../worker-context.js';
 import { createApiApp } from './api-app.js';
@@ -28,14 +27,14 @@ const API_DEADLINE_CHECK_MS = 1_000;
  */
 export async function startApiWorker(ctx: WorkerContext): Promise<RunningWorker> {
   const { config, endpoint, log } = ctx;
-  const first = (await endpoint.request('credentials.get', null, 10_000)) as ApiCredentialSnapshot;
+  const first = await endpoint.request('credentials.api', null);
   const auth = new ApiAuthenticator(
     first,
     { loginTtlMs: config.loginTtlMs, loginRateLimit: config.loginRateLimit },
     { limiter: new SupervisorSignInLimiter(endpoint) },
   );
   const hub = new SseHub();
-  endpoint.handle('credentials.update', credentialUpdateHandler(auth, hub));
+  endpoint.handle('credentials.update.api', credentialUpdateHandler(auth, hub));
   let latestState: string | null = null;
   endpoint.onNotice('state', (snapshot) => {
     latestState = SseHub.frame('state', snapshot);

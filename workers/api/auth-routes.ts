@@ -1,14 +1,10 @@
 import type { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
 import { deviceCookieFrom, deviceSetCookie } from '../../shared/auth/device-cookie.js';
+import { parseTokenCreateBody } from '../../shared/auth/token-request.js';
 import type { Logger } from '../../shared/logger.js';
 import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
 import { HttpError } from './http-error.js';
 import type { ApiRoute } from './route-table.js';
-
-function unwrap<T>(r: { ok: true; value: T } | { ok: false; error: { status: number; message: string } }): T {
-  if (!r.ok) throw new HttpError(r.error.status, r.error.message);
-  return r.value;
-}
 
 /**
  * The authentication endpoints. Sign-in (bcrypt) and ticket minting run here in the API
@@ -51,14 +47,8 @@ export function authRoutes(auth: () => ApiAuthenticator, log: Logger): ApiRoute[
     },
     {
       method: 'POST', path: '/api/auth/ticket', access: 'admin', summary: 'a 60-second credential for the stream',
-      handler: ({ principal }) => {
-        try {
-          return { status: 200, json: auth().mintTicket(principal) };
-        } catch (e) {
-          const status = (e as { status?: unknown }).status;
-          throw new HttpError(typeof status === 'number' ? status : 403, (e as Error).message);
-        }
-      },
+      // A credential that may not mint one gets TicketNotAllowedError: 403 by the error table.
+      handler: ({ principal }) => ({ status: 200, json: auth().mintTicket(principal) }),
     },
     {
       method: 'GET', path: '/api/tokens', access: 'admin', summary: 'list tokens (no secrets)',
@@ -66,12 +56,12 @@ export function authRoutes(auth: () => ApiAuthenticator, log: Logger): ApiRoute[
     },
     {
       method: 'POST', path: '/api/tokens', access: 'admin', summary: 'issue a token (the secret is shown once)',
-      handler: async ({ req, ipc }) => ({ status: 201, json: unwrap(await ipc.request('tokens.create', { body: req.body ?? null }, 10_000)) }),
+      handler: async ({ req, ipc }) => ({ status: 201, json: await ipc.request('tokens.create', { request: parseTokenCreateBody(req.body ?? null) }) }),
     },
     {
       method: 'DELETE', path: '/api/tokens/:id', access: 'admin', summary: 'revoke a token (immediate)',
       handler: async ({ req, ipc }) => {
-        unwrap(await ipc.request('tokens.delete', { id: String(req.params.id) }, 10_000));
+        await ipc.request('tokens.delete', { id: String(req.params.id) });
         return { status: 204 };
       },
     },

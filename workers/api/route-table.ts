@@ -1,6 +1,7 @@
 import type { Request } from 'express';
 import { MAX_POOL_SIZE } from '../../shared/config/index.js';
-import type { ActionResult, FailureReporter, InstanceAction, WorkerEndpoint } from '../../shared/ipc/protocol.js';
+import type { FailureReporter, InstanceAction, WorkerEndpoint } from '../../shared/ipc/protocol.js';
+import { readFailureReport } from '../../shared/health/failure-kind.js';
 import { IP_SESSION_PREFIX, isAddressSessionKey } from '../../shared/api/session-key.js';
 import { hasScope } from '../../shared/auth/principal.js';
 import type { Access, Principal } from './access.js';
@@ -65,11 +66,6 @@ function reporterOf(ctx: RouteContext): FailureReporter {
   }
 }
 
-function unwrap<T>(r: ActionResult<T>): T {
-  if (!r.ok) throw new HttpError(r.error.status, r.error.message);
-  return r.value;
-}
-
 function ok(json: unknown, status = 200): Reply {
   return { status, json };
 }
@@ -78,9 +74,7 @@ function instanceAction(action: InstanceAction): ApiRoute['handler'] {
   return async ({ req, ipc }) => {
     const id = instanceId(req.params.id);
     const wipe = action === 'restart' ? booleanQuery('wipe', req.query.wipe, true) : undefined;
-    // A rotate waits for the sessions to move; a restart never waits for a bootstrap.
-    const result = await ipc.request('instances.action', { id, action, ...(wipe === undefined ? {} : { wipe }) }, 30_000);
-    return ok(unwrap(result));
+    return ok(await ipc.request('instances.action', { id, action, ...(wipe === undefined ? {} : { wipe }) }));
   };
 }
 
@@ -103,7 +97,7 @@ export const POOL_ROUTES: readonly ApiRoute[] = [
   },
   {
     method: 'POST', path: '/api/pool/resize', access: 'admin', summary: 'resize the pool (returns at once)',
-    handler: async ({ req, ipc }) => ok(unwrap(await ipc.request('pool.resize', { size: resizeSize(req.body) })), 202),
+    handler: async ({ req, ipc }) => ok(await ipc.request('pool.resize', { size: resizeSize(req.body) }), 202),
   },
   {
     method: 'POST', path: '/api/pool/rotate', access: 'admin', summary: 'sweep a new circuit over every instance',
@@ -115,7 +109,7 @@ export const POOL_ROUTES: readonly ApiRoute[] = [
   },
   {
     method: 'GET', path: '/api/instances/:id', access: 'admin', summary: 'one instance',
-    handler: async ({ req, ipc }) => ok(unwrap(await ipc.request('instances.get', { id: instanceId(req.params.id) }))),
+    handler: async ({ req, ipc }) => ok(await ipc.request('instances.get', { id: instanceId(req.params.id) })),
   },
   { method: 'POST', path: '/api/instances/:id/rotate', access: 'admin', summary: 'new circuit', handler: instanceAction('rotate') },
   { method: 'POST', path: '/api/instances/:id/restart', access: 'admin', summary: 'restart (wipe query)', handler: instanceAction('restart') },
@@ -124,29 +118,33 @@ export const POOL_ROUTES: readonly ApiRoute[] = [
   { method: 'POST', path: '/api/instances/:id/drain', access: 'admin', summary: 'move sessions off', handler: instanceAction('drain') },
   {
     method: 'GET', path: '/api/sessions', access: 'admin', summary: 'list sessions',
-    handler: async ({ ipc }) => ok(await ipc.request('sessions.list', null, 10_000)),
+    handler: async ({ ipc }) => ok(await ipc.request('sessions.list', null)),
   },
   {
     method: 'GET', path: '/api/sessions/:key', access: 'proxy', summary: 'one session',
-    handler: async (ctx) => ok(unwrap(await ctx.ipc.request('sessions.get', { key: addressableSessionKey(ctx) }))),
+    handler: async (ctx) => ok(await ctx.ipc.request('sessions.get', { key: addressableSessionKey(ctx) })),
   },
   {
     method: 'POST', path: '/api/sessions/:key/rotate', access: 'proxy', summary: 'move the session to another exit',
     handler: async (ctx) => {
       const key = addressableSessionKey(ctx);
       const newnym = booleanQuery('newnym', ctx.req.query.newnym, false);
-      return ok(unwrap(await ctx.ipc.request('sessions.rotate', { key, newnym }, 15_000)));
+      return ok(await ctx.ipc.request('sessions.rotate', { key, newnym }));
     },
   },
   {
     method: 'POST', path: '/api/sessions/:key/failure', access: 'proxy', summary: 'report a failure seen through the session',
-    handler: async (ctx) =>
-      ok(unwrap(await ctx.ipc.request('sessions.failure', { key: addressableSessionKey(ctx), body: ctx.req.body ?? null, reporter: reporterOf(ctx) }))),
+    handler: async (ctx) => {
+      const key = addressableSessionKey(ctx);
+      // Typed here: a body of the wrong JSON type is refused before it reaches the supervisor.
+      const report = readFailureReport(ctx.req.body ?? null);
+      return ok(await ctx.ipc.request('sessions.failure', { key, report, reporter: reporterOf(ctx) }));
+    },
   },
   {
     method: 'DELETE', path: '/api/sessions/:key', access: 'proxy', summary: 'unpin the session',
     handler: async (ctx) => {
-      unwrap(await ctx.ipc.request('sessions.delete', { key: addressableSessionKey(ctx) }));
+      await ctx.ipc.request('sessions.delete', { key: addressableSessionKey(ctx) });
       return { status: 204 };
     },
   },

@@ -1,3 +1,5 @@
+import { ExitpoolError } from '../errors/catalogue.js';
+
 /**
  * Failure kinds and the reading of a client's failure report (POST /api/sessions/{key}/failure).
  * Every field is optional and no text is refused: unknown words count as
@@ -21,13 +23,12 @@ export interface FailureReport {
 }
 
 /** A report body, or one of its fields, has the wrong JSON type: answered with 400. */
-export class FailureReportInvalidError extends Error {
+export class FailureReportInvalidError extends ExitpoolError {
   constructor(
     readonly field: 'body' | 'kind' | 'reason',
     readonly expected: string,
   ) {
-    super(field === 'body' ? `failure report must be a JSON object, got ${expected}` : `failure report field "${field}" must be ${expected}`);
-    this.name = 'FailureReportInvalidError';
+    super('EXITPOOL_INVALID_REQUEST', field === 'body' ? `failure report must be a JSON object, got ${expected}` : `failure report field "${field}" must be ${expected}`);
   }
 }
 
