@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import net from 'node:net';
 import type { AuditEvent } from '../../shared/api/audit-event.js';
 import { TICKET_TTL_MS } from '../../shared/auth/sign-in-credentials.js';
-import { schemaViolations } from '../support/json-schema-subset.js';
+import { schemaViolations } from '../support/parsers/openapi-schema.js';
 import { loadOpenApiDocument } from '../support/openapi-document.js';
 import { StreamClient } from '../support/sse-stream-client.js';
 import { LOGIN_TTL_MS, startApiHarness, type ApiHarness } from './api-support-harness.js';

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../../shared/version.js';
-import { schemaViolations, type Schema, type SchemaRoot } from './json-schema-subset.js';
-import { parseYamlSubset } from './yaml-subset.js';
+import { parse as parseYaml } from 'yaml';
+import { schemaViolations, type Schema, type SchemaRoot } from './parsers/openapi-schema.js';
 
 /** docs/openapi.yaml as the tests read it, and the checks that tie it to what the API answers. */
 
@@ -44,7 +44,8 @@ export interface DocumentedOperation {
 let cached: OpenApiDocument | undefined;
 
 export function loadOpenApiDocument(): OpenApiDocument {
-  cached ??= parseYamlSubset(fs.readFileSync(OPENAPI_FILE, 'utf8')) as unknown as OpenApiDocument;
+  // Duplicate keys and any YAML warning are errors: the file must read one way only.
+  cached ??= parseYaml(fs.readFileSync(OPENAPI_FILE, 'utf8'), { strict: true, uniqueKeys: true, prettyErrors: true }) as OpenApiDocument;
   return cached;
 }
 

@@ -15,7 +15,8 @@ import type { Access } from '../../workers/api/access.js';
 import { authRoutes } from '../../workers/api/auth-routes.js';
 import { EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT, POOL_ROUTES } from '../../workers/api/route-table.js';
 import { fakeExit, FakeHealth, FakeInstance } from '../support/fake-pool-parts.js';
-import { assertSupportedSchema, schemaViolations, type Schema } from '../support/json-schema-subset.js';
+import { parse as parseYaml } from 'yaml';
+import { compileSchema, schemaViolations, type Schema } from '../support/parsers/openapi-schema.js';
 import {
   OPENAPI_FILE,
   documentedOperations,
@@ -27,7 +28,6 @@ import {
   type SecurityRequirement,
 } from '../support/openapi-document.js';
 import { quietLogger } from '../support/quiet-logger.js';
-import { YamlSubsetError, parseYamlSubset } from '../support/yaml-subset.js';
 
 /**
  * docs/openapi.yaml against the code. The document is hand-written YAML (readable, and what
@@ -78,7 +78,8 @@ function schema(doc: OpenApiDocument, name: string): Schema {
 }
 
 function expectConforms(doc: OpenApiDocument, name: string, value: unknown): void {
-  expect(schemaViolations(doc, schema(doc, name), value), `${name}: ${JSON.stringify(value)}`).to.deep.equal([]);
+  schema(doc, name); // a name the document does not have fails here, with its name
+  expect(schemaViolations(doc, { $ref: `#/components/schemas/${name}` }, value), `${name}: ${JSON.stringify(value)}`).to.deep.equal([]);
 }
 
 /** Every schema object in the document, with where it sits. */
@@ -159,9 +160,9 @@ describe('docs/openapi.yaml', () => {
     }
   });
 
-  it('uses only schema keywords the checks enforce, and every $ref resolves', () => {
+  it('uses only schema keywords and formats the checks enforce (ajv strict mode), and every $ref resolves', () => {
     for (const [where, s] of allSchemas(doc)) {
-      expect(() => assertSupportedSchema(s, where)).to.not.throw();
+      expect(() => compileSchema(doc, s), where).to.not.throw();
     }
     const refs = JSON.stringify(doc).match(/"\$ref":"[^"]+"/g) ?? [];
     expect(refs.length).to.be.greaterThan(50);
@@ -307,60 +308,18 @@ describe('docs/api.md', () => {
   });
 });
 
-describe('the YAML subset reader behind the OpenAPI checks', () => {
-  it('reads block mappings, sequences, flow collections, quoting, block scalars and the core schema', () => {
-    const source = [
-      '# comment',
-      "a: 1",
-      'b: -2.5',
-      "c: 'it''s'",
-      'd: "q\\"u\\u00e9"',
-      'e: plain text # trailing comment',
-      'f:',
-      '- x',
-      '- - nested',
-      '  - 2',
-      '- k: v',
-      "  k2: [1, 'two', {three: 3}]",
-      'g: |',
-      '  one',
-      '    two',
-      '',
-      '  three',
-      'h: >-',
-      '  folded',
-      '  line',
-      "'300': [true, null, ~, 0x1F]",
-      'i: /api/x/{id}',
-    ].join('\n');
-    expect(parseYamlSubset(source)).to.deep.equal({
-      a: 1,
-      b: -2.5,
-      c: "it's",
-      d: 'q"ué',
-      e: 'plain text',
-      f: ['x', ['nested', 2], { k: 'v', k2: [1, 'two', { three: 3 }] }],
-      g: 'one\n  two\n\nthree\n',
-      h: 'folded line',
-      '300': [true, null, null, 31],
-      i: '/api/x/{id}',
-    });
+describe('the strict readers behind the OpenAPI checks (yaml, ajv)', () => {
+  it('refuse a document that reads two ways: a duplicate key', () => {
+    expect(() => parseYaml('a: 1\na: 2\n', { strict: true, uniqueKeys: true })).to.throw(/unique|duplicate/i);
   });
 
-  it('refuses what it might read differently from a real YAML parser', () => {
-    const refused = [
-      'a: &anchor 1',
-      'a: *alias',
-      'a: !tag x',
-      'a: 1\na: 2',
-      'a:\n\t- x',
-      'a: b: c',
-      'a: one\n  continued',
-      'a: [1,\n  2]',
-      'a: |+\n  kept',
-      'a: .inf',
-      '- x\nb: 1',
-    ];
-    for (const source of refused) expect(() => parseYamlSubset(source), JSON.stringify(source)).to.throw(YamlSubsetError);
+  it('refuse a schema keyword, a format or a $ref that the checks would not enforce', () => {
+    const root = { components: { schemas: { Known: { type: 'string' } } } };
+    for (const hostile of [{ type: 'string', maxLenght: 3 }, { type: 'string', format: 'no-such-format' }, { $ref: '#/components/schemas/Unknown' }]) {
+      expect(() => compileSchema(root, hostile), JSON.stringify(hostile)).to.throw();
+    }
+    expect(schemaViolations(root, { $ref: '#/components/schemas/Known' }, 'x')).to.deep.equal([]);
+    expect(schemaViolations(root, { $ref: '#/components/schemas/Known' }, 3)).to.have.length(1);
+    expect(schemaViolations(root, { type: 'array', items: { $ref: '#/components/schemas/Known' } }, ['a', 1])[0]).to.match(/^\$\.1: /);
   });
 });
