@@ -8,7 +8,7 @@ import { startChildServer } from './child-server.js';
 import { startProxyHarness, type ProxyHarness } from './proxy-harness.js';
 import { cpuMs } from './process-usage.js';
 import { ms, percentile, type BenchSection, type Figure } from './report.js';
-import { openSocksTunnel, type OpenedTunnel, type SetupSteps } from './socks5-bench-client.js';
+import { openSocksTunnelOrThrow, type SetupSteps } from '../test/support/clients/socks5-client.js';
 import type net from 'node:net';
 
 /** DESIGN.md: connection setup added by the pool at 1,000 concurrent clients. */
@@ -37,7 +37,7 @@ export const FULL_SETUP_OPTIONS: SetupBenchOptions = {
   rateInFlight: 64,
 };
 
-type Opener = () => Promise<OpenedTunnel>;
+type Opener = () => ReturnType<typeof openSocksTunnelOrThrow>;
 
 /** A setup that failed (reset, refusal, deadline): counted and reported, never fatal to the run. */
 class FailedSetups {
@@ -186,12 +186,12 @@ export async function benchConnectionSetup(options: SetupBenchOptions = FULL_SET
     const opener = (name: string, port: number, harness?: ProxyHarness): Opener =>
       counting(
         () =>
-          openSocksTunnel({
-            proxyPort: port,
-            targetHost: '127.0.0.1',
+          openSocksTunnelOrThrow({
+            port,
+            host: '127.0.0.1',
             targetPort: destination.port,
             // Distinct session keys, as distinct clients would send.
-            ...(harness ? { credentials: harness.credentials(`setup-${(key++) % 4096}`) } : {}),
+            ...(harness ? harness.credentials(`setup-${(key++) % 4096}`) : {}),
           }),
         name,
         failures,
@@ -318,7 +318,7 @@ export async function benchConnectionSetup(options: SetupBenchOptions = FULL_SET
     return {
       title: 'Connection setup added by the pool',
       method: [
-        'Setup = from the client\'s TCP connect to the CONNECT success reply, one round trip per SOCKS5 step as curl does (greeting, then the pool\'s username/password, then CONNECT), measured by the client (bench/socks5-bench-client.ts).',
+        'Setup = from the client\'s TCP connect to the CONNECT success reply, one round trip per SOCKS5 step as curl does (greeting, then the pool\'s username/password, then CONNECT), measured by the client (test/support/clients/socks5-client.ts).',
         'Through the pool it contains the worker\'s handshake and token check, the IPC route round trip to the in-bench supervisor, and the worker\'s own SOCKS5 dial of the backend, which connects to a destination; direct is the same client straight to the backend (no credentials, one round trip fewer).',
         'Where the added time goes: the pool path has a credentials round trip that direct has not (the token check itself is a SHA-256 and a Map lookup). The worker asks the supervisor for the route as soon as the credentials are accepted and connects and greets the backend as soon as the route arrives, both while the client\'s CONNECT is on its way (docs/architecture.md, "Connection setup"), so the CONNECT step adds only what did not fit in that overlap plus the worker\'s forwarding of the request and the reply. The rows "where the added time goes" and "inside the pool" show each part; the worker\'s own code is a few per cent of its CPU time (see the profile section).',
         'Before the overlap (same machine, same bench) the 1-client added p50 was 0.85 ms, with the CONNECT step adding 0.61 ms.',

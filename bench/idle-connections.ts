@@ -13,7 +13,7 @@ import { requestMemoryReport, type MemoryReport } from './memory-report.js';
 import { fdCount, fdLimit, raiseFdLimit } from './process-usage.js';
 import { startProxyHarness } from './proxy-harness.js';
 import type { BenchSection } from './report.js';
-import { openSocksTunnel, type SocksCredentials } from './socks5-bench-client.js';
+import { openSocksTunnelOrThrow, type SocksCredentials } from '../test/support/clients/socks5-client.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -62,7 +62,7 @@ interface IdleResult {
  */
 async function holdIdle(proxyPort: number, pids: number[], wanted: number, credentials?: (i: number) => SocksCredentials): Promise<IdleResult> {
   const open = (i: number): Promise<net.Socket> =>
-    openSocksTunnel({ proxyPort, targetHost: DISCARD_HOST, targetPort: 9, timeoutMs: 30_000, ...(credentials ? { credentials: credentials(i) } : {}) }).then((t) => t.socket);
+    openSocksTunnelOrThrow({ port: proxyPort, host: DISCARD_HOST, targetPort: 9, timeoutMs: 30_000, ...(credentials ? credentials(i) : {}) }).then((t) => t.socket);
   const read = (): Promise<Reading[]> => Promise.all(pids.map(async (pid) => ({ ...(await requestMemoryReport(pid)), fds: fdCount(pid) })));
   const limit = Math.min(...pids.map((pid) => fdLimit(pid).soft));
   const held: net.Socket[] = [];

@@ -15,7 +15,7 @@ import type { CloseRecord, RouteParams, RouteResult } from '../shared/ipc/protoc
 import { WorkerManager } from '../supervisor/cluster/worker-manager.js';
 import { quietLogger } from '../test/support/quiet-logger.js';
 import { freePort } from './free-port.js';
-import type { SocksCredentials } from './socks5-bench-client.js';
+import type { SocksCredentials } from '../test/support/clients/socks5-client.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 

@@ -9,7 +9,7 @@ import { DOWNLOAD_REQUEST_BYTES, download } from './download-source.js';
 import { cpuMs } from './process-usage.js';
 import { startProxyHarness, type ProxyHarness } from './proxy-harness.js';
 import { type BenchSection, type Figure } from './report.js';
-import { openSocksTunnel, type SocksCredentials } from './socks5-bench-client.js';
+import { openSocksTunnelOrThrow, type SocksCredentials } from '../test/support/clients/socks5-client.js';
 
 /** DESIGN.md: relay throughput through the pool ≥ this × a bare one-hop Node relay. */
 const POOL_VS_BARE_RELAY_BUDGET = 0.9;
@@ -50,12 +50,12 @@ export async function measureDownload(
   const started = performance.now();
   await Promise.all(
     Array.from({ length: streams }, async (_, i) => {
-      const tunnel = await openSocksTunnel({
-        proxyPort,
-        targetHost: target.host,
+      const tunnel = await openSocksTunnelOrThrow({
+        port: proxyPort,
+        host: target.host,
         targetPort: target.port,
         timeoutMs: 60_000,
-        ...(credentials ? { credentials: credentials(i) } : {}),
+        ...(credentials ? credentials(i) : {}),
       });
       await download(tunnel.socket, per);
     }),

@@ -7,7 +7,7 @@
 import type { InstanceView, SessionView } from '../shared/api/views.js';
 import { startService, TEST_PROXY_TOKEN, type RunningService } from '../test/support/service-fixture.js';
 import { ms, percentile, type BenchSection, type Figure } from './report.js';
-import { openSocksTunnel, type SocksCredentials } from './socks5-bench-client.js';
+import { openSocksTunnelOrThrow, type SocksCredentials } from '../test/support/clients/socks5-client.js';
 
 /** DESIGN.md: the next request leaves through a new exit within this, p95. */
 const SESSION_ROTATION_P95_BUDGET_MS = 50;
@@ -50,10 +50,10 @@ async function exitOf(svc: RunningService, key: string): Promise<string> {
 
 /** The same request through any SOCKS5 listener: a port, or an instance's own Unix socket (without credentials, for comparison). */
 async function whoamiThrough(svc: RunningService, proxy: number | string, credentials?: SocksCredentials): Promise<string> {
-  const { socket } = await openSocksTunnel({
-    ...(typeof proxy === 'number' ? { proxyPort: proxy } : { proxyPort: 0, proxyPath: proxy }),
-    ...(credentials ? { credentials } : {}),
-    targetHost: 'whoami.testnet',
+  const { socket } = await openSocksTunnelOrThrow({
+    ...(typeof proxy === 'number' ? { port: proxy } : { proxyPath: proxy }),
+    ...(credentials ?? {}),
+    host: 'whoami.testnet',
     targetPort: svc.net.whoami.port,
     timeoutMs: 30_000,
   });
@@ -220,7 +220,7 @@ export async function benchSessionRotation(options: RotationBenchOptions = FULL_
   return {
     title: 'Session rotation vs NEWNYM',
     method: [
-      'The real service (the CLI, 2 proxy workers, the API worker) on the private Tor network, driven as a user would: a plain HTTP request to the whoami server through the SOCKS5 listener (bench/socks5-bench-client.ts, the exit address is the answer), `POST /api/sessions/{key}/rotate` with the proxy token, then requests until one answers from a different exit.',
+      'The real service (the CLI, 2 proxy workers, the API worker) on the private Tor network, driven as a user would: a plain HTTP request to the whoami server through the SOCKS5 listener (test/support/clients/socks5-client.ts, the exit address is the answer), `POST /api/sessions/{key}/rotate` with the proxy token, then requests until one answers from a different exit.',
       `The time runs from sending the rotate call to the complete answer (by Content-Length; tor's stream teardown after it is not waited for). Pool of 4: ${options.sessions} sessions, one rotation each; a request that still sees the old exit would be followed by another rotate call at once (counted).`,
       `On the private network about 1 request in 20 answers some 40 ms late, straight to an instance as much as through the pool (TCP delayed ACK inside the tor chain), so with ${options.sessions} sessions the p95 is decided by whether two of them hit that: the counts over ${SLOW_ANSWER_MS} ms are shown next to each figure.`,
       `Pool of 1: the session has nowhere to go, so its instance gets NEWNYM; ${options.newnymSamples} rotations back to back, requests every 100 ms, the rotation repeated after ${NEWNYM_RETRY_AFTER_MS / 1000} s without a new exit (tor delays NEWNYMs closer than 10 s, and a new circuit may pick the same exit out of the network's 4).`,

@@ -11,7 +11,7 @@ import { monotonicMicros, summariseCpuProfile, type ProfileSummary, type Profile
 import { startProxyHarness } from './proxy-harness.js';
 import { measureDownload } from './relay-throughput.js';
 import type { BenchSection, Figure } from './report.js';
-import { openSocksTunnel } from './socks5-bench-client.js';
+import { openSocksTunnelOrThrow } from '../test/support/clients/socks5-client.js';
 
 export interface ProfileBenchOptions {
   relayBytes: number;
@@ -68,7 +68,7 @@ export async function benchWorkerProfile(options: ProfileBenchOptions = FULL_PRO
       Array.from({ length: 32 }, async () => {
         while (done < options.setups) {
           done += 1;
-          const t = await openSocksTunnel({ proxyPort: port, targetHost: '127.0.0.1', targetPort: sourcePort, credentials: credentials(`profile-${done % 100}`) });
+          const t = await openSocksTunnelOrThrow({ port, host: '127.0.0.1', targetPort: sourcePort, ...credentials(`profile-${done % 100}`) });
           t.socket.destroy();
         }
       }),

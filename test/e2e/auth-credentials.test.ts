@@ -8,7 +8,7 @@ import http from 'node:http';
 import { curlHttp, curlSocks } from '../support/curl.js';
 import { apiJson, whoamiIp } from '../support/e2e-proxy-api.js';
 import { httpProxyGet } from '../support/e2e-proxy-http-client.js';
-import { socksConnect } from '../support/e2e-proxy-socks-client.js';
+import { openSocksTunnel } from '../support/clients/socks5-client.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
 
 interface CreatedToken {
@@ -28,7 +28,7 @@ describe('authentication on the proxy listeners and the API', function () {
   let svc: RunningService;
   let signIn: string;
 
-  const whoamiTarget = (): { host: string; port: number } => ({ host: 'whoami.testnet', port: svc.net.whoami.port });
+  const whoamiTarget = (): { host: string; targetPort: number } => ({ host: 'whoami.testnet', targetPort: svc.net.whoami.port });
 
   /** Both listeners carry a request for `key` with `secret` as the password (curl). */
   const expectProxiesAccept = async (key: string, secret: string): Promise<void> => {
@@ -42,8 +42,8 @@ describe('authentication on the proxy listeners and the API', function () {
 
   /** Both listeners refuse `secret`: in the SOCKS5 handshake, and with 407 + Proxy-Authenticate. */
   const expectProxiesRefuse = async (key: string, secret: string): Promise<void> => {
-    const raw = await socksConnect({ port: svc.socksPort, target: whoamiTarget(), credential: { username: key, password: secret } });
-    expect(raw.kind, 'SOCKS5 handshake').to.equal('auth-refused');
+    const raw = await openSocksTunnel({ port: svc.socksPort, ...whoamiTarget(), username: key, password: secret });
+    expect(raw, 'SOCKS5 handshake').to.deep.include({ kind: 'refused', step: 'auth' });
     const viaCurl = await curlSocks(svc.socksPort, key, secret, svc.whoamiUrl);
     expect(viaCurl.code, 'curl through SOCKS5 must fail').to.not.equal(0);
     const viaHttp = await httpProxyGet({ proxyPort: svc.httpPort, url: svc.whoamiUrl, credential: { username: key, password: secret } });
@@ -77,8 +77,8 @@ describe('authentication on the proxy listeners and the API', function () {
   });
 
   it('refuses a missing or unknown credential on both listeners', async () => {
-    const noAuth = await socksConnect({ port: svc.socksPort, target: whoamiTarget(), credential: null });
-    expect(noAuth.kind, 'SOCKS5 without a credential').to.equal('no-acceptable-method');
+    const noAuth = await openSocksTunnel({ port: svc.socksPort, ...whoamiTarget(), username: null });
+    expect(noAuth, 'SOCKS5 without a credential').to.deep.include({ kind: 'refused', step: 'method', code: 0xff });
     const noUser = await curlSocks(svc.socksPort, null, null, svc.whoamiUrl);
     expect(noUser.code, 'curl through SOCKS5 without a credential must fail').to.not.equal(0);
     const noHeader = await httpProxyGet({ proxyPort: svc.httpPort, url: svc.whoamiUrl, credential: null });

@@ -16,7 +16,7 @@ import { SignInCredentials } from '../../shared/auth/sign-in-credentials.js';
 import { AuthStore } from '../../supervisor/auth/auth-store.js';
 import { curlSocks } from '../support/curl.js';
 import { apiJson, sessionWhen } from '../support/e2e-proxy-api.js';
-import { socksHttpGet } from '../support/e2e-proxy-socks-client.js';
+import { socksHttpGet } from '../support/clients/socks5-client.js';
 import { rawHttp } from '../support/raw-http.js';
 import { quietLogger } from '../support/quiet-logger.js';
 import { TEST_ADMIN_PASSWORD, TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
@@ -64,11 +64,11 @@ describe('hardening: API access from other clients and other sites (authenticati
   });
 
   it("a proxy token cannot read, rotate, report on or delete another client address's session (8e)", async () => {
-    const target = { host: 'whoami.testnet', port: svc.net.whoami.port };
-    const other = await socksHttpGet({ port: svc.socksPort, target, credential: { username: '', password: TEST_PROXY_TOKEN }, localAddress: '127.0.0.2' });
-    expect(other.outcome.kind).to.equal('connected');
-    const mine = await socksHttpGet({ port: svc.socksPort, target, credential: { username: '', password: TEST_PROXY_TOKEN } });
-    expect(mine.outcome.kind).to.equal('connected');
+    const target = { host: 'whoami.testnet', targetPort: svc.net.whoami.port };
+    const other = await socksHttpGet({ port: svc.socksPort, ...target, username: '', password: TEST_PROXY_TOKEN, localAddress: '127.0.0.2' });
+    expect(other.outcome.kind).to.equal('open');
+    const mine = await socksHttpGet({ port: svc.socksPort, ...target, username: '', password: TEST_PROXY_TOKEN });
+    expect(mine.outcome.kind).to.equal('open');
     await sessionWhen(svc, 'ip:127.0.0.2', admin, 'the other address session accounted', (s) => s.requests === 1);
 
     const unknown = await svc.api('/api/sessions/ip:127.0.0.99', { bearer: TEST_PROXY_TOKEN });

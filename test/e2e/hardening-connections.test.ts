@@ -9,7 +9,7 @@ import { expect } from 'chai';
 import net from 'node:net';
 import { curlHttp, curlSocks } from '../support/curl.js';
 import { pollUntil } from '../support/fault-processes.js';
-import { httpGetOverTunnel, openSocksTunnel } from '../support/fault-socks-tunnel.js';
+import { httpGetOverTunnel, openSocksTunnel } from '../support/clients/socks5-client.js';
 import { parsePrometheusText, samplesOf } from '../support/e2e-heal-prometheus.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
 

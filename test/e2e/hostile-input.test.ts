@@ -9,7 +9,7 @@ import type { SessionView } from '../../shared/api/views.js';
 import { session, sessions } from '../support/fault-api.js';
 import { openFileDescriptors, pollUntil, serviceWorkers } from '../support/fault-processes.js';
 import { httpStatusOf, rawExchange, slowClient, type RawExchangeResult, type SlowClientResult } from '../support/fault-slowloris.js';
-import { openSocksTunnel, httpGetOverTunnel } from '../support/fault-socks-tunnel.js';
+import { openSocksTunnel, httpGetOverTunnel } from '../support/clients/socks5-client.js';
 import { httpProxyRequest, socksRequest } from '../support/fault-traffic.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
 

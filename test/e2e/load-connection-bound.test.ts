@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type net from 'node:net';
 import { pollUntil } from '../support/fault-processes.js';
-import { openSocksTunnel } from '../support/fault-socks-tunnel.js';
+import { openSocksTunnel } from '../support/clients/socks5-client.js';
 import { httpProxyRequest, socksRequest } from '../support/fault-traffic.js';
 import { parsePrometheusText, samplesOf } from '../support/e2e-heal-prometheus.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';

@@ -4,7 +4,7 @@ import { instances, sessions, settledTotals } from '../support/fault-api.js';
 import { EchoProcess } from '../support/fault-echo-server.js';
 import { FixedRate, mapWithConcurrency, openConnectTunnel, type RateOutcome } from '../support/fault-load.js';
 import { ensureFileDescriptorLimit, fileDescriptorLimit, openFileDescriptors, pollUntil, rssBytes, serviceWorkers } from '../support/fault-processes.js';
-import { echoRoundTrip, openSocksTunnel } from '../support/fault-socks-tunnel.js';
+import { echoRoundTrip, openSocksTunnel } from '../support/clients/socks5-client.js';
 import { httpProxyRequest } from '../support/fault-traffic.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
 

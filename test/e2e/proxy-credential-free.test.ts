@@ -8,7 +8,7 @@ import { curl, curlSocks } from '../support/curl.js';
 import { apiJson, instanceView, instanceWhen, sessionView, sessionWhen, whoamiIp } from '../support/e2e-proxy-api.js';
 import { httpProxyGet } from '../support/e2e-proxy-http-client.js';
 import { freeSessionPortBase } from '../support/e2e-proxy-ports.js';
-import { socksHttpGet } from '../support/e2e-proxy-socks-client.js';
+import { socksHttpGet } from '../support/clients/socks5-client.js';
 import { startService, type RunningService } from '../support/service-fixture.js';
 import { sharedTestnet } from '../support/testnet-fixture.js';
 
@@ -52,9 +52,9 @@ describe('credential-free proxying: AUTH_DISABLED, DEFAULT_SESSION=ip and sessio
 
   it('pins callers that name no session by client IP (DEFAULT_SESSION=ip) on both listeners', async () => {
     const before = (await sessionView(svc, LOOPBACK_IP_SESSION, undefined))?.requests ?? 0;
-    const target = { host: 'whoami.testnet', port: svc.net.whoami.port };
-    const raw = await socksHttpGet({ port: svc.socksPort, target, credential: null });
-    expect(raw.outcome.kind).to.equal('connected');
+    const target = { host: 'whoami.testnet', targetPort: svc.net.whoami.port };
+    const raw = await socksHttpGet({ port: svc.socksPort, ...target });
+    expect(raw.outcome.kind).to.equal('open');
     const viaCurl = await curl(['--socks5-hostname', `127.0.0.1:${svc.socksPort}`, svc.whoamiUrl]);
     expect(viaCurl.code, viaCurl.stderr).to.equal(0);
     const viaHttp = await httpProxyGet({ proxyPort: svc.httpPort, url: svc.whoamiUrl, credential: null });
@@ -66,8 +66,8 @@ describe('credential-free proxying: AUTH_DISABLED, DEFAULT_SESSION=ip and sessio
     await instanceWhen(svc, s.instance, bearer, `exit confirmed as ${ips[0]}`, (v) => v.exit_confirmed && v.exit_ip === ips[0]);
 
     // Another client address is another session.
-    const other = await socksHttpGet({ port: svc.socksPort, target, credential: null, localAddress: '127.0.0.2' });
-    expect(other.outcome.kind).to.equal('connected');
+    const other = await socksHttpGet({ port: svc.socksPort, ...target, localAddress: '127.0.0.2' });
+    expect(other.outcome.kind).to.equal('open');
     whoamiIp(other.body);
     await sessionWhen(svc, 'ip:127.0.0.2', bearer, 'its request accounted', (v) => v.requests >= 1);
     const keys = (await apiJson<SessionView[]>(svc, '/api/sessions', bearer)).map((v) => v.key);

@@ -8,7 +8,7 @@ import type { SessionView } from '../../shared/api/views.js';
 import { curlSocks } from '../support/curl.js';
 import { apiJson, instanceViews, poolSummary, sessionView, sessionWhen, eventually, whoamiIp } from '../support/e2e-proxy-api.js';
 import { httpProxyGet } from '../support/e2e-proxy-http-client.js';
-import { socksHttpGet } from '../support/e2e-proxy-socks-client.js';
+import { socksHttpGet } from '../support/clients/socks5-client.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
 
 const POOL_SIZE = 2;
@@ -32,12 +32,12 @@ describe('DEFAULT_SESSION=shared, with SESSION_TTL=3s', function () {
   });
 
   it('puts every caller that names no session, from any address and on both listeners, on one shared session', async () => {
-    const target = { host: 'whoami.testnet', port: svc.net.whoami.port };
+    const target = { host: 'whoami.testnet', targetPort: svc.net.whoami.port };
     const results = [
-      await socksHttpGet({ port: svc.socksPort, target, credential: ANONYMOUS }),
-      await socksHttpGet({ port: svc.socksPort, target, credential: ANONYMOUS, localAddress: '127.0.0.2' }),
+      await socksHttpGet({ port: svc.socksPort, ...target, ...ANONYMOUS }),
+      await socksHttpGet({ port: svc.socksPort, ...target, ...ANONYMOUS, localAddress: '127.0.0.2' }),
     ];
-    for (const r of results) expect(r.outcome.kind).to.equal('connected');
+    for (const r of results) expect(r.outcome.kind).to.equal('open');
     const viaHttp = await httpProxyGet({ proxyPort: svc.httpPort, url: svc.whoamiUrl, credential: ANONYMOUS });
     const viaHttpOther = await httpProxyGet({ proxyPort: svc.httpPort, url: svc.whoamiUrl, credential: ANONYMOUS, localAddress: '127.0.0.3' });
     expect(viaHttp.status, viaHttp.body).to.equal(200);
@@ -86,12 +86,12 @@ describe('DEFAULT_SESSION=random', function () {
 
   it('spreads callers that name no session over the instances and creates no session', async () => {
     const before = await instanceViews(svc, admin);
-    const target = { host: 'whoami.testnet', port: svc.net.whoami.port };
+    const target = { host: 'whoami.testnet', targetPort: svc.net.whoami.port };
     const requests = 16;
     for (let i = 0; i < requests; i++) {
       if (i % 2 === 0) {
-        const r = await socksHttpGet({ port: svc.socksPort, target, credential: ANONYMOUS });
-        expect(r.outcome.kind).to.equal('connected');
+        const r = await socksHttpGet({ port: svc.socksPort, ...target, ...ANONYMOUS });
+        expect(r.outcome.kind).to.equal('open');
         whoamiIp(r.body);
       } else {
         const r = await httpProxyGet({ proxyPort: svc.httpPort, url: svc.whoamiUrl, credential: ANONYMOUS });

@@ -9,7 +9,7 @@ import type { InstanceView, SessionRotateResult, SessionView } from '../../share
 import { curl, curlHttp, curlSocks } from '../support/curl.js';
 import { apiJson, instanceViews, instanceWhen, poolSummary, poolWhen, sessionView, sessionWhen, whoamiIp } from '../support/e2e-proxy-api.js';
 import { httpProxyGet } from '../support/e2e-proxy-http-client.js';
-import { socksConnect } from '../support/e2e-proxy-socks-client.js';
+import { openSocksTunnel } from '../support/clients/socks5-client.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
 
 const POOL_SIZE = 4;
@@ -180,13 +180,14 @@ describe('sticky proxying on the private network (4 instances)', function () {
       expect((await poolSummary(svc, admin)).routable).to.equal(0);
       expect((await svc.api('/health')).status).to.equal(503);
 
-      const socks = await socksConnect({
+      const socks = await openSocksTunnel({
         port: svc.socksPort,
-        target: { host: 'whoami.testnet', port: svc.net.whoami.port },
-        credential: { username: 'nowhere', password: TEST_PROXY_TOKEN },
+        host: 'whoami.testnet',
+        targetPort: svc.net.whoami.port,
+        username: 'nowhere',
+        password: TEST_PROXY_TOKEN,
       });
-      expect(socks.kind).to.equal('reply');
-      expect(socks.kind === 'reply' ? socks.code : null, 'SOCKS5 reply').to.equal(SOCKS_GENERAL_FAILURE);
+      expect(socks, 'SOCKS5 reply').to.deep.include({ kind: 'refused', step: 'request', code: SOCKS_GENERAL_FAILURE });
       expect(socks.elapsedMs).to.be.below(IMMEDIATE_FAILURE_MS);
 
       const plain = await httpProxyGet({ proxyPort: svc.httpPort, url: svc.whoamiUrl, credential: { username: 'nowhere', password: TEST_PROXY_TOKEN } });
