@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { WorkerManager, type WorkerHandle } from '../supervisor/cluster/worker-manager.js';
-import { quietLogger } from '../test/support/quiet-logger.js';
+import { quietLogger } from '../test/support/fakes/quiet-logger.js';
 import { ms, percentile, type BenchSection } from './report.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -16,7 +16,7 @@ const SETUP_P99_BUDGET_MS = 3;
  */
 export async function benchIpcRoundTrip(samples = 20_000): Promise<BenchSection> {
   const manager = new WorkerManager({
-    exec: path.join(here, '..', 'test', 'support', 'ipc-test-worker.js'),
+    exec: path.join(here, '..', 'test', 'support', 'processes', 'ipc-test-worker.js'),
     specs: [{ role: 'proxy', count: 1 }],
     env: {},
     log: quietLogger(),

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { startTestnet, type Testnet } from '../internal/testnet/index.js';
 import { TorInstance } from '../supervisor/tor/instance.js';
-import { quietLogger } from '../test/support/quiet-logger.js';
+import { quietLogger } from '../test/support/fakes/quiet-logger.js';
 import type { BenchSection } from './report.js';
 
 /** DESIGN.md: a pool of 10 is ready within this factor of the time one instance takes. */

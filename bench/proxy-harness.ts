@@ -13,8 +13,8 @@ import { digestTokenSecret } from '../shared/auth/token-format.js';
 import { encodeWorkerConfig, loadConfig, WORKER_CONFIG_ENV } from '../shared/config/index.js';
 import type { CloseRecord, RouteParams, RouteResult } from '../shared/ipc/protocol.js';
 import { WorkerManager } from '../supervisor/cluster/worker-manager.js';
-import { quietLogger } from '../test/support/quiet-logger.js';
-import { freePort } from './free-port.js';
+import { quietLogger } from '../test/support/fakes/quiet-logger.js';
+import { freePort } from '../test/support/network/free-ports.js';
 import type { SocksCredentials } from '../test/support/clients/socks5-client.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));

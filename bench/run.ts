@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { packageRoot } from '../shared/version.js';
-import { stopSharedTestnet } from '../test/support/testnet-fixture.js';
+import { stopSharedTestnet } from '../test/support/fixtures/testnet.js';
 import { benchConnectionSetup, FULL_SETUP_OPTIONS } from './connection-setup.js';
 import { benchIdleConnections, FULL_IDLE_OPTIONS } from './idle-connections.js';
 import { benchIpcRoundTrip } from './ipc-roundtrip.js';

@@ -5,7 +5,7 @@
  * in a pool of 1 (nowhere to move: the instance gets NEWNYM instead).
  */
 import type { InstanceView, SessionView } from '../shared/api/views.js';
-import { startService, TEST_PROXY_TOKEN, type RunningService } from '../test/support/service-fixture.js';
+import { startService, TEST_PROXY_TOKEN, type RunningService } from '../test/support/fixtures/service.js';
 import { ms, percentile, type BenchSection, type Figure } from './report.js';
 import { openSocksTunnelOrThrow, type SocksCredentials } from '../test/support/clients/socks5-client.js';
 

@@ -4,8 +4,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { findRepoRoot } from '../../internal/testnet/repo-root.js';
-import { curlSocks } from '../support/curl.js';
-import { TEST_ADMIN_PASSWORD, TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
+import { curlSocks } from '../support/clients/curl.js';
+import { TEST_ADMIN_PASSWORD, TEST_PROXY_TOKEN, startService, type RunningService } from '../support/fixtures/service.js';
+import { pollUntil } from '../support/waiting.js';
 
 /**
  * The dashboard in Debian's Chromium (headless, driven by playwright-core) against the real
@@ -38,21 +39,6 @@ function watchErrors(page: Page): string[] {
 }
 
 /** Polls `probe` until it returns a value other than undefined. */
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000, everyMs = 200): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${String(last)})` : ''}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
-
 // Browser-side snippets are strings: the root tsconfig has no DOM library.
 const READ_INSTANCE_ROWS = `[...document.querySelectorAll('table.instances tbody tr[data-instance]')].map((r) => {
   const exit = r.querySelector('[data-exit-kind]');
@@ -187,7 +173,7 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
 
   it('sees the instances become ready with exit IPs', async () => {
     await goTo(page, 'Instances');
-    const rows = await until('two ready instances with exits', async () => {
+    const rows = await pollUntil('two ready instances with exits', async () => {
       const r = await instanceRows(page);
       return r.length === 2 && r.every((x) => x.ready && /^127\.0\.0\.\d+$/.test(x.exit)) ? r : undefined;
     }, 120_000);
@@ -210,7 +196,7 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     await dialog.waitFor();
     await dialog.getByRole('button', { name: 'Rotate', exact: true }).click();
     let sawRetired = false;
-    const now = await until('a new exit on instance 0', async () => {
+    const now = await pollUntil('a new exit on instance 0', async () => {
       const r = (await instanceRows(page)).find((x) => x.id === 0);
       if (r === undefined) return undefined;
       if (r.exit === '' && r.retired === old) sawRetired = true;
@@ -244,12 +230,12 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
       await dialog.waitFor({ state: 'detached' });
     };
     await resize(3);
-    await until('instance 2 ready', async () => {
+    await pollUntil('instance 2 ready', async () => {
       const r = await instanceRows(page);
       return r.length === 3 && r[2]!.ready ? true : undefined;
     }, 120_000);
     await resize(2);
-    await until('two instances again', async () => ((await instanceRows(page)).length === 2 ? true : undefined), 60_000);
+    await pollUntil('two instances again', async () => ((await instanceRows(page)).length === 2 ? true : undefined), 60_000);
   });
 
   it('creates a token (secret shown once, copyable) and revokes it', async () => {
@@ -295,10 +281,10 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     await rows.filter({ hasText: `token ${id} (admin) revoked` }).waitFor({ timeout: 15_000 });
     // Filter by type.
     await page.getByRole('button', { name: 'resize', exact: true }).click();
-    await until('only resize events', async () => {
+    await pollUntil('only resize events', async () => {
       const types = await page.evaluate<string[]>(`[...document.querySelectorAll('table.events tbody tr')].map((e) => e.getAttribute('data-event-type'))`);
       return types.length >= 2 && types.every((t) => t === 'resize') ? true : undefined;
-    });
+    }, 60_000);
     await page.getByRole('button', { name: 'all', exact: true }).click();
   });
 
@@ -306,7 +292,7 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     await goTo(page, 'Sessions');
     await page.locator('tr[data-session="alice"]').waitFor({ timeout: 15_000 });
     await page.getByRole('searchbox').fill('ali');
-    await until('only alice listed', async () => ((await page.locator('tr[data-session]').count()) === 1 ? true : undefined));
+    await pollUntil('only alice listed', async () => ((await page.locator('tr[data-session]').count()) === 1 ? true : undefined), 60_000);
     await page.getByRole('button', { name: 'Rotate session alice' }).click();
     await page.locator('.notice', { hasText: 'Session alice moved to instance' }).waitFor({ timeout: 20_000 });
     await page.getByRole('searchbox').fill('');
@@ -369,7 +355,7 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     const traffic = backgroundTraffic(svc);
     try {
       await goTo(page, 'Overview');
-      await until('traffic in the rates', async () => {
+      await pollUntil('traffic in the rates', async () => {
         const rate = await page.locator('[data-stat="rate-requests"] .card-value').textContent();
         return rate !== null && rate.trim() !== '0' ? true : undefined;
       }, 30_000);

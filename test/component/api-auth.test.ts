@@ -12,7 +12,8 @@ import {
   undocumentedResponses,
   type ApiHarness,
   type ApiResponse,
-} from './api-support-harness.js';
+} from '../support/fixtures/api-harness.js';
+import { waitFor } from '../support/waiting.js';
 
 /**
  * The authentication endpoints of the real app (docs/api.md, "Authentication endpoints", "Tokens"): status, login
@@ -23,14 +24,6 @@ import {
 function expectPlainError(r: ApiResponse, status: number, what: string): void {
   expect(r.status, `${what}: ${r.text}`).to.equal(status);
   expect(r.headers.get('content-type'), what).to.match(/^text\/plain/);
-}
-
-async function until(condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 describe('API authentication endpoints', function () {
@@ -65,7 +58,7 @@ describe('API authentication endpoints', function () {
       expect(body.user).to.equal(ADMIN_USER);
       expect(body.expires).to.be.within(before + LOGIN_TTL_MS / 1000 - 1, before + LOGIN_TTL_MS / 1000 + 2);
       expect((await h.request('/api/pool', { bearer: body.token })).status).to.equal(200);
-      await until(() => h.fake.signIns.length > 0, 'the signed-in notice');
+      await waitFor('the signed-in notice', () => h.fake.signIns.length > 0);
       expect(h.fake.signIns.at(-1)).to.deep.equal({ user: ADMIN_USER, address: '127.0.0.1' });
     });
 

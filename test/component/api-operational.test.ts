@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { WorkerRequests } from '../../shared/ipc/protocol.js';
 import { CONTENT_SECURITY_POLICY } from '../../workers/api/security-headers.js';
-import { concretePath, startApiHarness, undocumentedResponses, type ApiHarness, type ApiResponse } from './api-support-harness.js';
+import { concretePath, startApiHarness, undocumentedResponses, type ApiHarness, type ApiResponse } from '../support/fixtures/api-harness.js';
 
 /**
  * /health, /metrics and the dashboard's static assets (public), and what every route answers

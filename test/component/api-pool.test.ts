@@ -4,9 +4,9 @@ import { MAX_POOL_SIZE } from '../../shared/config/config.js';
 import type { InstanceAction } from '../../shared/ipc/protocol.js';
 import { MAX_JSON_BODY_BYTES } from '../../workers/api/api-app.js';
 import { EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT } from '../../workers/api/route-table.js';
-import { cannedData, cannedHealth, refuse } from '../support/fake-supervisor-ipc.js';
-import { fuzzRuns } from '../support/fuzz-runs.js';
-import { startApiHarness, undocumentedResponses, type ApiHarness, type ApiResponse } from './api-support-harness.js';
+import { cannedData, cannedHealth, refuse } from '../support/fakes/supervisor-ipc.js';
+import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
+import { startApiHarness, undocumentedResponses, type ApiHarness, type ApiResponse } from '../support/fixtures/api-harness.js';
 
 /**
  * Pool, instance, session, event and statistics endpoints of the real app: success status and

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { rawHttp as raw } from '../support/raw-http.js';
-import { startApiHarness, type ApiHarness } from './api-support-harness.js';
+import { rawHttp as raw } from '../support/network/raw-http.js';
+import { startApiHarness, type ApiHarness } from '../support/fixtures/api-harness.js';
 
 /**
  * The DNS-rebinding and cross-site guards of the real app (request-origin.ts), with the raw

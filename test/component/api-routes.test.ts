@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { Access } from '../../workers/api/access.js';
-import { PROXY_TOKEN, concretePath, startApiHarness, undocumentedResponses, type ApiHarness, type ApiResponse } from './api-support-harness.js';
+import { PROXY_TOKEN, concretePath, startApiHarness, undocumentedResponses, type ApiHarness, type ApiResponse } from '../support/fixtures/api-harness.js';
 
 /**
  * The default-closed API (docs/api.md, "Authentication and access", "Errors" 401/403/404): a walk over

@@ -3,9 +3,10 @@ import net from 'node:net';
 import type { AuditEvent } from '../../shared/api/audit-event.js';
 import { TICKET_TTL_MS } from '../../shared/auth/sign-in-credentials.js';
 import { schemaViolations } from '../support/parsers/openapi-schema.js';
-import { loadOpenApiDocument } from '../support/openapi-document.js';
-import { StreamClient } from '../support/sse-stream-client.js';
-import { LOGIN_TTL_MS, startApiHarness, type ApiHarness } from './api-support-harness.js';
+import { loadOpenApiDocument } from '../support/parsers/openapi-document.js';
+import { StreamClient } from '../support/clients/sse-stream.js';
+import { LOGIN_TTL_MS, startApiHarness, type ApiHarness } from '../support/fixtures/api-harness.js';
+import { waitFor } from '../support/waiting.js';
 
 /**
  * GET /api/stream on the real app (docs/api.md, "Live stream"): who may open it, the framing (retry,
@@ -13,14 +14,6 @@ import { LOGIN_TTL_MS, startApiHarness, type ApiHarness } from './api-support-ha
  * subscriber on disconnect, and a stalled subscriber that loses frames and is dropped without
  * holding anyone else back.
  */
-
-async function until(condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
 
 function auditEvent(id: number, message = `event ${id}`): AuditEvent {
   return { id, time: new Date().toISOString(), type: 'rotate', instance: 0, session: null, message, details: { by: 'api' } };
@@ -61,7 +54,7 @@ describe('API live stream (GET /api/stream)', function () {
     const token = created.json() as { id: string; secret: string };
     const c = await connect('/api/stream', { authorization: `Bearer ${token.secret}` });
     const other = await connect('/api/stream', { authorization: `Bearer ${h.adminToken}` });
-    await until(() => h.hub.size >= 2, 'two subscribers');
+    await waitFor('two subscribers', () => h.hub.size >= 2);
     const revoked = await h.request(`/api/tokens/${token.id}`, { method: 'DELETE', bearer: h.adminToken });
     expect(revoked.status).to.equal(204);
     // The last event was written before the worker acknowledged the new snapshot.
@@ -88,7 +81,7 @@ describe('API live stream (GET /api/stream)', function () {
     const ticket = await h.ticket();
     const a = await connect(`/api/stream?ticket=${ticket}`);
     const b = await connect('/api/stream', { authorization: `Bearer ${h.adminToken}` });
-    await until(() => h.hub.size >= 2, 'two subscribers');
+    await waitFor('two subscribers', () => h.hub.size >= 2);
     const before = { a: a.frames.length, b: b.frames.length };
     h.fake.data.pool.sessions = 42;
     h.fake.pushState();
@@ -142,15 +135,15 @@ describe('API live stream (GET /api/stream)', function () {
   });
 
   it('frees a subscriber when its client disconnects', async () => {
-    await until(() => h.hub.size === 0, 'earlier subscribers gone');
+    await waitFor('earlier subscribers gone', () => h.hub.size === 0);
     const c = await connect(`/api/stream?ticket=${await h.ticket()}`);
-    await until(() => h.hub.size === 1, 'the subscriber');
+    await waitFor('the subscriber', () => h.hub.size === 1);
     c.close();
-    await until(() => h.hub.size === 0, 'the subscriber freed');
+    await waitFor('the subscriber freed', () => h.hub.size === 0);
   });
 
   it('skips a stalled subscriber (drops its frames, then disconnects it) while a fast one receives every frame', async () => {
-    await until(() => h.hub.size === 0, 'earlier subscribers gone');
+    await waitFor('earlier subscribers gone', () => h.hub.size === 0);
     const ticket = await h.ticket();
     // A client that sends its request and never reads a byte.
     const stalled = net.connect(Number(new URL(h.base).port), '127.0.0.1');
@@ -159,7 +152,7 @@ describe('API live stream (GET /api/stream)', function () {
     stalled.write(`GET /api/stream?ticket=${ticket} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
     stalled.pause();
     const fast = await connect(`/api/stream?ticket=${ticket}`);
-    await until(() => h.hub.size === 2, 'both subscribers');
+    await waitFor('both subscribers', () => h.hub.size === 2);
 
     // Large frames, each published once the fast client has the previous one, until the
     // stalled client's socket buffers are full and the hub starts dropping its frames.

@@ -10,8 +10,9 @@ import { ConnectionBudget } from '../../workers/proxy/connection-budget.js';
 import { HttpProxyServer } from '../../workers/proxy/http-proxy-server.js';
 import type { CredentialPolicy } from '../../workers/proxy/proxy-types.js';
 import { Socks5ProxyServer } from '../../workers/proxy/socks5-server.js';
-import { startFakeSocksBackend, type FakeSocksBackend } from '../support/fake-socks-backend.js';
-import { FakeRouter, RecordingEvents, capturingLogger, waitFor } from '../support/proxy-fakes.js';
+import { startFakeSocksBackend, type FakeSocksBackend } from '../support/fakes/socks-backend.js';
+import { FakeRouter, RecordingEvents, capturingLogger } from '../support/fakes/proxy-parts.js';
+import { waitFor } from '../support/waiting.js';
 
 const TOKEN = 'tp_0123456789abcdefghijkl';
 const credentials: CredentialPolicy = { required: true, check: (_user, password) => (password === TOKEN ? { ok: true } : { ok: false }) };
@@ -121,7 +122,7 @@ describe('proxy: connection budget shared by the listeners of a worker (componen
 
     // One tunnel ends: the budget is free again for the next client, on the other listener too.
     clients.shift()?.destroy();
-    await waitFor(() => budget.inUse === 1, 'budget given back');
+    await waitFor('budget given back', () => budget.inUse === 1);
     const served = await new Promise<string>((resolve, reject) => {
       const req = http.request(
         { host: '127.0.0.1', port: httpPort(), method: 'CONNECT', path: `127.0.0.1:${destinationPort}`, headers: { 'Proxy-Authorization': `Basic ${Buffer.from(`alice:${TOKEN}`).toString('base64')}` } },
@@ -142,9 +143,9 @@ describe('proxy: connection budget shared by the listeners of a worker (componen
     const half = await connect(socksPort());
     half.write(Buffer.from([5, 1, 2]));
     clients.push(await socksTunnel(socksPort(), destinationPort));
-    await waitFor(() => budget.inUse === 2, 'both held');
+    await waitFor('both held', () => budget.inUse === 2);
     half.destroy();
-    await waitFor(() => budget.inUse === 1, 'the half-finished handshake gave its place back');
+    await waitFor('the half-finished handshake gave its place back', () => budget.inUse === 1);
     await socks.close();
     expect(budget.inUse).to.equal(0);
   });

@@ -7,12 +7,13 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
-import { startFakeSocksBackend, type FakeSocksBackend } from '../support/fake-socks-backend.js';
-import { FakeRouter, RecordingEvents, capturingLogger, waitFor } from '../support/proxy-fakes.js';
+import { startFakeSocksBackend, type FakeSocksBackend } from '../support/fakes/socks-backend.js';
+import { FakeRouter, RecordingEvents, capturingLogger } from '../support/fakes/proxy-parts.js';
 import { HttpProxyServer } from '../../workers/proxy/http-proxy-server.js';
 import { HTTP_MAX_HEAD_BYTES } from '../../workers/proxy/http-proxy-head.js';
 import type { ProxyTimeouts } from '../../workers/proxy/proxy-timeouts.js';
 import type { CredentialPolicy, RouteDecision, RouteRequest } from '../../workers/proxy/proxy-types.js';
+import { waitFor } from '../support/waiting.js';
 
 // --- fakes ------------------------------------------------------------------------------------
 
@@ -263,7 +264,7 @@ describe('proxy: HTTP proxy listener (component, real sockets)', function () {
       expect(backendA.requests[0]).to.deep.include({ addressType: 'domain', host: 'localhost', port: originPort, methods: [0] });
       expect(router.requests).to.deep.equal([{ sessionKey: 'alice', clientIp: '127.0.0.1', listener: 'http' }]);
       expect(originLog[0]).to.deep.include({ method: 'GET', url: '/hello' });
-      await waitFor(() => events.closed.length === 1, 'accounting');
+      await waitFor('accounting', () => events.closed.length === 1);
       expect(events.closed[0]!.stats.ok).to.equal(true);
       expect(events.closed[0]!.listener).to.equal('http');
     });
@@ -307,7 +308,7 @@ describe('proxy: HTTP proxy listener (component, real sockets)', function () {
       expect(backendA.requests.map((r) => r.port)).to.deep.equal([originPort]);
       expect(backendB.requests.map((r) => r.port)).to.deep.equal([originPort]);
       expect(client.isEnded).to.equal(false);
-      await waitFor(() => events.closed.length === 2, 'accounting');
+      await waitFor('accounting', () => events.closed.length === 2);
       expect(events.closed.map((c) => c.route.instanceId)).to.deep.equal([1, 2]);
       client.socket.destroy();
     });
@@ -369,7 +370,7 @@ describe('proxy: HTTP proxy listener (component, real sockets)', function () {
       expect([...response.headers.keys()]).to.deep.equal(['x-end-to-end', 'content-length']);
       const forwarded = received[0]!.toString('latin1');
       expect(forwarded).to.equal(`GET /path?q=1 HTTP/1.1\r\nHost: localhost:${rawPort}\r\nX-Custom: kept\r\nConnection: close\r\n\r\n`);
-      await waitFor(() => events.closed.length === 1, 'accounting');
+      await waitFor('accounting', () => events.closed.length === 1);
       expect(events.closed[0]!.stats).to.include({ bytesUp: received[0]!.length, bytesDown: originResponse.length, ok: true });
       client.socket.destroy();
     });
@@ -410,7 +411,7 @@ describe('proxy: HTTP proxy listener (component, real sockets)', function () {
       const received = await client.readAll();
       expect(received.toString('latin1')).to.match(/^HTTP\/1\.1 200 OK\r\n[\s\S]*partial$/);
       expect(errors).to.deep.equal(['ECONNRESET']);
-      await waitFor(() => events.closed.length === 1, 'accounting');
+      await waitFor('accounting', () => events.closed.length === 1);
       expect(events.closed[0]!.stats.failure).to.deep.equal({ kind: 'reset', scored: true });
     });
 
@@ -435,11 +436,11 @@ describe('proxy: HTTP proxy listener (component, real sockets)', function () {
       client.send(`GET http://127.0.0.1:${port}/ HTTP/1.1\r\n${AUTH}\r\n\r\n`);
       await new Promise((resolve) => setTimeout(resolve, 100));
       client.socket.destroy();
-      await waitFor(() => events.closed.length === 1, 'accounting');
+      await waitFor('accounting', () => events.closed.length === 1);
       expect(events.closed[0]!.stats.ok).to.equal(true);
       expect(events.closed[0]!.stats.bytesDown).to.be.greaterThan(0);
-      await waitFor(() => upstreamClosed, 'upstream closed');
-      await waitFor(() => proxy.connectionCount === 0, 'release');
+      await waitFor('upstream closed', () => upstreamClosed);
+      await waitFor('release', () => proxy.connectionCount === 0);
     });
 
     it('answers 504 with Proxy-Status when the destination never answers', async () => {
@@ -483,7 +484,7 @@ describe('proxy: HTTP proxy listener (component, real sockets)', function () {
       client.socket.end(payload.subarray(1000));
       const echoed = await client.readAll();
       expect(echoed.equals(payload)).to.equal(true);
-      await waitFor(() => events.closed.length === 1, 'accounting');
+      await waitFor('accounting', () => events.closed.length === 1);
       expect(events.closed[0]!.stats).to.include({ bytesUp: payload.length, bytesDown: payload.length, ok: true });
     });
   });
@@ -574,7 +575,7 @@ describe('proxy: HTTP proxy listener (component, real sockets)', function () {
       backendA.refuseWith = null;
       backendA.silent = true;
       expect(await statusOf('http://example.com/')).to.deep.equal([504, 'connection_timeout']);
-      await waitFor(() => events.closed.length === 5, 'accounting');
+      await waitFor('accounting', () => events.closed.length === 5);
       expect(events.closed.map((c) => c.stats.failure)).to.deep.equal([
         { kind: 'socks_refused', socksReply: 4, scored: true },
         { kind: 'socks_refused', socksReply: 5, scored: true },
@@ -627,7 +628,7 @@ describe('proxy: HTTP proxy listener (component, real sockets)', function () {
       client.send(`GET http://localhost:${originPort}/hello HTTP/1.1\r\n${AUTH}\r\n\r\n`);
       expect((await client.response()).status).to.equal(200);
       expect((await client.readAll()).length).to.equal(0);
-      await waitFor(() => proxy.connectionCount === 0, 'release');
+      await waitFor('release', () => proxy.connectionCount === 0);
     });
   });
 });

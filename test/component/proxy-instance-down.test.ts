@@ -12,8 +12,9 @@ import { HttpProxyServer } from '../../workers/proxy/http-proxy-server.js';
 import { InstanceDownSignal } from '../../workers/proxy/instance-down.js';
 import type { CredentialPolicy, RouteRequest } from '../../workers/proxy/proxy-types.js';
 import { Socks5ProxyServer } from '../../workers/proxy/socks5-server.js';
-import { startFakeSocksBackend, type FakeSocksBackend } from '../support/fake-socks-backend.js';
-import { FakeRouter, RecordingEvents, capturingLogger, waitFor } from '../support/proxy-fakes.js';
+import { startFakeSocksBackend, type FakeSocksBackend } from '../support/fakes/socks-backend.js';
+import { FakeRouter, RecordingEvents, capturingLogger } from '../support/fakes/proxy-parts.js';
+import { waitFor } from '../support/waiting.js';
 
 const TOKEN = 'tp_0123456789abcdefghijkl';
 const credentials: CredentialPolicy = { required: true, check: (_user, password) => (password === TOKEN ? { ok: true } : { ok: false }) };
@@ -85,14 +86,14 @@ describe('proxy: re-routing a dial away from an instance reported down (componen
           ? ['--socks5-hostname', `127.0.0.1:${port(socks)}`, '--proxy-user', `alice:${TOKEN}`]
           : ['-x', `http://127.0.0.1:${port(httpProxy)}`, '--proxy-user', `alice:${TOKEN}`];
       const result = curl([...args, `http://127.0.0.1:${originPort}/`]);
-      await waitFor(() => frozen.requests.length === 1, 'the CONNECT held by the frozen instance');
+      await waitFor('the CONNECT held by the frozen instance', () => frozen.requests.length === 1);
       expect(signal.size, 'the dial is watched').to.equal(1);
       signal.markDown(FROZEN);
       const r = await result;
       expect(r.stderr).to.equal('');
       expect(r.stdout).to.equal('served by the instance the session moved to');
       expect(router.requests, 'routed once more after the report').to.have.length(2);
-      await waitFor(() => events.closed.length === 2, 'both attempts accounted');
+      await waitFor('both attempts accounted', () => events.closed.length === 2);
       expect(events.closed[0]).to.deep.include({ listener });
       expect(events.closed[0]!.route.instanceId).to.equal(FROZEN);
       expect(events.closed[0]!.stats).to.deep.include({ ok: false, failure: { kind: 'dial', scored: false } });
@@ -111,15 +112,15 @@ describe('proxy: re-routing a dial away from an instance reported down (componen
           ? ['--socks5-hostname', `127.0.0.1:${port(socks)}`, '--proxy-user', `alice:${TOKEN}`]
           : ['-x', `http://127.0.0.1:${port(httpProxy)}`, '--proxy-user', `alice:${TOKEN}`, '--write-out', '%{http_code}'];
       const result = curl([...args, `http://127.0.0.1:${originPort}/`]);
-      await waitFor(() => frozen.requests.length === 1, 'first CONNECT held');
+      await waitFor('first CONNECT held', () => frozen.requests.length === 1);
       signal.markDown(FROZEN);
-      await waitFor(() => healthy.requests.length === 1, 'second CONNECT held');
+      await waitFor('second CONNECT held', () => healthy.requests.length === 1);
       signal.markDown(HEALTHY);
       const r = await result;
       if (listener === 'socks') expect(r.code, `curl reports the SOCKS failure: ${r.stderr}`).to.equal(97);
       else expect(r.stdout).to.match(/instance stopped answering\n502$/);
       expect(router.requests).to.have.length(2);
-      await waitFor(() => events.closed.length === 2, 'both attempts accounted');
+      await waitFor('both attempts accounted', () => events.closed.length === 2);
       for (const c of events.closed) expect(c.stats).to.deep.include({ ok: false, failure: { kind: 'dial', scored: false } });
       expect(signal.size).to.equal(0);
     });

@@ -7,11 +7,12 @@ import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
-import { startFakeSocksBackend, type FakeSocksBackend } from '../support/fake-socks-backend.js';
-import { FakeRouter, RecordingEvents, capturingLogger, waitFor } from '../support/proxy-fakes.js';
+import { startFakeSocksBackend, type FakeSocksBackend } from '../support/fakes/socks-backend.js';
+import { FakeRouter, RecordingEvents, capturingLogger } from '../support/fakes/proxy-parts.js';
 import type { CredentialPolicy, RouteDecision, RouteRequest } from '../../workers/proxy/proxy-types.js';
 import { Socks5ProxyServer, createSessionPortServer } from '../../workers/proxy/socks5-server.js';
 import type { ProxyTimeouts } from '../../workers/proxy/proxy-timeouts.js';
+import { waitFor } from '../support/waiting.js';
 
 // --- fakes ------------------------------------------------------------------------------------
 
@@ -197,7 +198,7 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
     const echoed = await reader.readAll();
     expect(echoed.length).to.equal(payload.length);
     expect(echoed.equals(payload)).to.equal(true);
-    await waitFor(() => events.closed.length === 1, 'accounting');
+    await waitFor('accounting', () => events.closed.length === 1);
     expect(events.opened).to.have.length(1);
     expect(events.closed[0]!.stats).to.include({ bytesUp: payload.length, bytesDown: payload.length, ok: true });
     expect(events.closed[0]!.listener).to.equal('socks');
@@ -214,7 +215,7 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
     const received = await reader.readAll();
     expect(received.subarray(0, 32).equals(createHash('sha256').update(upload).digest())).to.equal(true);
     expect(received.subarray(32).equals(download)).to.equal(true);
-    await waitFor(() => events.closed.length === 1, 'accounting');
+    await waitFor('accounting', () => events.closed.length === 1);
     expect(events.closed[0]!.stats).to.include({ bytesUp: upload.length, bytesDown: 32 + download.length, ok: true });
   });
 
@@ -258,14 +259,14 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
       await startProxy(requiredCredentials);
       const port = await destination(echoServer());
       const { socket, reader } = await authenticate();
-      await waitFor(() => router.requests.length === 1 && backend.connectionCount() === 1, 'route and instance connection before the CONNECT');
+      await waitFor('route and instance connection before the CONNECT', () => router.requests.length === 1 && backend.connectionCount() === 1);
       expect(router.requests[0]).to.deep.include({ sessionKey: 'alice', listener: 'socks' });
       expect(backend.requests, 'no request forwarded before the client sent one').to.have.length(0);
       socket.write(connectRequest({ ipv4: '127.0.0.1' }, port));
       expect((await reader.read(10))[1]).to.equal(0);
       socket.end('early routed');
       expect((await reader.readAll()).toString()).to.equal('early routed');
-      await waitFor(() => events.closed.length === 1, 'accounting');
+      await waitFor('accounting', () => events.closed.length === 1);
       expect(router.requests, 'one route per connection').to.have.length(1);
       expect(events.opened).to.have.length(1);
       expect(events.released).to.have.length(0);
@@ -275,10 +276,10 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
     it('hands the route back, not as a request, when an authenticated client leaves before its CONNECT', async () => {
       await startProxy(requiredCredentials);
       const { socket } = await authenticate();
-      await waitFor(() => backend.connectionCount() === 1, 'instance connection opened ahead');
+      await waitFor('instance connection opened ahead', () => backend.connectionCount() === 1);
       socket.destroy();
-      await waitFor(() => events.released.length === 1, 'route released');
-      await waitFor(() => backend.connectionCount() === 0, 'instance connection closed');
+      await waitFor('route released', () => events.released.length === 1);
+      await waitFor('instance connection closed', () => backend.connectionCount() === 0);
       expect(events.released[0]).to.deep.include({ listener: 'socks' });
       expect(events.released[0]!.route).to.deep.include({ sessionKey: 'alice', instanceId: 1 });
       expect(events.opened).to.have.length(0);
@@ -289,12 +290,12 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
     it('hands the route back when the request after authentication is refused (BIND)', async () => {
       await startProxy(requiredCredentials);
       const { socket, reader } = await authenticate();
-      await waitFor(() => router.requests.length === 1, 'route requested');
+      await waitFor('route requested', () => router.requests.length === 1);
       socket.write(connectRequest({ ipv4: '127.0.0.1' }, 80, 2));
       const reply = await reader.read(10);
       expect(reply[1], 'command not supported').to.equal(7);
       await reader.closed();
-      await waitFor(() => events.released.length === 1 && backend.connectionCount() === 0, 'route released, instance connection closed');
+      await waitFor('route released, instance connection closed', () => events.released.length === 1 && backend.connectionCount() === 0);
       expect(events.opened).to.have.length(0);
       expect(events.closed).to.have.length(0);
     });
@@ -310,11 +311,11 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
         return decide(request, router.requests.length - 1);
       };
       const { socket } = await authenticate();
-      await waitFor(() => router.requests.length === 1, 'route requested');
+      await waitFor('route requested', () => router.requests.length === 1);
       socket.destroy();
-      await waitFor(() => proxy.connectionCount === 0, 'connection gone');
+      await waitFor('connection gone', () => proxy.connectionCount === 0);
       answer!();
-      await waitFor(() => events.released.length === 1, 'late route released');
+      await waitFor('late route released', () => events.released.length === 1);
       await new Promise((resolve) => setTimeout(resolve, 50));
       expect(backend.connectionCount(), 'no instance connection for a client that left').to.equal(0);
       expect(events.opened).to.have.length(0);
@@ -378,7 +379,7 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
     expect(refusedPrivate.reply).to.equal(2);
     const refusedLocalhost = await socksConnect(proxyPort, { domain: 'localhost' }, 80);
     expect(refusedLocalhost.reply).to.equal(2);
-    await waitFor(() => events.closed.length === 4, 'accounting');
+    await waitFor('accounting', () => events.closed.length === 4);
     expect(events.closed.map((c) => c.stats.failure)).to.deep.equal([
       { kind: 'socks_refused', socksReply: 4, scored: true },
       { kind: 'socks_refused', socksReply: 5, scored: true },
@@ -418,7 +419,7 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
     router.decide = () => ({ ok: true, instanceId: 4, socksHost: '127.0.0.1', socksPort: closedPort, sessionKey: 'alice' });
     await startProxy(requiredCredentials);
     expect((await socksConnect(proxyPort, { domain: 'example.com' }, 443)).reply).to.equal(1);
-    await waitFor(() => events.closed.length === 1, 'accounting');
+    await waitFor('accounting', () => events.closed.length === 1);
     expect(events.closed[0]!.stats.failure).to.deep.equal({ kind: 'dial', scored: true });
   });
 
@@ -426,7 +427,7 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
     backend.silent = true;
     await startProxy(requiredCredentials, { dialMs: 300 });
     expect((await socksConnect(proxyPort, { domain: 'slow.example' }, 80)).reply).to.equal(6);
-    await waitFor(() => events.closed.length === 1, 'accounting');
+    await waitFor('accounting', () => events.closed.length === 1);
     expect(events.closed[0]!.stats.failure).to.deep.equal({ kind: 'timeout', scored: true });
   });
 
@@ -443,7 +444,7 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
       expect([...(await reader.read(10))]).to.deep.equal([5, 7, 0, 1, 0, 0, 0, 0, 0, 0]);
       await reader.closed();
       // Routed once the credentials were accepted, then handed back unused: never a request.
-      await waitFor(() => events.released.length === router.requests.length, 'route handed back');
+      await waitFor('route handed back', () => events.released.length === router.requests.length);
       expect(events.opened).to.have.length(0);
       expect(events.closed).to.have.length(0);
     });
@@ -457,7 +458,7 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
     socket.write(Buffer.from([5, 1]));
     await reader.closed();
     expect(Date.now() - started).to.be.within(250, 3000);
-    await waitFor(() => proxy.connectionCount === 0, 'release');
+    await waitFor('release', () => proxy.connectionCount === 0);
   });
 
   it('handles a client that sends greeting, credentials, request and data in one write', async () => {
@@ -469,7 +470,7 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
     const all = await reader.readAll();
     expect([...all.subarray(0, 14)]).to.deep.equal([5, 2, 1, 0, 5, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
     expect(all.subarray(14).toString()).to.equal('optimistic data');
-    await waitFor(() => events.closed.length === 1, 'accounting');
+    await waitFor('accounting', () => events.closed.length === 1);
     expect(events.closed[0]!.stats).to.include({ bytesUp: 15, bytesDown: 15 });
   });
 
@@ -485,7 +486,7 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
     socket.on('error', (error: NodeJS.ErrnoException) => errors.push(error.code ?? ''));
     socket.write('trigger');
     await reader.closed();
-    await waitFor(() => events.closed.length === 1, 'accounting');
+    await waitFor('accounting', () => events.closed.length === 1);
     // The fake tor passes the destination's reset on as a socket error, as a broken circuit would.
     expect(events.closed[0]!.stats.failure).to.deep.equal({ kind: 'reset', scored: true });
     expect(errors).to.deep.equal(['ECONNRESET']);
@@ -500,7 +501,7 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
     const started = Date.now();
     await reader.closed();
     expect(Date.now() - started).to.be.within(200, 3000);
-    await waitFor(() => events.closed.length === 1, 'accounting');
+    await waitFor('accounting', () => events.closed.length === 1);
     expect(events.closed[0]!.stats).to.include({ ok: true, bytesUp: 4, bytesDown: 4 });
   });
 
@@ -511,7 +512,7 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
     expect(proxy.connectionCount).to.equal(1);
     await proxy.close();
     await reader.closed();
-    await waitFor(() => events.closed.length === 1, 'accounting');
+    await waitFor('accounting', () => events.closed.length === 1);
     expect(events.closed[0]!.stats.ok).to.equal(true);
   });
 
@@ -530,7 +531,7 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
         { sessionKey: null, clientIp: '127.0.0.1', listener: 'session-port', instanceId: 3 },
         { sessionKey: null, clientIp: '127.0.0.1', listener: 'session-port', instanceId: 3 },
       ]);
-      await waitFor(() => events.closed.length === 2, 'accounting');
+      await waitFor('accounting', () => events.closed.length === 2);
       expect(events.closed.map((c) => c.listener)).to.deep.equal(['session-port', 'session-port']);
     });
   });

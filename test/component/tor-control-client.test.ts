@@ -10,7 +10,7 @@ import {
   ControlCommandTimeoutError,
   ControlConnectionLostError,
 } from '../../supervisor/tor/errors.js';
-import { FakeControlServer, NO_ANSWER } from './tor-support-fake-control-server.js';
+import { FakeControlServer, NO_ANSWER } from '../support/fakes/control-server.js';
 
 const FP = '0123456789ABCDEF0123456789ABCDEF01234567';
 const IDENTITY = Buffer.from(FP, 'hex').toString('base64').replace(/=+$/, '');

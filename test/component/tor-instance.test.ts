@@ -6,32 +6,17 @@ import { fileURLToPath } from 'node:url';
 import { TorControlClient } from '../../supervisor/tor/control-client.js';
 import { InstanceLayoutError, NotBootstrappedError, PublicNetworkRefusedError } from '../../supervisor/tor/errors.js';
 import { TorInstance, type ExitState, type TorInstanceOptions } from '../../supervisor/tor/instance.js';
-import { quietLogger } from '../support/quiet-logger.js';
+import { quietLogger } from '../support/fakes/quiet-logger.js';
+import { isAlive } from '../support/processes/inspection.js';
+import { waitFor } from '../support/waiting.js';
 
-const FAKE_TOR_JS = join(dirname(fileURLToPath(import.meta.url)), 'tor-support-fake-tor.js');
+const FAKE_TOR_JS = join(dirname(fileURLToPath(import.meta.url)), '..', 'support', 'fakes', 'fake-tor.js');
 const PRIVATE_LINES = [
   'TestingTorNetwork 1',
   'UseDefaultFallbackDirs 0',
   'DirAuthority a1 orport=1 no-v2 v3ident=AAAA 127.0.0.1:2 0123456789ABCDEF0123456789ABCDEF01234567',
 ];
 const EXIT_A = 'A'.repeat(40);
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function until(predicate: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`${what} not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe('tor instance (fake tor binary)', function () {
   this.timeout(30_000);
@@ -112,7 +97,7 @@ describe('tor instance (fake tor binary)', function () {
     expect(lifecycles).to.deep.equal(['starting', 'bootstrapping', 'ready']);
     expect(percents[percents.length - 1]).to.equal(100);
     expect([...percents].sort((a, b) => a - b)).to.deep.equal(percents);
-    await until(() => i.exit.exitIp !== '', 5_000, 'inferred exit');
+    await waitFor('inferred exit', () => i.exit.exitIp !== '', 5_000);
     const snap = i.snapshot();
     // The SocksPort is a Unix socket in the instance's private data directory.
     expect(snap).to.deep.include({ id: 0, ready: true, running: true, bootstrap: 100, socksAddr: `unix:${i.dataDirectory}/socks.sock` });
@@ -143,7 +128,7 @@ describe('tor instance (fake tor binary)', function () {
     await i.start();
     await i.whenReady(10_000);
     const { circuit } = await openStream(i);
-    await until(() => i.exit.exitConfirmed, 5_000, 'confirmed exit');
+    await waitFor('confirmed exit', () => i.exit.exitConfirmed, 5_000);
     const circuits = (await i.getInfo(['circuit-status'])).get('circuit-status') ?? '';
     const line = circuits.split('\n').find((l) => l.startsWith(`${circuit} `))!;
     const exitFp = /\$([0-9A-F]{40})~exit[ABC] /.exec(line)![1];
@@ -162,7 +147,7 @@ describe('tor instance (fake tor binary)', function () {
     await i.start();
     await i.whenReady(10_000);
     const held = await openStream(i, true);
-    await until(() => i.exit.exitConfirmed, 5_000, 'confirmed exit');
+    await waitFor('confirmed exit', () => i.exit.exitConfirmed, 5_000);
     const before = i.exit;
     const changes: ExitState[] = [];
     i.on('exit-changed', (e) => changes.push(e));
@@ -211,11 +196,11 @@ describe('tor instance (fake tor binary)', function () {
     const died: Array<{ signal: string | null; restartInMs: number }> = [];
     i.on('died', (d) => died.push(d));
     process.kill(pid, 'SIGKILL');
-    await until(() => died.length === 1, 5_000, 'died event');
+    await waitFor('died event', () => died.length === 1, 5_000);
     expect(died[0]).to.deep.include({ signal: 'SIGKILL', restartInMs: 50 });
     expect(i.ready).to.equal(false);
     expect(i.exit.exitIp).to.equal('');
-    await until(() => i.ready, 10_000, 'ready again');
+    await waitFor('ready again', () => i.ready, 10_000);
     expect(i.pid).to.not.equal(pid);
     expect(i.restarts).to.equal(1);
   });
@@ -225,7 +210,7 @@ describe('tor instance (fake tor binary)', function () {
     const died: number[] = [];
     i.on('died', (d) => died.push(d.restartInMs));
     await i.start();
-    await until(() => died.length >= 4, 10_000, 'four deaths');
+    await waitFor('four deaths', () => died.length >= 4, 10_000);
     expect(died.slice(0, 4)).to.deep.equal([50, 100, 200, 200]);
     await i.stop();
     expect(i.lifecycle).to.equal('stopped');
@@ -238,14 +223,14 @@ describe('tor instance (fake tor binary)', function () {
     await i.start();
     await writeFile(join(i.dataDirectory, 'marker'), 'state');
     const pid1 = i.pid;
-    await until(() => stalls.length === 1, 5_000, 'first stall');
+    await waitFor('first stall', () => stalls.length === 1, 5_000);
     expect(stalls[0]).to.deep.equal({ percent: 30, wipe: false });
-    await until(() => i.running && i.pid !== pid1 && i.bootstrap > 0, 5_000, 'restarted');
+    await waitFor('restarted', () => i.running && i.pid !== pid1 && i.bootstrap > 0, 5_000);
     expect(await readFile(join(i.dataDirectory, 'marker'), 'utf8')).to.equal('state');
     const pid2 = i.pid;
-    await until(() => stalls.length === 2, 5_000, 'second stall');
+    await waitFor('second stall', () => stalls.length === 2, 5_000);
     expect(stalls[1]!.wipe).to.equal(true);
-    await until(() => i.running && i.pid !== pid2 && i.bootstrap > 0, 5_000, 'restarted again');
+    await waitFor('restarted again', () => i.running && i.pid !== pid2 && i.bootstrap > 0, 5_000);
     let missing = false;
     await readFile(join(i.dataDirectory, 'marker')).catch(() => (missing = true));
     expect(missing).to.equal(true);
@@ -258,12 +243,12 @@ describe('tor instance (fake tor binary)', function () {
     i.on('stalled', (s) => stalls.push(s.wipe));
     await i.start();
     const pid = i.pid!;
-    await until(() => i.bootstrap > 0, 5_000, 'some progress');
+    await waitFor('some progress', () => i.bootstrap > 0, 5_000);
     process.kill(pid, 'SIGSTOP');
-    await until(() => stalls.length === 1, 5_000, 'stall');
-    await until(() => i.ready, 10_000, 'ready after restart');
+    await waitFor('stall', () => stalls.length === 1, 5_000);
+    await waitFor('ready after restart', () => i.ready, 10_000);
     expect(i.pid).to.not.equal(pid);
-    expect(alive(pid)).to.equal(false);
+    expect(isAlive(pid)).to.equal(false);
   });
 
   it('marks a ready tor that stops answering (SIGSTOP) unresponsive, and responsive again when it resumes', async () => {
@@ -279,12 +264,12 @@ describe('tor instance (fake tor binary)', function () {
     expect(seen).to.deep.equal([]);
     process.kill(pid, 'SIGSTOP');
     try {
-      await until(() => !i.responsive, 5_000, 'unresponsive');
+      await waitFor('unresponsive', () => !i.responsive, 5_000);
       expect(i.ready, 'still bootstrapped: only out of service').to.equal(true);
     } finally {
       process.kill(pid, 'SIGCONT');
     }
-    await until(() => i.responsive, 10_000, 'responsive again');
+    await waitFor('responsive again', () => i.responsive, 10_000);
     expect(seen).to.deep.equal(['unresponsive', 'responsive']);
     expect(i.pid, 'the same process, not restarted').to.equal(pid);
   });
@@ -296,10 +281,10 @@ describe('tor instance (fake tor binary)', function () {
     await writeFile(join(i.dataDirectory, 'marker'), 'state');
     const pid = i.pid!;
     process.kill(pid, 'SIGSTOP');
-    await until(() => !i.responsive, 5_000, 'unresponsive');
-    await until(() => i.ready && i.pid !== undefined && i.pid !== pid, 15_000, 'ready again with a new process');
+    await waitFor('unresponsive', () => !i.responsive, 5_000);
+    await waitFor('ready again with a new process', () => i.ready && i.pid !== undefined && i.pid !== pid, 15_000);
     expect(i.responsive).to.equal(true);
-    expect(alive(pid), 'the frozen process is gone (SIGKILL ends a stopped process)').to.equal(false);
+    expect(isAlive(pid), 'the frozen process is gone (SIGKILL ends a stopped process)').to.equal(false);
     expect(await readFile(join(i.dataDirectory, 'marker'), 'utf8')).to.equal('state');
     expect(i.restarts).to.equal(1);
   });
@@ -311,12 +296,12 @@ describe('tor instance (fake tor binary)', function () {
     await writeFile(join(i.dataDirectory, 'marker'), 'state');
     const pid1 = i.pid!;
     await i.restart({ wipe: false });
-    expect(alive(pid1)).to.equal(false);
+    expect(isAlive(pid1)).to.equal(false);
     expect(await readFile(join(i.dataDirectory, 'marker'), 'utf8')).to.equal('state');
     await i.whenReady(10_000);
     const pid2 = i.pid!;
     await i.restart({ wipe: true });
-    expect(alive(pid2)).to.equal(false);
+    expect(isAlive(pid2)).to.equal(false);
     let missing = false;
     await readFile(join(i.dataDirectory, 'marker')).catch(() => (missing = true));
     expect(missing).to.equal(true);
@@ -332,7 +317,7 @@ describe('tor instance (fake tor binary)', function () {
     const pending = i.rotate(); // waits for a 60 s cooldown
     const pid = i.pid!;
     await i.stop();
-    expect(alive(pid)).to.equal(false);
+    expect(isAlive(pid)).to.equal(false);
     expect(await pending.done).to.deep.equal({ ok: false, reason: 'stopped' });
     expect(await pending.newnymSent).to.deep.equal({ ok: false, reason: 'stopped' });
     expect(i.snapshot()).to.deep.include({ lifecycle: 'stopped', running: false, ready: false, pid: 0, exitIp: '' });
@@ -343,16 +328,16 @@ describe('tor instance (fake tor binary)', function () {
     const i = instance([], { pinExitRelay: true });
     await i.start();
     await i.whenReady(10_000);
-    await until(() => i.exit.pinnedExit !== '', 5_000, 'pin');
+    await waitFor('pin', () => i.exit.pinnedExit !== '', 5_000);
     const pinned = i.exit.pinnedExit;
     const ctl = await control(i);
     expect((await ctl.getConf(['ExitNodes', 'StrictNodes'])).get('ExitNodes')).to.equal(`$${pinned}`);
     for (let n = 0; n < 5; n++) await openStream(i);
-    await until(() => i.exit.exitConfirmed, 5_000, 'confirmed');
+    await waitFor('confirmed', () => i.exit.exitConfirmed, 5_000);
     expect(i.exit.exitFingerprint).to.equal(pinned);
     const done = await i.rotate().done;
     expect(done.ok).to.equal(true);
-    await until(() => i.exit.pinnedExit !== '', 5_000, 'new pin');
+    await waitFor('new pin', () => i.exit.pinnedExit !== '', 5_000);
     expect(i.exit.pinnedExit).to.not.equal(pinned);
     const conf = await ctl.getConf(['ExitNodes', 'ExcludeExitNodes', 'StrictNodes']);
     expect(conf.get('ExitNodes')).to.equal(`$${i.exit.pinnedExit}`);
@@ -364,11 +349,11 @@ describe('tor instance (fake tor binary)', function () {
     const i = instance(['exits=' + `${EXIT_A}:127.0.0.11:de:exitA,${'B'.repeat(40)}:127.0.0.12:nl:exitB`], { pinExitRelay: true });
     await i.start();
     await i.whenReady(10_000);
-    await until(() => i.exit.pinnedExit !== '', 5_000, 'pin');
+    await waitFor('pin', () => i.exit.pinnedExit !== '', 5_000);
     const pinned = i.exit.pinnedExit;
     await i.restart({ wipe: false });
     await i.whenReady(10_000);
-    await until(() => i.exit.pinnedExit === pinned, 5_000, 'same pin after keep-state restart');
+    await waitFor('same pin after keep-state restart', () => i.exit.pinnedExit === pinned, 5_000);
     await i.restart({ wipe: true });
     expect(i.exit.pinnedExit).to.equal('');
   });
@@ -387,6 +372,6 @@ describe('tor instance (fake tor binary)', function () {
     await Promise.all(many.map((i) => i.whenReady(10_000)));
     const pids = many.map((i) => i.pid!);
     await Promise.all(many.map((i) => i.stop()));
-    expect(pids.filter(alive)).to.deep.equal([]);
+    expect(pids.filter(isAlive)).to.deep.equal([]);
   });
 });

@@ -3,15 +3,7 @@ import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TorProcess } from '../../supervisor/tor/tor-process.js';
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { isAlive } from '../support/processes/inspection.js';
 
 /** A fake "tor": a shell script that prints its arguments and then behaves as told. */
 async function script(dir: string, name: string, body: string): Promise<string> {
@@ -73,7 +65,7 @@ describe('tor process (fake binaries)', function () {
     const exit = await p.stop(5_000);
     expect(exit.signal).to.equal('SIGTERM');
     expect(Date.now() - started).to.be.lessThan(2_000);
-    expect(alive(pid)).to.equal(false);
+    expect(isAlive(pid)).to.equal(false);
   });
 
   it('stop() SIGKILLs that PID after the grace when SIGTERM is ignored', async () => {
@@ -84,7 +76,7 @@ describe('tor process (fake binaries)', function () {
     const exit = await p.stop(300);
     expect(exit.signal).to.equal('SIGKILL');
     expect(Date.now() - started).to.be.within(250, 3_000);
-    expect(alive(p.pid ?? -1)).to.equal(false);
+    expect(isAlive(p.pid ?? -1)).to.equal(false);
   });
 
   it('stop() ends a SIGSTOPped (frozen) process', async () => {

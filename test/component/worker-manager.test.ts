@@ -3,20 +3,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { WorkerManager, type WorkerHandle } from '../../supervisor/cluster/worker-manager.js';
 import { IpcPeerGoneError, IpcTimeoutError } from '../../shared/ipc/index.js';
-import { quietLogger } from '../support/quiet-logger.js';
-import { CRASH, HANG } from '../support/ipc-test-worker.js';
+import { quietLogger } from '../support/fakes/quiet-logger.js';
+import { CRASH, HANG } from '../support/processes/ipc-test-worker.js';
+import { isAlive } from '../support/processes/inspection.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const exec = path.join(here, '..', 'support', 'ipc-test-worker.js');
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+const exec = path.join(here, '..', 'support', 'processes', 'ipc-test-worker.js');
 
 describe('worker manager over real cluster IPC', function () {
   this.timeout(30_000);
@@ -40,7 +32,7 @@ describe('worker manager over real cluster IPC', function () {
   afterEach(async () => {
     const pids = manager.handles().map((h) => h.worker.process.pid as number);
     await manager.stop(2000);
-    for (const pid of pids) expect(alive(pid), `worker ${pid} left running`).to.equal(false);
+    for (const pid of pids) expect(isAlive(pid), `worker ${pid} left running`).to.equal(false);
   });
 
   it('forks the proxy workers and the API worker', () => {

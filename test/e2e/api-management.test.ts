@@ -5,12 +5,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AUDIT_TYPES, type AuditEvent } from '../../shared/api/audit-event.js';
 import type { InstanceView } from '../../shared/api/views.js';
-import { HealApi } from '../support/e2e-heal-api.js';
-import { exitIpOf } from '../support/e2e-heal-client.js';
-import { pollUntil } from '../support/e2e-heal-poll.js';
-import { PrometheusTextError, parsePrometheusText, samplesOf } from '../support/e2e-heal-prometheus.js';
-import { StreamClient } from '../support/e2e-heal-sse.js';
-import { startService, type RunningService } from '../support/service-fixture.js';
+import { HealApi } from '../support/clients/api-client.js';
+import { exitIpOf } from '../support/clients/session-fetch.js';
+import { pollUntil } from '../support/waiting.js';
+import { PrometheusTextError, parsePrometheusText, samplesOf } from '../support/parsers/prometheus-text.js';
+import { StreamClient } from '../support/clients/sse-frames.js';
+import { withService } from '../support/fixtures/service.js';
 
 /** Small pool, short windows: everything below happens in seconds, not minutes. */
 const SERVICE_ENV = {
@@ -55,32 +55,26 @@ describe('the Prometheus text reader used by the /metrics test', () => {
 
 describe('management API end to end (pool of 3 on the private network)', function () {
   this.timeout(240_000);
-  let svc: RunningService;
   let api: HealApi;
   let keySeq = 0;
 
   /** Sends one request under a fresh key; returns where the pool put it and which exit answered. */
   async function placeSession(prefix: string): Promise<{ key: string; instance: number; ip: string }> {
     const key = `${prefix}-${++keySeq}`;
-    const ip = await exitIpOf(svc, key);
+    const ip = await exitIpOf(suite.svc, key);
     return { key, instance: (await api.session(key)).instance, ip };
   }
 
   /** Until every instance is routable again (rotations and remediations of earlier tests done). */
   async function settled(size: number): Promise<void> {
-    await pollUntil('all instances routable', () => api.pool(), (p) => p.size === size && p.routable === size, ROTATION_DEADLINE_MS);
+    await pollUntil('all instances routable', () => api.pool(), ROTATION_DEADLINE_MS, { until: (p) => p.size === size && p.routable === size });
   }
 
+  const suite = withService(SERVICE_ENV, { ready: 3, readyTimeoutMs: BOOTSTRAP_DEADLINE_MS });
   before(async () => {
-    svc = await startService(SERVICE_ENV);
-    await svc.waitReady(3, BOOTSTRAP_DEADLINE_MS);
-    api = await HealApi.signIn(svc);
+    api = await HealApi.signIn(suite.svc);
   });
-  afterEach(() => svc?.net.whoami.clearBehaviours());
-  after(async () => {
-    const code = await svc?.stop();
-    expect(code).to.equal(0);
-  });
+  afterEach(() => suite.svc?.net.whoami.clearBehaviours());
 
   it('serves /metrics as valid Prometheus text carrying the pool and health metrics', async () => {
     const s = await placeSession('metrics');
@@ -93,7 +87,7 @@ describe('management API end to end (pool of 3 on the private network)', functio
       expect(m.contentType).to.match(/^text\/plain; version=0\.0\.4/);
       return parsePrometheusText(m.text);
     };
-    const families = await pollUntil('the request in pool_requests_total', scrape, (f) => (samplesOf(f, 'pool_requests_total')[0]?.value ?? 0) >= 1, 10_000);
+    const families = await pollUntil('the request in pool_requests_total', scrape, 10_000, { until: (f) => (samplesOf(f, 'pool_requests_total')[0]?.value ?? 0) >= 1 });
     const one = (name: string, labels: Record<string, string> = {}): number => {
       const found = samplesOf(families, name, labels);
       expect(found, `${name} ${JSON.stringify(labels)}`).to.have.length(1);
@@ -126,14 +120,14 @@ describe('management API end to end (pool of 3 on the private network)', functio
     const scrape = async (): Promise<ReturnType<typeof parsePrometheusText>> => parsePrometheusText((await api.metricsText()).text);
     const held = (f: ReturnType<typeof parsePrometheusText>): number => samplesOf(f, 'pool_proxy_worker_connections').reduce((sum, x) => sum + x.value, 0);
     // A client in mid-handshake holds a place in its worker's budget.
-    const client = net.connect({ host: '127.0.0.1', port: svc.socksPort });
+    const client = net.connect({ host: '127.0.0.1', port: suite.svc.socksPort });
     await new Promise<void>((resolve, reject) => {
       client.once('connect', resolve);
       client.once('error', reject);
     });
     client.write(Buffer.from([5, 1, 2]));
     try {
-      const families = await pollUntil('the held connection in pool_proxy_worker_connections', scrape, (f) => held(f) >= 1, 10_000);
+      const families = await pollUntil('the held connection in pool_proxy_worker_connections', scrape, 10_000, { until: (f) => held(f) >= 1 });
       expect(samplesOf(families, 'pool_proxy_worker_connection_limit')[0]?.value).to.equal(8192);
       expect(families.get('pool_worker_cpu_seconds_total')?.type).to.equal('counter');
       for (const role of ['api', 'proxy']) {
@@ -146,7 +140,7 @@ describe('management API end to end (pool of 3 on the private network)', functio
     } finally {
       client.destroy();
     }
-    await pollUntil('the connection gone from pool_proxy_worker_connections', scrape, (f) => held(f) === 0, 10_000);
+    await pollUntil('the connection gone from pool_proxy_worker_connections', scrape, 10_000, { until: (f) => held(f) === 0 });
   });
 
   it('serves every metric that the Grafana dashboard and the operations guide name', async () => {
@@ -203,11 +197,11 @@ describe('management API end to end (pool of 3 on the private network)', functio
     await elsewhere.text();
 
     // A normal credential works on the stream too, in the header.
-    const withHeader = await StreamClient.open(`http://127.0.0.1:${svc.apiPort}/api/stream`, { Authorization: `Bearer ${api.adminBearer}` });
+    const withHeader = await StreamClient.open(`http://127.0.0.1:${suite.svc.apiPort}/api/stream`, { Authorization: `Bearer ${api.adminBearer}` });
     await withHeader.waitFor('a state frame (header credential)', (f) => f.event === 'state', 10_000).finally(() => withHeader.close());
 
     const s = await placeSession('stream');
-    const stream = await StreamClient.open(`http://127.0.0.1:${svc.apiPort}/api/stream?ticket=${encodeURIComponent(ticket.ticket)}`);
+    const stream = await StreamClient.open(`http://127.0.0.1:${suite.svc.apiPort}/api/stream?ticket=${encodeURIComponent(ticket.ticket)}`);
     try {
       expect(stream.contentType).to.match(/^text\/event-stream/);
       const opened = Date.now();
@@ -268,7 +262,7 @@ describe('management API end to end (pool of 3 on the private network)', functio
     const events = await api.events(50);
     expect(events.some((e) => e.type === 'quarantine' && e.instance === target)).to.equal(true);
     // A moved session keeps working on its new instance.
-    await exitIpOf(svc, onTarget[0] as string);
+    await exitIpOf(suite.svc, onTarget[0] as string);
 
     const r = await api.action(target, 'release');
     expect(r.health.state).to.equal('healthy');
@@ -318,7 +312,7 @@ describe('management API end to end (pool of 3 on the private network)', functio
       expect(r.sessions).to.equal(0);
       expect(r.exit_ip, 'exit_ip empties during the rotation').to.equal('');
       expect(r.retired_exit_ip).to.equal(previous);
-      const after = await pollUntil('a new exit after the rotation', () => api.instance(target.id), (v) => v.exit_ip !== '', ROTATION_DEADLINE_MS);
+      const after = await pollUntil('a new exit after the rotation', () => api.instance(target.id), ROTATION_DEADLINE_MS, { until: (v) => v.exit_ip !== '' });
       expect(after.retired_exit_ip, 'retired_exit_ip is set only while exit_ip is empty').to.equal('');
       exits.push(after.exit_ip);
       // tor may pick the same exit again (about 1 in 4 here); a few spaced rotations must not.
@@ -339,7 +333,7 @@ describe('management API end to end (pool of 3 on the private network)', functio
     expect(pool.routable).to.equal(0);
     expect(health).to.equal(503);
     await Promise.all(ids.map((id) => api.action(id, 'release')));
-    await pollUntil('/health 200 after release', () => api.health(), (s) => s === 200, ROTATION_DEADLINE_MS);
+    await pollUntil('/health 200 after release', () => api.health(), ROTATION_DEADLINE_MS, { until: (s) => s === 200 });
     await settled(3);
   });
 
@@ -360,7 +354,7 @@ describe('management API end to end (pool of 3 on the private network)', functio
     expect(early.status, 'rotate before bootstrap').to.equal(409);
     await early.text();
     expect((await api.instances()).map((i) => i.id)).to.deep.equal([0, 1, 2, 3]);
-    await pollUntil('instance 3 bootstrapped', () => api.pool(), (p) => p.ready === 4 && p.routable === 4, BOOTSTRAP_DEADLINE_MS);
+    await pollUntil('instance 3 bootstrapped', () => api.pool(), BOOTSTRAP_DEADLINE_MS, { until: (p) => p.ready === 4 && p.routable === 4 });
 
     // New keys go to the emptiest instances, so 3 (and 2) end up with sessions.
     const placed = [];
@@ -377,16 +371,16 @@ describe('management API end to end (pool of 3 on the private network)', functio
     expect(retiredMoves.length, 'each leaving session moves once').to.equal(movedKeys.size);
     for (const p of leaving) expect(movedKeys.has(p.key), p.key).to.equal(true);
     for (const e of retiredMoves) expect([0, 1], 'never onto an instance that is leaving too').to.include(e.details.to);
-    await pollUntil('instances 2 and 3 removed', () => api.instances(), (list) => list.map((i) => i.id).join() === '0,1', 30_000);
+    await pollUntil('instances 2 and 3 removed', () => api.instances(), 30_000, { until: (list) => list.map((i) => i.id).join() === '0,1' });
     const small = await api.pool();
     expect(small.size).to.equal(2);
     expect(small.config.pool_size).to.equal(2);
     // A moved session still gets through.
-    await exitIpOf(svc, (leaving[0] as { key: string }).key);
+    await exitIpOf(suite.svc, (leaving[0] as { key: string }).key);
 
     const regrow = await api.resize(3);
     expect(regrow.adding, 'the lowest free index is reused').to.deep.equal([2]);
-    await pollUntil('instance 2 back', () => api.pool(), (p) => p.size === 3 && p.ready === 3, BOOTSTRAP_DEADLINE_MS);
+    await pollUntil('instance 2 back', () => api.pool(), BOOTSTRAP_DEADLINE_MS, { until: (p) => p.size === 3 && p.ready === 3 });
     const resizes = (await api.events(200)).filter((e) => e.type === 'resize');
     expect(resizes.length).to.be.at.least(3);
   });
@@ -401,9 +395,8 @@ describe('management API end to end (pool of 3 on the private network)', functio
     const swept = await pollUntil(
       'every instance rotated by the sweep',
       () => api.events(200),
-      (events) => new Set(events.filter((e) => e.type === 'rotate' && (e.details as { by?: string }).by === 'sweep').map((e) => e.instance)).size === 3,
       3 * ROTATION_DEADLINE_MS,
-      500,
+      { until: (events) => new Set(events.filter((e) => e.type === 'rotate' && (e.details as { by?: string }).by === 'sweep').map((e) => e.instance)).size === 3, intervalMs: 500 },
     );
     const starts = swept.filter((e) => e.type === 'rotate' && /^pool rotate/.test(e.message));
     expect(starts, 'one sweep only').to.have.length(1);

@@ -5,11 +5,11 @@
  */
 import { expect } from 'chai';
 import http from 'node:http';
-import { curlHttp, curlSocks } from '../support/curl.js';
-import { apiJson, whoamiIp } from '../support/e2e-proxy-api.js';
-import { httpProxyGet } from '../support/e2e-proxy-http-client.js';
+import { curlHttp, curlSocks } from '../support/clients/curl.js';
+import { apiJson, whoamiIp } from '../support/clients/api-reads.js';
+import { httpProxyGet } from '../support/clients/http-proxy-client.js';
 import { openSocksTunnel } from '../support/clients/socks5-client.js';
-import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
+import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
 
 interface CreatedToken {
   id: string;
@@ -25,50 +25,44 @@ const ADMIN_ROUTES = ['/api/pool', '/api/instances'];
 
 describe('authentication on the proxy listeners and the API', function () {
   this.timeout(240_000);
-  let svc: RunningService;
   let signIn: string;
 
-  const whoamiTarget = (): { host: string; targetPort: number } => ({ host: 'whoami.testnet', targetPort: svc.net.whoami.port });
+  const whoamiTarget = (): { host: string; targetPort: number } => ({ host: 'whoami.testnet', targetPort: suite.svc.net.whoami.port });
 
   /** Both listeners carry a request for `key` with `secret` as the password (curl). */
   const expectProxiesAccept = async (key: string, secret: string): Promise<void> => {
-    const viaSocks = await curlSocks(svc.socksPort, key, secret, svc.whoamiUrl);
+    const viaSocks = await curlSocks(suite.svc.socksPort, key, secret, suite.svc.whoamiUrl);
     expect(viaSocks.code, `SOCKS5: ${viaSocks.stderr}`).to.equal(0);
     whoamiIp(viaSocks.stdout);
-    const viaHttp = await curlHttp(svc.httpPort, key, secret, svc.whoamiUrl);
+    const viaHttp = await curlHttp(suite.svc.httpPort, key, secret, suite.svc.whoamiUrl);
     expect(viaHttp.code, `HTTP proxy: ${viaHttp.stderr}`).to.equal(0);
     whoamiIp(viaHttp.stdout);
   };
 
   /** Both listeners refuse `secret`: in the SOCKS5 handshake, and with 407 + Proxy-Authenticate. */
   const expectProxiesRefuse = async (key: string, secret: string): Promise<void> => {
-    const raw = await openSocksTunnel({ port: svc.socksPort, ...whoamiTarget(), username: key, password: secret });
+    const raw = await openSocksTunnel({ port: suite.svc.socksPort, ...whoamiTarget(), username: key, password: secret });
     expect(raw, 'SOCKS5 handshake').to.deep.include({ kind: 'refused', step: 'auth' });
-    const viaCurl = await curlSocks(svc.socksPort, key, secret, svc.whoamiUrl);
+    const viaCurl = await curlSocks(suite.svc.socksPort, key, secret, suite.svc.whoamiUrl);
     expect(viaCurl.code, 'curl through SOCKS5 must fail').to.not.equal(0);
-    const viaHttp = await httpProxyGet({ proxyPort: svc.httpPort, url: svc.whoamiUrl, credential: { username: key, password: secret } });
+    const viaHttp = await httpProxyGet({ proxyPort: suite.svc.httpPort, url: suite.svc.whoamiUrl, credential: { username: key, password: secret } });
     expect(viaHttp.status).to.equal(407);
     expect(viaHttp.headers['proxy-authenticate']).to.match(/^Basic realm=/);
-    const viaCurlHttp = await curlHttp(svc.httpPort, key, secret, svc.whoamiUrl, ['-o', '/dev/null', '-w', '%{http_code}']);
+    const viaCurlHttp = await curlHttp(suite.svc.httpPort, key, secret, suite.svc.whoamiUrl, ['-o', '/dev/null', '-w', '%{http_code}']);
     expect(viaCurlHttp.stdout.trim()).to.equal('407');
   };
 
   const createToken = (name: string, scope: 'proxy' | 'admin'): Promise<CreatedToken> =>
-    apiJson<CreatedToken>(svc, '/api/tokens', signIn, { method: 'POST', body: { name, scope }, expected: 201 });
+    apiJson<CreatedToken>(suite.svc, '/api/tokens', signIn, { method: 'POST', body: { name, scope }, expected: 201 });
 
+  const suite = withService({ POOL_SIZE: '1' }, { ready: 1, readyTimeoutMs: 120_000 });
   before(async () => {
-    svc = await startService({ POOL_SIZE: '1' });
-    await svc.waitReady(1, 120_000);
-    signIn = await svc.login();
+    signIn = await suite.svc.login();
   });
 
-  after(async () => {
-    const code = await svc?.stop();
-    expect(code).to.equal(0);
-  });
 
   it('reports that a credential is required', async () => {
-    const status = await apiJson<{ required: boolean; user: string }>(svc, '/api/auth/status', undefined);
+    const status = await apiJson<{ required: boolean; user: string }>(suite.svc, '/api/auth/status', undefined);
     expect(status).to.deep.equal({ required: true, user: 'admin' });
   });
 
@@ -77,11 +71,11 @@ describe('authentication on the proxy listeners and the API', function () {
   });
 
   it('refuses a missing or unknown credential on both listeners', async () => {
-    const noAuth = await openSocksTunnel({ port: svc.socksPort, ...whoamiTarget(), username: null });
+    const noAuth = await openSocksTunnel({ port: suite.svc.socksPort, ...whoamiTarget(), username: null });
     expect(noAuth, 'SOCKS5 without a credential').to.deep.include({ kind: 'refused', step: 'method', code: 0xff });
-    const noUser = await curlSocks(svc.socksPort, null, null, svc.whoamiUrl);
+    const noUser = await curlSocks(suite.svc.socksPort, null, null, suite.svc.whoamiUrl);
     expect(noUser.code, 'curl through SOCKS5 without a credential must fail').to.not.equal(0);
-    const noHeader = await httpProxyGet({ proxyPort: svc.httpPort, url: svc.whoamiUrl, credential: null });
+    const noHeader = await httpProxyGet({ proxyPort: suite.svc.httpPort, url: suite.svc.whoamiUrl, credential: null });
     expect(noHeader.status).to.equal(407);
     expect(noHeader.headers['proxy-authenticate']).to.match(/^Basic realm=/);
     expect(noHeader.headers['proxy-status']).to.match(/^exitpool; /);
@@ -98,25 +92,25 @@ describe('authentication on the proxy listeners and the API', function () {
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     try {
       const credential = { username: 'revocable', password: token.secret };
-      const before = await httpProxyGet({ proxyPort: svc.httpPort, url: svc.whoamiUrl, credential, agent });
+      const before = await httpProxyGet({ proxyPort: suite.svc.httpPort, url: suite.svc.whoamiUrl, credential, agent });
       expect(before.status, before.body).to.equal(200);
 
-      const revoke = await svc.api(`/api/tokens/${token.id}`, { method: 'DELETE', bearer: signIn });
+      const revoke = await suite.svc.api(`/api/tokens/${token.id}`, { method: 'DELETE', bearer: signIn });
       expect(revoke.status).to.equal(204);
       // No wait: the revocation is in force on every worker before DELETE answers.
       await expectProxiesRefuse('revocable', token.secret);
       // ...has its next request refused too: every request on the connection is authenticated.
-      const afterRevoke = await httpProxyGet({ proxyPort: svc.httpPort, url: svc.whoamiUrl, credential, agent });
+      const afterRevoke = await httpProxyGet({ proxyPort: suite.svc.httpPort, url: suite.svc.whoamiUrl, credential, agent });
       expect(afterRevoke.socket, 'same keep-alive connection').to.equal(before.socket);
       expect(afterRevoke.status).to.equal(407);
       expect(afterRevoke.headers['proxy-authenticate']).to.match(/^Basic realm=/);
     } finally {
       agent.destroy();
     }
-    const listed = await apiJson<Array<{ id: string; secret?: string }>>(svc, '/api/tokens', signIn);
+    const listed = await apiJson<Array<{ id: string; secret?: string }>>(suite.svc, '/api/tokens', signIn);
     expect(listed.map((t) => t.id)).to.not.include(token.id);
     for (const t of listed) expect(t).to.not.have.property('secret');
-    const asBearer = await svc.api('/api/sessions/revocable', { bearer: token.secret });
+    const asBearer = await suite.svc.api('/api/sessions/revocable', { bearer: token.secret });
     expect(asBearer.status).to.equal(401);
     expect(asBearer.headers.get('www-authenticate')).to.match(/^Bearer /);
   });
@@ -126,7 +120,7 @@ describe('authentication on the proxy listeners and the API', function () {
     expect(adminToken.secret).to.match(TOKEN_SECRET);
     for (const bearer of [adminToken.secret, signIn]) {
       for (const path of ADMIN_ROUTES) {
-        const r = await svc.api(path, { bearer });
+        const r = await suite.svc.api(path, { bearer });
         expect(r.status, `${path} with ${bearer === signIn ? 'sign-in credential' : 'admin token'}`).to.equal(200);
       }
     }
@@ -136,34 +130,34 @@ describe('authentication on the proxy listeners and the API', function () {
 
   it('gives a proxy token 403 (without WWW-Authenticate) on admin routes and 200 on its session', async () => {
     for (const path of ADMIN_ROUTES) {
-      const r = await svc.api(path, { bearer: TEST_PROXY_TOKEN });
+      const r = await suite.svc.api(path, { bearer: TEST_PROXY_TOKEN });
       expect(r.status, path).to.equal(403);
       expect(r.headers.get('www-authenticate'), `${path}: no challenge on 403`).to.equal(null);
     }
-    const session = await svc.api('/api/sessions/auth-key', { bearer: TEST_PROXY_TOKEN });
+    const session = await suite.svc.api('/api/sessions/auth-key', { bearer: TEST_PROXY_TOKEN });
     expect(session.status).to.equal(200);
     expect(((await session.json()) as { key: string }).key).to.equal('auth-key');
   });
 
   it('answers a missing or invalid credential with 401 and WWW-Authenticate', async () => {
     for (const path of [...ADMIN_ROUTES, '/api/sessions/auth-key', '/api/no-such-route']) {
-      const missing = await svc.api(path);
+      const missing = await suite.svc.api(path);
       expect(missing.status, path).to.equal(401);
       expect(missing.headers.get('www-authenticate'), path).to.match(/^Bearer realm=/);
-      const invalid = await svc.api(path, { bearer: 'tp_NotARealToken0000000000' });
+      const invalid = await suite.svc.api(path, { bearer: 'tp_NotARealToken0000000000' });
       expect(invalid.status, path).to.equal(401);
       expect(invalid.headers.get('www-authenticate'), path).to.match(/^Bearer realm=.*error="invalid_token"/);
     }
   });
 
   it('lets a ticket open the stream only, and never mint another ticket', async () => {
-    const minted = await apiJson<{ ticket: string; expires_in: number }>(svc, '/api/auth/ticket', signIn, { method: 'POST' });
+    const minted = await apiJson<{ ticket: string; expires_in: number }>(suite.svc, '/api/auth/ticket', signIn, { method: 'POST' });
     expect(minted.expires_in).to.equal(60);
     const ticket = encodeURIComponent(minted.ticket);
 
     const abort = new AbortController();
     try {
-      const stream = await fetch(`http://127.0.0.1:${svc.apiPort}/api/stream?ticket=${ticket}`, { signal: abort.signal });
+      const stream = await fetch(`http://127.0.0.1:${suite.svc.apiPort}/api/stream?ticket=${ticket}`, { signal: abort.signal });
       expect(stream.status).to.equal(200);
       expect(stream.headers.get('content-type')).to.match(/^text\/event-stream/);
       const first = await stream.body?.getReader().read();
@@ -172,17 +166,17 @@ describe('authentication on the proxy listeners and the API', function () {
       abort.abort();
     }
 
-    const onPool = await svc.api(`/api/pool?ticket=${ticket}`);
+    const onPool = await suite.svc.api(`/api/pool?ticket=${ticket}`);
     expect(onPool.status).to.equal(401);
     expect(onPool.headers.get('www-authenticate')).to.match(/^Bearer /);
-    const asBearerOnPool = await svc.api('/api/pool', { bearer: minted.ticket });
+    const asBearerOnPool = await suite.svc.api('/api/pool', { bearer: minted.ticket });
     expect(asBearerOnPool.status).to.equal(401);
-    const mintByQuery = await svc.api(`/api/auth/ticket?ticket=${ticket}`, { method: 'POST' });
+    const mintByQuery = await suite.svc.api(`/api/auth/ticket?ticket=${ticket}`, { method: 'POST' });
     expect(mintByQuery.status).to.equal(401);
-    const mintByBearer = await svc.api('/api/auth/ticket', { method: 'POST', bearer: minted.ticket });
+    const mintByBearer = await suite.svc.api('/api/auth/ticket', { method: 'POST', bearer: minted.ticket });
     expect(mintByBearer.status).to.equal(401);
     // A proxy token cannot mint one either.
-    const byProxyToken = await svc.api('/api/auth/ticket', { method: 'POST', bearer: TEST_PROXY_TOKEN });
+    const byProxyToken = await suite.svc.api('/api/auth/ticket', { method: 'POST', bearer: TEST_PROXY_TOKEN });
     expect(byProxyToken.status).to.equal(403);
   });
 });

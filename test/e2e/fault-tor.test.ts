@@ -1,11 +1,12 @@
 import { expect } from 'chai';
 import { UPSTREAM_DIAL_TIMEOUT_MS } from '../../workers/proxy/proxy-timeouts.js';
-import { curl, type CurlResult } from '../support/curl.js';
-import { apiJson, instance, poolSummary, session, sessions } from '../support/fault-api.js';
-import { DripServer } from '../support/fault-drip-server.js';
-import { isAlive, pollUntil, processState, signal } from '../support/fault-processes.js';
-import { TrafficLoops, httpProxyRequest, socksRequest, type RequestRecord } from '../support/fault-traffic.js';
-import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
+import { curl, type CurlResult } from '../support/clients/curl.js';
+import { apiJson, instance, poolSummary, session, sessions } from '../support/clients/api-waits.js';
+import { DripServer } from '../support/network/drip-server.js';
+import { isAlive, processState, signal } from '../support/processes/inspection.js';
+import { pollUntil } from '../support/waiting.js';
+import { TrafficLoops, httpProxyRequest, socksRequest, type RequestRecord } from '../support/network/traffic.js';
+import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/fixtures/service.js';
 
 /** A request the proxy itself must answer (its dial deadline) comes back within this. */
 const PROXY_ANSWER_DEADLINE_MS = UPSTREAM_DIAL_TIMEOUT_MS + 15_000;

@@ -5,14 +5,15 @@ import path from 'node:path';
 import { WORKER_EXIT_MARGIN_MS } from '../../supervisor/cluster/worker-manager.js';
 import { DEFAULT_STOP_GRACE_MS } from '../../supervisor/tor/tor-process.js';
 import { ACCOUNTING_FLUSH_MS } from '../../shared/ipc/protocol.js';
-import { curl } from '../support/curl.js';
-import { instances, poolSummary, session, sessions, settledTotals } from '../support/fault-api.js';
-import { DripServer } from '../support/fault-drip-server.js';
-import { isAlive, pollUntil, serviceWorkers, signal } from '../support/fault-processes.js';
-import { ReconnectingStream } from '../support/fault-sse-client.js';
-import { Tmpfs, setImmutable } from '../support/fault-tmpfs.js';
-import { TrafficLoops, socksRequest, type RequestRecord } from '../support/fault-traffic.js';
-import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
+import { curl } from '../support/clients/curl.js';
+import { instances, poolSummary, session, sessions, settledTotals } from '../support/clients/api-waits.js';
+import { DripServer } from '../support/network/drip-server.js';
+import { isAlive, serviceWorkers, signal } from '../support/processes/inspection.js';
+import { pollUntil } from '../support/waiting.js';
+import { ReconnectingStream } from '../support/clients/sse-raw.js';
+import { Tmpfs, setImmutable } from '../support/fixtures/tmpfs.js';
+import { TrafficLoops, socksRequest, type RequestRecord } from '../support/network/traffic.js';
+import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/fixtures/service.js';
 
 /** Tor's own SIGTERM grace in the service (supervisor/tor/instance.ts) plus the workers' grace and slack. */
 // The service drains open connections for SHUTDOWN_GRACE (the streaming request below holds one

@@ -14,12 +14,12 @@ import type { TokenRecord } from '../../shared/auth/token-record.js';
 import type { InstanceView, SessionView } from '../../shared/api/views.js';
 import { SignInCredentials } from '../../shared/auth/sign-in-credentials.js';
 import { AuthStore } from '../../supervisor/auth/auth-store.js';
-import { curlSocks } from '../support/curl.js';
-import { apiJson, sessionWhen } from '../support/e2e-proxy-api.js';
+import { curlSocks } from '../support/clients/curl.js';
+import { apiJson, sessionWhen } from '../support/clients/api-reads.js';
 import { socksHttpGet } from '../support/clients/socks5-client.js';
-import { rawHttp } from '../support/raw-http.js';
-import { quietLogger } from '../support/quiet-logger.js';
-import { TEST_ADMIN_PASSWORD, TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
+import { rawHttp } from '../support/network/raw-http.js';
+import { quietLogger } from '../support/fakes/quiet-logger.js';
+import { TEST_ADMIN_PASSWORD, TEST_PROXY_TOKEN, startService, type RunningService, withService } from '../support/fixtures/service.js';
 
 /**
  * What a reader of DATA_DIR can do with a copy of it: open it as exitpool itself does and sign
@@ -49,65 +49,60 @@ const CROSS_SITE = { origin: 'http://attacker.example', 'sec-fetch-site': 'cross
 
 describe('hardening: API access from other clients and other sites (authentication on)', function () {
   this.timeout(240_000);
-  let svc: RunningService;
   let admin: string;
   let host: string;
 
+  const suite = withService({ POOL_SIZE: '1' }, { ready: 1, readyTimeoutMs: 120_000 });
   before(async () => {
-    svc = await startService({ POOL_SIZE: '1' });
-    await svc.waitReady(1, 120_000);
-    admin = await svc.login();
-    host = `127.0.0.1:${svc.apiPort}`;
-  });
-  after(async () => {
-    expect(await svc?.stop()).to.equal(0);
+    admin = await suite.svc.login();
+    host = `127.0.0.1:${suite.svc.apiPort}`;
   });
 
   it("a proxy token cannot read, rotate, report on or delete another client address's session (8e)", async () => {
-    const target = { host: 'whoami.testnet', targetPort: svc.net.whoami.port };
-    const other = await socksHttpGet({ port: svc.socksPort, ...target, username: '', password: TEST_PROXY_TOKEN, localAddress: '127.0.0.2' });
+    const target = { host: 'whoami.testnet', targetPort: suite.svc.net.whoami.port };
+    const other = await socksHttpGet({ port: suite.svc.socksPort, ...target, username: '', password: TEST_PROXY_TOKEN, localAddress: '127.0.0.2' });
     expect(other.outcome.kind).to.equal('open');
-    const mine = await socksHttpGet({ port: svc.socksPort, ...target, username: '', password: TEST_PROXY_TOKEN });
+    const mine = await socksHttpGet({ port: suite.svc.socksPort, ...target, username: '', password: TEST_PROXY_TOKEN });
     expect(mine.outcome.kind).to.equal('open');
-    await sessionWhen(svc, 'ip:127.0.0.2', admin, 'the other address session accounted', (s) => s.requests === 1);
+    await sessionWhen(suite.svc, 'ip:127.0.0.2', admin, 'the other address session accounted', (s) => s.requests === 1);
 
-    const unknown = await svc.api('/api/sessions/ip:127.0.0.99', { bearer: TEST_PROXY_TOKEN });
+    const unknown = await suite.svc.api('/api/sessions/ip:127.0.0.99', { bearer: TEST_PROXY_TOKEN });
     const unknownText = await unknown.text();
     expect(unknown.status).to.equal(404);
     for (const [method, suffix] of [['GET', ''], ['POST', '/rotate'], ['POST', '/failure'], ['DELETE', '']] as const) {
-      const r = await svc.api(`/api/sessions/ip:127.0.0.2${suffix}`, { method, bearer: TEST_PROXY_TOKEN, ...(suffix === '/failure' ? { body: { kind: 'captcha' } } : {}) });
+      const r = await suite.svc.api(`/api/sessions/ip:127.0.0.2${suffix}`, { method, bearer: TEST_PROXY_TOKEN, ...(suffix === '/failure' ? { body: { kind: 'captcha' } } : {}) });
       expect([r.status, await r.text()], `${method} ip:127.0.0.2${suffix}`).to.deep.equal([404, unknownText]);
     }
     // Nothing happened to it: still there, nothing reported, not rotated.
-    const seen = await apiJson<SessionView>(svc, '/api/sessions/ip:127.0.0.2', admin);
+    const seen = await apiJson<SessionView>(suite.svc, '/api/sessions/ip:127.0.0.2', admin);
     expect(seen).to.include({ key: 'ip:127.0.0.2', requests: 1, failures: 0 });
     // A proxy token still addresses its own address session.
-    const own = await svc.api('/api/sessions/ip:127.0.0.1', { bearer: TEST_PROXY_TOKEN });
+    const own = await suite.svc.api('/api/sessions/ip:127.0.0.1', { bearer: TEST_PROXY_TOKEN });
     expect(own.status).to.equal(200);
   });
 
   it('refuses a foreign Host (DNS rebinding) and cross-site state changes, even with a valid credential (7)', async () => {
-    const rebound = await rawHttp(`http://${host}`, 'GET', '/api/pool', { host: `attacker.example:${svc.apiPort}`, authorization: `Bearer ${admin}` });
+    const rebound = await rawHttp(`http://${host}`, 'GET', '/api/pool', { host: `attacker.example:${suite.svc.apiPort}`, authorization: `Bearer ${admin}` });
     expect(rebound.status, rebound.text).to.equal(403);
     const crossSite = await rawHttp(`http://${host}`, 'POST', '/api/instances/0/quarantine', { host, authorization: `Bearer ${admin}`, ...CROSS_SITE }, 'x');
     expect(crossSite.status, crossSite.text).to.equal(403);
-    expect((await apiJson<InstanceView>(svc, '/api/instances/0', admin)).health.state).to.not.equal('quarantined');
+    expect((await apiJson<InstanceView>(suite.svc, '/api/instances/0', admin)).health.state).to.not.equal('quarantined');
     // curl, which sends neither Origin nor Sec-Fetch-Site, is a non-browser client and passes.
-    const r = await curlSocks(svc.socksPort, 'still-works', TEST_PROXY_TOKEN, svc.whoamiUrl);
+    const r = await curlSocks(suite.svc.socksPort, 'still-works', TEST_PROXY_TOKEN, suite.svc.whoamiUrl);
     expect(r.code, r.stderr).to.equal(0);
   });
 
   it('keeps the signing secret out of auth.json, in a 0600 signing.key; a copy of DATA_DIR still signs in without SIGNING_SECRET (8g)', async () => {
-    const auth = JSON.parse(fs.readFileSync(path.join(svc.dataDir, 'auth.json'), 'utf8')) as Record<string, unknown>;
+    const auth = JSON.parse(fs.readFileSync(path.join(suite.svc.dataDir, 'auth.json'), 'utf8')) as Record<string, unknown>;
     expect(auth).to.not.have.property('signingSecret');
-    expect(fs.statSync(path.join(svc.dataDir, 'signing.key')).mode & 0o777).to.equal(0o600);
+    expect(fs.statSync(path.join(suite.svc.dataDir, 'signing.key')).mode & 0o777).to.equal(0o600);
     // Documented, not hidden: without SIGNING_SECRET the directory holds every input of the key.
-    const forged = await credentialForgedFromCopyOf(svc.dataDir);
-    expect((await svc.api('/api/pool', { bearer: forged })).status).to.equal(200);
+    const forged = await credentialForgedFromCopyOf(suite.svc.dataDir);
+    expect((await suite.svc.api('/api/pool', { bearer: forged })).status).to.equal(200);
   });
 
   it('serves the dashboard with CSP, frame, sniffing and referrer headers, and never its compiled sources or maps (8a)', async () => {
-    const page = await svc.api('/');
+    const page = await suite.svc.api('/');
     expect(page.status).to.equal(200);
     const csp = page.headers.get('content-security-policy') ?? '';
     for (const directive of ["default-src 'self'", "object-src 'none'", "base-uri 'none'", "frame-ancestors 'none'"]) expect(csp).to.contain(directive);
@@ -119,11 +114,11 @@ describe('hardening: API access from other clients and other sites (authenticati
     const compiled = fs.readdirSync(path.join(dashboardDir, 'src', 'logic')).filter((f) => f.endsWith('.js'));
     expect(compiled.length, 'compiled dashboard sources exist in the build').to.be.greaterThan(0);
     for (const p of [`/src/logic/${compiled[0]}`, `/src/logic/${compiled[0]}.map`, '/src/']) {
-      const r = await svc.api(p);
+      const r = await suite.svc.api(p);
       expect(r.status, p).to.equal(404);
     }
     for (const asset of fs.readdirSync(path.join(dashboardDir, 'assets'))) {
-      const r = await svc.api(`/assets/${asset}.map`);
+      const r = await suite.svc.api(`/assets/${asset}.map`);
       expect(r.status, `${asset}.map`).to.equal(404);
     }
   });

@@ -7,36 +7,31 @@ import type { AuditEvent } from '../../shared/api/audit-event.js';
 import { AUDIT_CAPACITY } from '../../supervisor/audit/audit-log.js';
 import { SignInCredentials } from '../../shared/auth/sign-in-credentials.js';
 import { AuthStore } from '../../supervisor/auth/auth-store.js';
-import { curlSocks } from '../support/curl.js';
-import { quietLogger } from '../support/quiet-logger.js';
-import { StreamClient } from '../support/sse-stream-client.js';
-import { TEST_ADMIN_PASSWORD, TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
+import { curlSocks } from '../support/clients/curl.js';
+import { quietLogger } from '../support/fakes/quiet-logger.js';
+import { StreamClient } from '../support/clients/sse-stream.js';
+import { TEST_ADMIN_PASSWORD, TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
 
 describe('hardening: the audit trail cannot be flushed by a proxy token (2)', function () {
   this.timeout(240_000);
-  let svc: RunningService;
   let admin: string;
 
+  const suite = withService({ POOL_SIZE: '2', LOGIN_RATE_LIMIT: '3/5m' }, { ready: 2, readyTimeoutMs: 120_000 });
   before(async () => {
-    svc = await startService({ POOL_SIZE: '2', LOGIN_RATE_LIMIT: '3/5m' });
-    await svc.waitReady(2, 120_000);
-    admin = await svc.login();
-  });
-  after(async () => {
-    expect(await svc?.stop()).to.equal(0);
+    admin = await suite.svc.login();
   });
 
   it(`keeps every auth event after ${AUDIT_CAPACITY} session rotates with a proxy token`, async () => {
-    const created = await svc.api('/api/tokens', { method: 'POST', bearer: admin, body: { name: 'audited', scope: 'proxy' } });
+    const created = await suite.svc.api('/api/tokens', { method: 'POST', bearer: admin, body: { name: 'audited', scope: 'proxy' } });
     expect(created.status).to.equal(201);
-    const r = await curlSocks(svc.socksPort, 'churn', TEST_PROXY_TOKEN, svc.whoamiUrl);
+    const r = await curlSocks(suite.svc.socksPort, 'churn', TEST_PROXY_TOKEN, suite.svc.whoamiUrl);
     expect(r.code, r.stderr).to.equal(0);
-    const events = async (query = ''): Promise<AuditEvent[]> => (await (await svc.api(`/api/events?limit=${AUDIT_CAPACITY}${query}`, { bearer: admin })).json()) as AuditEvent[];
+    const events = async (query = ''): Promise<AuditEvent[]> => (await (await suite.svc.api(`/api/events?limit=${AUDIT_CAPACITY}${query}`, { bearer: admin })).json()) as AuditEvent[];
     const authBefore = (await events()).filter((e) => e.type === 'auth');
     expect(authBefore.map((e) => e.message).join(' | ')).to.match(/signed in/).and.to.match(/token .*issued/i);
 
     for (let i = 0; i < AUDIT_CAPACITY; i++) {
-      const rotated = await svc.api('/api/sessions/churn/rotate', { method: 'POST', bearer: TEST_PROXY_TOKEN });
+      const rotated = await suite.svc.api('/api/sessions/churn/rotate', { method: 'POST', bearer: TEST_PROXY_TOKEN });
       expect(rotated.status).to.equal(200);
     }
     const after = await events();
@@ -53,12 +48,12 @@ describe('hardening: the audit trail cannot be flushed by a proxy token (2)', fu
   it('writes sign-ins, failed sign-ins and rate-limited sign-ins to the log, without the password', async () => {
     const wrong = 'not-the-password-9f3c';
     for (let i = 0; i < 3; i++) {
-      const r = await svc.api('/api/auth/login', { method: 'POST', body: { user: 'admin', password: wrong } });
+      const r = await suite.svc.api('/api/auth/login', { method: 'POST', body: { user: 'admin', password: wrong } });
       expect(r.status).to.equal(401);
     }
-    const limited = await svc.api('/api/auth/login', { method: 'POST', body: { user: 'admin', password: wrong } });
+    const limited = await suite.svc.api('/api/auth/login', { method: 'POST', body: { user: 'admin', password: wrong } });
     expect(limited.status).to.equal(429);
-    const out = svc.output();
+    const out = suite.svc.output();
     expect(out).to.match(/signed in .*user="admin".*address="127\.0\.0\.1"/);
     expect(out).to.match(/sign-in refused: wrong user or password .*address="127\.0\.0\.1"/);
     expect(out).to.match(/sign-in refused: too many failed attempts .*retryAfterSeconds=/);
@@ -68,27 +63,22 @@ describe('hardening: the audit trail cannot be flushed by a proxy token (2)', fu
 
 describe('hardening: the live stream ends when its credential does (3)', function () {
   this.timeout(240_000);
-  let svc: RunningService;
   let admin: string;
   let base: string;
 
+  const suite = withService({ POOL_SIZE: '1' }, { ready: 1, readyTimeoutMs: 120_000 });
   before(async () => {
-    svc = await startService({ POOL_SIZE: '1' });
-    await svc.waitReady(1, 120_000);
-    admin = await svc.login();
-    base = `http://127.0.0.1:${svc.apiPort}`;
-  });
-  after(async () => {
-    expect(await svc?.stop()).to.equal(0);
+    admin = await suite.svc.login();
+    base = `http://127.0.0.1:${suite.svc.apiPort}`;
   });
 
   it('ends a stream opened with a token with a signed-out event when the token is revoked', async () => {
-    const created = (await (await svc.api('/api/tokens', { method: 'POST', bearer: admin, body: { name: 'watcher', scope: 'admin' } })).json()) as { id: string; secret: string };
+    const created = (await (await suite.svc.api('/api/tokens', { method: 'POST', bearer: admin, body: { name: 'watcher', scope: 'admin' } })).json()) as { id: string; secret: string };
     const stream = await StreamClient.open(base, '/api/stream', { authorization: `Bearer ${created.secret}` });
     try {
       expect(stream.status).to.equal(200);
       await stream.waitFor(() => stream.of('state').length > 0, 'the first state');
-      const revoked = await svc.api(`/api/tokens/${created.id}`, { method: 'DELETE', bearer: admin });
+      const revoked = await suite.svc.api(`/api/tokens/${created.id}`, { method: 'DELETE', bearer: admin });
       const answeredAt = Date.now();
       expect(revoked.status).to.equal(204);
       await stream.waitFor(() => stream.ended, 'the stream to end', 1000);
@@ -104,12 +94,12 @@ describe('hardening: the live stream ends when its credential does (3)', functio
     // from DATA_DIR the way the service reads it): LOGIN_TTL cannot be set that short.
     const SIGN_IN_LEFT_MS = 4000;
     const { store } = await AuthStore.open({
-      config: { adminUser: 'admin', adminPassword: TEST_ADMIN_PASSWORD, proxyToken: null, authDisabled: false, dataDir: svc.dataDir },
+      config: { adminUser: 'admin', adminPassword: TEST_ADMIN_PASSWORD, proxyToken: null, authDisabled: false, dataDir: suite.svc.dataDir },
       log: quietLogger(),
       bcryptCost: 4,
     });
     const shortSignIn = new SignInCredentials(store.snapshots().api.signingKey, 'admin', SIGN_IN_LEFT_MS).issueSession();
-    const ticket = (await (await svc.api('/api/auth/ticket', { method: 'POST', bearer: shortSignIn.token })).json()) as { ticket: string; expires_in: number };
+    const ticket = (await (await suite.svc.api('/api/auth/ticket', { method: 'POST', bearer: shortSignIn.token })).json()) as { ticket: string; expires_in: number };
     expect(ticket.expires_in).to.be.at.most(Math.ceil(SIGN_IN_LEFT_MS / 1000));
     const stream = await StreamClient.open(base, `/api/stream?ticket=${encodeURIComponent(ticket.ticket)}`);
     try {

@@ -7,11 +7,11 @@
  */
 import { expect } from 'chai';
 import net from 'node:net';
-import { curlHttp, curlSocks } from '../support/curl.js';
-import { pollUntil } from '../support/fault-processes.js';
+import { curlHttp, curlSocks } from '../support/clients/curl.js';
+import { pollUntil } from '../support/waiting.js';
 import { httpGetOverTunnel, openSocksTunnel } from '../support/clients/socks5-client.js';
-import { parsePrometheusText, samplesOf } from '../support/e2e-heal-prometheus.js';
-import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
+import { parsePrometheusText, samplesOf } from '../support/parsers/prometheus-text.js';
+import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/fixtures/service.js';
 
 const BOUND = 200;
 const FLOOD_PER_LISTENER = 250;

@@ -8,8 +8,8 @@ import { expect } from 'chai';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { pollUntil } from '../support/fault-processes.js';
-import { servicePorts } from '../support/service-fixture.js';
+import { pollUntil } from '../support/waiting.js';
+import { servicePorts } from '../support/network/free-ports.js';
 
 const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'bin', 'exitpool');
 

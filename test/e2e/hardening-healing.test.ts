@@ -3,10 +3,10 @@
  * happened, and one proxy token cannot take the pool out of service.
  */
 import { expect } from 'chai';
-import { HealApi } from '../support/e2e-heal-api.js';
-import { fetchThroughSession } from '../support/e2e-heal-client.js';
-import { pollUntil } from '../support/e2e-heal-poll.js';
-import { startService, type RunningService } from '../support/service-fixture.js';
+import { HealApi } from '../support/clients/api-client.js';
+import { fetchThroughSession } from '../support/clients/session-fetch.js';
+import { pollUntil } from '../support/waiting.js';
+import { startService, type RunningService, withService } from '../support/fixtures/service.js';
 
 const POOL_SIZE = 3;
 const CONSECUTIVE = 3;
@@ -14,11 +14,9 @@ const ROUNDS = 6;
 
 describe("hardening: the scraper's loop (request, report at once) keeps its consecutive count (6)", function () {
   this.timeout(360_000);
-  let svc: RunningService;
   let api: HealApi;
 
-  before(async () => {
-    svc = await startService({
+  const suite = withService({
       POOL_SIZE: String(POOL_SIZE),
       QUARANTINE_CONSECUTIVE: String(CONSECUTIVE),
       // So high that only the consecutive rule can quarantine.
@@ -29,12 +27,9 @@ describe("hardening: the scraper's loop (request, report at once) keeps its cons
       // scored for ROTATION_GRACE: the next round may land on the instance just released.
       ROTATION_GRACE: '0s',
       CLIENT_REPORT_BUDGET: '1000/1m',
-    });
-    await svc.waitReady(POOL_SIZE, 120_000);
-    api = await HealApi.signIn(svc);
-  });
-  after(async () => {
-    expect(await svc?.stop()).to.equal(0);
+    }, { ready: POOL_SIZE, readyTimeoutMs: 120_000 });
+  before(async () => {
+    api = await HealApi.signIn(suite.svc);
   });
 
   it(`quarantines on the ${CONSECUTIVE}rd report of a request-then-report loop, ${ROUNDS} times in a row`, async () => {
@@ -44,22 +39,22 @@ describe("hardening: the scraper's loop (request, report at once) keeps its cons
       for (let i = 1; i <= CONSECUTIVE; i++) {
         // The request reaches the destination (the proxy sees a success: the block page is inside
         // the response), and the scraper reports it at once, before the worker's accounting batch.
-        const got = await fetchThroughSession(svc, key);
+        const got = await fetchThroughSession(suite.svc, key);
         expect(got.kind, `round ${round}, request ${i}`).to.equal('ip');
         const report = await api.reportFailure(key, { kind: 'blocked', reason: `round ${round} #${i}` });
         instance = report.instance;
         if (i < CONSECUTIVE) {
           // Let the request's success arrive: it ended before the report and must not reset the run.
-          await pollUntil('the request accounted', () => api.session(key), (v) => v.requests === i, 10_000);
+          await pollUntil('the request accounted', () => api.session(key), 10_000, { until: (v) => v.requests === i });
           const after = await api.instance(instance);
           expect(after.health.consecutive_failures, `round ${round}: after report ${i} and its request's success arrived`).to.equal(i);
         }
       }
-      const burnt = await pollUntil('quarantined', () => api.instance(instance), (v) => ['quarantined', 'remediating'].includes(v.health.state), 5_000);
+      const burnt = await pollUntil('quarantined', () => api.instance(instance), 5_000, { until: (v) => ['quarantined', 'remediating'].includes(v.health.state) });
       expect(burnt.health.state, `round ${round}`).to.be.oneOf(['quarantined', 'remediating']);
       // Back in service for the next round (release clears the window and the run).
       await api.action(instance, 'release');
-      await pollUntil('all routable', () => api.pool(), (p) => p.routable === POOL_SIZE, 60_000);
+      await pollUntil('all routable', () => api.pool(), 60_000, { until: (p) => p.routable === POOL_SIZE });
     }
   });
 });
@@ -83,7 +78,7 @@ describe('hardening: one proxy token cannot take the pool out of service (1)', f
 
   async function releaseAll(): Promise<void> {
     for (const i of await api.instances()) if (['quarantined', 'remediating'].includes(i.health.state)) await api.action(i.id, 'release');
-    await pollUntil('all routable', () => api.pool(), (p) => p.routable === SIZE, 60_000);
+    await pollUntil('all routable', () => api.pool(), 60_000, { until: (p) => p.routable === SIZE });
   }
 
   it("a report loop over a dozen sessions leaves the floor in service, scores only the token's budget, and rebalances on release", async () => {
@@ -108,7 +103,7 @@ describe('hardening: one proxy token cannot take the pool out of service (1)', f
     const piled = Math.max(...countByInstance(await api.sessions()));
     expect(piled, 'the episode piled sessions up').to.be.greaterThan(Math.ceil((KEYS.length + 1) / SIZE));
     await releaseAll();
-    const spread = await pollUntil('sessions rebalanced', async () => countByInstance(await api.sessions()), (c) => Math.max(...c) <= Math.ceil((KEYS.length + 1) / SIZE), 10_000);
+    const spread = await pollUntil('sessions rebalanced', async () => countByInstance(await api.sessions()), 10_000, { until: (c) => Math.max(...c) <= Math.ceil((KEYS.length + 1) / SIZE) });
     expect(Math.max(...spread)).to.be.at.most(Math.ceil((KEYS.length + 1) / SIZE));
   });
 

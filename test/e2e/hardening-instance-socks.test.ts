@@ -9,9 +9,9 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { InstanceView } from '../../shared/api/views.js';
-import { curl, curlSocks } from '../support/curl.js';
-import { tcpListenersOf } from '../support/process-listeners.js';
-import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
+import { curl, curlSocks } from '../support/clients/curl.js';
+import { tcpListenersOf } from '../support/processes/listeners.js';
+import { TEST_PROXY_TOKEN, withService, type RunningService } from '../support/fixtures/service.js';
 
 /** An unprivileged user for the "another user on the host" check. */
 const NOBODY = 65534;
@@ -28,25 +28,20 @@ function curlAs(uid: number, args: string[]): Promise<{ code: number | null; std
 
 describe("hardening: the instances' SocksPorts are closed to other users (8f)", function () {
   this.timeout(240_000);
-  let svc: RunningService;
   let admin: string;
   let instances: InstanceView[];
 
+  const suite = withService({ POOL_SIZE: '2' }, { ready: 2, readyTimeoutMs: 120_000 });
   before(async () => {
-    svc = await startService({ POOL_SIZE: '2' });
-    await svc.waitReady(2, 120_000);
-    admin = await svc.login();
-    instances = (await (await svc.api('/api/instances', { bearer: admin })).json()) as InstanceView[];
-  });
-  after(async () => {
-    expect(await svc?.stop()).to.equal(0);
+    admin = await suite.svc.login();
+    instances = (await (await suite.svc.api('/api/instances', { bearer: admin })).json()) as InstanceView[];
   });
 
   it('listens on a Unix socket in a 0700 directory owned by the service, named in socks_addr, and on no TCP port', async () => {
     for (const i of instances) {
       expect(i.socks_addr, `instance ${i.id}`).to.match(/^unix:\//);
       const socket = i.socks_addr.slice('unix:'.length);
-      expect(socket).to.equal(path.join(svc.dataDir, 'tor', String(i.id), 'socks.sock'));
+      expect(socket).to.equal(path.join(suite.svc.dataDir, 'tor', String(i.id), 'socks.sock'));
       expect(fs.statSync(socket).isSocket()).to.equal(true);
       const dir = fs.statSync(path.dirname(socket));
       expect(dir.mode & 0o777, `${path.dirname(socket)} mode`).to.equal(0o700);
@@ -57,23 +52,23 @@ describe("hardening: the instances' SocksPorts are closed to other users (8f)", 
   });
 
   it('is usable by the service itself: proxying through the pool works, and root reaches the socket', async () => {
-    const r = await curlSocks(svc.socksPort, 'through-the-pool', TEST_PROXY_TOKEN, svc.whoamiUrl);
+    const r = await curlSocks(suite.svc.socksPort, 'through-the-pool', TEST_PROXY_TOKEN, suite.svc.whoamiUrl);
     expect(r.code, r.stderr).to.equal(0);
     // The same curl as the service's own user reaches tor through the socket: what stops "nobody" below is the permission.
     const socket = instances[0]!.socks_addr.slice('unix:'.length);
-    const own = await curl(['-sS', '--max-time', '20', '--proxy', `socks5h://localhost${socket}`, svc.whoamiUrl], 30_000);
+    const own = await curl(['-sS', '--max-time', '20', '--proxy', `socks5h://localhost${socket}`, suite.svc.whoamiUrl], 30_000);
     expect(own.code, own.stderr).to.equal(0);
   });
 
   it('refuses everyone else: the old TCP ports are closed, and another user cannot open the socket', async () => {
     for (const i of instances) {
       const socket = i.socks_addr.slice('unix:'.length);
-      const other = await curlAs(NOBODY, ['-sS', '--max-time', '10', '--proxy', `socks5h://localhost${socket}`, svc.whoamiUrl]);
+      const other = await curlAs(NOBODY, ['-sS', '--max-time', '10', '--proxy', `socks5h://localhost${socket}`, suite.svc.whoamiUrl]);
       // curl ran (as nobody) and could not connect: the directory is not theirs to enter.
       expect(other.code, `another user through ${socket}: ${other.stderr}`).to.equal(7);
       expect(other.stderr).to.match(/Couldn't connect|Permission denied/);
     }
-    const viaPort = await Promise.all(instances.map((i) => curl(['--max-time', '10', '--socks5-hostname', `127.0.0.1:${instancePortOf(svc, i.id)}`, svc.whoamiUrl], 15_000)));
+    const viaPort = await Promise.all(instances.map((i) => curl(['--max-time', '10', '--socks5-hostname', `127.0.0.1:${instancePortOf(suite.svc, i.id)}`, suite.svc.whoamiUrl], 15_000)));
     for (const r of viaPort) expect(r.code, 'no SOCKS listener on the old instance port').to.not.equal(0);
   });
 });

@@ -11,10 +11,12 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { curlHttp, curlSocks, type CurlResult } from '../support/curl.js';
-import { childPids, pollUntil, processRole } from '../support/fault-processes.js';
-import { sharedTestnet } from '../support/testnet-fixture.js';
-import { TEST_ADMIN_PASSWORD, TEST_PROXY_TOKEN, servicePorts, startService, type RunningService } from '../support/service-fixture.js';
+import { curlHttp, curlSocks, type CurlResult } from '../support/clients/curl.js';
+import { childPids, processRole } from '../support/processes/inspection.js';
+import { pollUntil } from '../support/waiting.js';
+import { sharedTestnet } from '../support/fixtures/testnet.js';
+import { TEST_ADMIN_PASSWORD, TEST_PROXY_TOKEN, startService, type RunningService } from '../support/fixtures/service.js';
+import { servicePorts } from '../support/network/free-ports.js';
 
 const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'supervisor', 'cli.js');
 

@@ -6,25 +6,19 @@
  */
 import { expect } from 'chai';
 import { DEVICE_COOKIE_NAME } from '../../shared/auth/device-cookie.js';
-import { pollUntil, serviceWorkers, signal } from '../support/fault-processes.js';
-import { TEST_ADMIN_PASSWORD, startService, type RunningService } from '../support/service-fixture.js';
+import { serviceWorkers, signal } from '../support/processes/inspection.js';
+import { pollUntil } from '../support/waiting.js';
+import { TEST_ADMIN_PASSWORD, withService } from '../support/fixtures/service.js';
 
 const ATTEMPTS = 3;
 
 describe('hardening: sign-in limits that leave the operator a way in (8c)', function () {
   this.timeout(240_000);
-  let svc: RunningService;
 
-  before(async () => {
-    svc = await startService({ POOL_SIZE: '1', LOGIN_RATE_LIMIT: `${ATTEMPTS}/10m` });
-    await svc.waitReady(1, 120_000);
-  });
-  after(async () => {
-    expect(await svc?.stop()).to.equal(0);
-  });
+  const suite = withService({ POOL_SIZE: '1', LOGIN_RATE_LIMIT: `${ATTEMPTS}/10m` }, { ready: 1, readyTimeoutMs: 120_000 });
 
   const signIn = (password: string, cookie?: string): Promise<Response> =>
-    svc.api('/api/auth/login', { method: 'POST', body: { user: 'admin', password }, ...(cookie === undefined ? {} : { headers: { Cookie: cookie } }) });
+    suite.svc.api('/api/auth/login', { method: 'POST', body: { user: 'admin', password }, ...(cookie === undefined ? {} : { headers: { Cookie: cookie } }) });
 
   it('keeps the count across an API worker restart, and lets a browser that signed in before through', async () => {
     // The operator's browser signed in once: it holds a device cookie.
@@ -42,14 +36,14 @@ describe('hardening: sign-in limits that leave the operator a way in (8c)', func
     expect(Number(locked.headers.get('retry-after'))).to.be.greaterThan(0);
 
     // Killing the API worker does not give the guesser a fresh budget.
-    const [apiPid] = serviceWorkers(svc.pid).api;
+    const [apiPid] = serviceWorkers(suite.svc.pid).api;
     expect(apiPid).to.be.a('number');
     expect(signal(apiPid!, 'SIGKILL')).to.equal(true);
     await pollUntil('a new API worker answering', async () => {
-      const pids = serviceWorkers(svc.pid).api;
+      const pids = serviceWorkers(suite.svc.pid).api;
       if (pids.length !== 1 || pids[0] === apiPid) return undefined;
       try {
-        return (await svc.api('/api/auth/status')).status === 200 ? true : undefined;
+        return (await suite.svc.api('/api/auth/status')).status === 200 ? true : undefined;
       } catch {
         return undefined;
       }
@@ -60,7 +54,7 @@ describe('hardening: sign-in limits that leave the operator a way in (8c)', func
     const operator = await signIn(TEST_ADMIN_PASSWORD, deviceCookie);
     expect(operator.status).to.equal(200);
     const token = ((await operator.json()) as { token: string }).token;
-    expect((await svc.api('/api/pool', { bearer: token })).status).to.equal(200);
+    expect((await suite.svc.api('/api/pool', { bearer: token })).status).to.equal(200);
     expect((await signIn('wrong', 'exitpool_device=forged.1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA')).status).to.equal(429);
   });
 });

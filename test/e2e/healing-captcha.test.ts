@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import type { InstanceView } from '../../shared/api/views.js';
-import { HealApi } from '../support/e2e-heal-api.js';
-import { exitIpOf, fetchThroughSession, type Fetched } from '../support/e2e-heal-client.js';
-import { pollUntil } from '../support/e2e-heal-poll.js';
-import { curlSocks } from '../support/curl.js';
-import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
+import { HealApi } from '../support/clients/api-client.js';
+import { exitIpOf, fetchThroughSession, type Fetched } from '../support/clients/session-fetch.js';
+import { pollUntil } from '../support/waiting.js';
+import { curlSocks } from '../support/clients/curl.js';
+import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
 
 const SERVICE_ENV = {
   POOL_SIZE: '3',
@@ -31,31 +31,25 @@ interface Burnt {
 
 describe('self-healing end to end (pool of 3 on the private network)', function () {
   this.timeout(300_000);
-  let svc: RunningService;
   let api: HealApi;
   let keySeq = 0;
   let burnt: Burnt | undefined;
 
   async function placeSession(prefix: string): Promise<{ key: string; instance: number; ip: string }> {
     const key = `${prefix}-${++keySeq}`;
-    const ip = await exitIpOf(svc, key);
+    const ip = await exitIpOf(suite.svc, key);
     return { key, instance: (await api.session(key)).instance, ip };
   }
 
   async function settled(): Promise<void> {
-    await pollUntil('all instances routable', () => api.pool(), (p) => p.routable === p.size, ROTATION_DEADLINE_MS);
+    await pollUntil('all instances routable', () => api.pool(), ROTATION_DEADLINE_MS, { until: (p) => p.routable === p.size });
   }
 
+  const suite = withService(SERVICE_ENV, { ready: 3, readyTimeoutMs: BOOTSTRAP_DEADLINE_MS });
   before(async () => {
-    svc = await startService(SERVICE_ENV);
-    await svc.waitReady(3, BOOTSTRAP_DEADLINE_MS);
-    api = await HealApi.signIn(svc);
+    api = await HealApi.signIn(suite.svc);
   });
-  afterEach(() => svc?.net.whoami.clearBehaviours());
-  after(async () => {
-    const code = await svc?.stop();
-    expect(code).to.equal(0);
-  });
+  afterEach(() => suite.svc?.net.whoami.clearBehaviours());
 
   it('types failure reports by kind or reason and refuses only wrong JSON types', async () => {
     const s = await placeSession('report');
@@ -101,13 +95,13 @@ describe('self-healing end to end (pool of 3 on the private network)', function 
   it('counts a failure to a private destination but never scores it', async () => {
     const s = await placeSession('private');
     const before = await api.instance(s.instance);
-    const r = await curlSocks(svc.socksPort, s.key, TEST_PROXY_TOKEN, 'http://10.0.0.1/', ['--connect-timeout', '20']);
+    const r = await curlSocks(suite.svc.socksPort, s.key, TEST_PROXY_TOKEN, 'http://10.0.0.1/', ['--connect-timeout', '20']);
     expect(r.code, 'the network refuses a private destination').to.not.equal(0);
     const after = await pollUntil(
       'the failed request accounted',
       () => api.instance(s.instance),
-      (v) => v.totals.failures > before.totals.failures,
       15_000,
+      { until: (v) => v.totals.failures > before.totals.failures },
     );
     expect(after.health.failure_score).to.equal(before.health.failure_score);
     expect(after.health.failures_in_window).to.equal(before.health.failures_in_window);
@@ -118,12 +112,12 @@ describe('self-healing end to end (pool of 3 on the private network)', function 
 
   it('never quarantines on a stream of 429 reports', async () => {
     const s = await placeSession('ratelimit');
-    svc.net.whoami.setBehaviour(s.ip, 'rate_limited');
+    suite.svc.net.whoami.setBehaviour(s.ip, 'rate_limited');
     let sawLimit = 0;
     for (let i = 0; i < 30; i++) {
       // A request every few reports keeps the scenario honest without 30 round trips through tor.
       if (i % 5 === 0) {
-        const got = await fetchThroughSession(svc, s.key);
+        const got = await fetchThroughSession(suite.svc, s.key);
         if (got.kind === 'status' && got.status === 429) sawLimit++;
       }
       const r = await api.reportFailure(s.key, { kind: 'rate_limited' });
@@ -154,7 +148,7 @@ describe('self-healing end to end (pool of 3 on the private network)', function 
     for (let attempt = 0; attempt < 4 && !target; attempt++) {
       const seen = new Map<number, Map<string, string[]>>();
       for (const key of keys) {
-        const ip = await exitIpOf(svc, key);
+        const ip = await exitIpOf(suite.svc, key);
         const at = (await api.session(key)).instance;
         const byIp = seen.get(at) ?? new Map<string, string[]>();
         byIp.set(ip, [...(byIp.get(ip) ?? []), key]);
@@ -182,7 +176,7 @@ describe('self-healing end to end (pool of 3 on the private network)', function 
     // A rotated instance forgives failures for a while after its rotation: start past that.
     if (selection.some((step) => step.startsWith('rotated'))) await new Promise((r) => setTimeout(r, ROTATION_GRACE_MS + 1000));
     const { instance, ip: burntIp } = target;
-    svc.net.whoami.setBehaviour(burntIp, 'captcha');
+    suite.svc.net.whoami.setBehaviour(burntIp, 'captcha');
 
     // The client: each session on the instance makes requests in turn and reports what it sees.
     const REQUESTS_PER_SESSION = 5;
@@ -196,7 +190,7 @@ describe('self-healing end to end (pool of 3 on the private network)', function 
     const trail: string[] = [`instance ${instance} burnt ${burntIp} sessions ${target.keys.join(',')} (${selection.join('; ')})`];
     for (let round = 0; round < REQUESTS_PER_SESSION; round++) {
       for (const key of target.keys) {
-        const got = await fetchThroughSession(svc, key);
+        const got = await fetchThroughSession(suite.svc, key);
         requests++;
         if (quarantinedAt !== undefined && !firstAfterQuarantine.has(key)) firstAfterQuarantine.set(key, got);
         if (got.kind === 'ip') {
@@ -253,7 +247,7 @@ describe('self-healing end to end (pool of 3 on the private network)', function 
   it('remediates the quarantined instance onto a new exit; it passes probation and returns to healthy', async () => {
     if (!burnt) throw new Error('needs the captcha scenario above');
     const { instance, ip: burntIp } = burnt;
-    svc.net.whoami.setBehaviour(burntIp, 'captcha'); // still burnt: only a new exit gets through
+    suite.svc.net.whoami.setBehaviour(burntIp, 'captcha'); // still burnt: only a new exit gets through
     const deadline = Date.now() + 240_000;
     let cleanIp: string | undefined;
     let rungs: string[] = [];
@@ -263,15 +257,14 @@ describe('self-healing end to end (pool of 3 on the private network)', function 
       const back = await pollUntil(
         'the instance back in service after a remediation',
         () => api.instance(instance),
-        (v) => !OUT_OF_SERVICE.includes(v.health.state) && v.ready && v.exit_ip !== '',
         Math.max(1000, deadline - Date.now()),
-        200,
+        { until: (v) => !OUT_OF_SERVICE.includes(v.health.state) && v.ready && v.exit_ip !== '', intervalMs: 200 },
       );
       if (back.health.state === 'probation') rungs.push(back.health.remediation_rung);
       expect(back.health.remediations).to.be.at.least(1);
       // A new key lands on the emptiest instance: the one just back (its sessions were moved off).
       const key = `probation-${++keySeq}`;
-      const got = await fetchThroughSession(svc, key);
+      const got = await fetchThroughSession(suite.svc, key);
       const at = (await api.session(key)).instance;
       trail.push(`${back.health.state}/${back.health.remediation_rung} exit ${back.exit_ip}: ${key} on ${at} got ${JSON.stringify(got)}`);
       if (at !== instance) {
@@ -288,7 +281,7 @@ describe('self-healing end to end (pool of 3 on the private network)', function 
       await new Promise((r) => setTimeout(r, 1000));
     }
     rungs = [...new Set(rungs)];
-    const healthy = await pollUntil('healthy after a request survived probation', () => api.instance(instance), (v) => v.health.state === 'healthy', 20_000);
+    const healthy = await pollUntil('healthy after a request survived probation', () => api.instance(instance), 20_000, { until: (v) => v.health.state === 'healthy' });
     expect(healthy.exit_ip, 'remediated onto a new exit').to.not.equal(burntIp);
     expect(cleanIp).to.not.equal(burntIp);
     const remediation = (await api.events(500)).filter((e) => e.type === 'remediation' && e.instance === instance);

@@ -1,17 +1,18 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { fuzzRuns } from '../support/fuzz-runs.js';
+import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 import { HTTP_HEAD_TIMEOUT_MS, SOCKS_HANDSHAKE_TIMEOUT_MS } from '../../workers/proxy/proxy-timeouts.js';
 import { API_HEADERS_TIMEOUT_MS } from '../../workers/api/api-worker.js';
 import { MAX_JSON_BODY_BYTES } from '../../workers/api/api-app.js';
 import { MAX_SESSION_KEY_BYTES } from '../../shared/api/session-key.js';
 import type { SessionView } from '../../shared/api/views.js';
-import { session, sessions } from '../support/fault-api.js';
-import { openFileDescriptors, pollUntil, serviceWorkers } from '../support/fault-processes.js';
-import { httpStatusOf, rawExchange, slowClient, type RawExchangeResult, type SlowClientResult } from '../support/fault-slowloris.js';
+import { session, sessions } from '../support/clients/api-waits.js';
+import { openFileDescriptors, serviceWorkers } from '../support/processes/inspection.js';
+import { pollUntil } from '../support/waiting.js';
+import { httpStatusOf, rawExchange, slowClient, type RawExchangeResult, type SlowClientResult } from '../support/network/slowloris.js';
 import { openSocksTunnel, httpGetOverTunnel } from '../support/clients/socks5-client.js';
-import { httpProxyRequest, socksRequest } from '../support/fault-traffic.js';
-import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
+import { httpProxyRequest, socksRequest } from '../support/network/traffic.js';
+import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/fixtures/service.js';
 
 /** Slack on top of a server deadline for a busy 2-core machine. */
 const MARGIN_MS = 5_000;

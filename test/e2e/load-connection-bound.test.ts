@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import type net from 'node:net';
-import { pollUntil } from '../support/fault-processes.js';
+import { pollUntil } from '../support/waiting.js';
 import { openSocksTunnel } from '../support/clients/socks5-client.js';
-import { httpProxyRequest, socksRequest } from '../support/fault-traffic.js';
-import { parsePrometheusText, samplesOf } from '../support/e2e-heal-prometheus.js';
-import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
+import { httpProxyRequest, socksRequest } from '../support/network/traffic.js';
+import { parsePrometheusText, samplesOf } from '../support/parsers/prometheus-text.js';
+import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/fixtures/service.js';
 
 /** Small on purpose: the bound is reached with a handful of real tunnels through tor. */
 const BOUND = 24;

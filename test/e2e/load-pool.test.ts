@@ -1,12 +1,13 @@
 import { expect } from 'chai';
 import type net from 'node:net';
-import { instances, sessions, settledTotals } from '../support/fault-api.js';
-import { EchoProcess } from '../support/fault-echo-server.js';
-import { FixedRate, mapWithConcurrency, openConnectTunnel, type RateOutcome } from '../support/fault-load.js';
-import { ensureFileDescriptorLimit, fileDescriptorLimit, openFileDescriptors, pollUntil, rssBytes, serviceWorkers } from '../support/fault-processes.js';
+import { instances, sessions, settledTotals } from '../support/clients/api-waits.js';
+import { EchoProcess } from '../support/network/echo-server.js';
+import { FixedRate, mapWithConcurrency, openConnectTunnel, type RateOutcome } from '../support/network/load.js';
+import { ensureFileDescriptorLimit, fileDescriptorLimit, openFileDescriptors, rssBytes, serviceWorkers } from '../support/processes/inspection.js';
+import { pollUntil } from '../support/waiting.js';
 import { echoRoundTrip, openSocksTunnel } from '../support/clients/socks5-client.js';
-import { httpProxyRequest } from '../support/fault-traffic.js';
-import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
+import { httpProxyRequest } from '../support/network/traffic.js';
+import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/fixtures/service.js';
 
 /**
  * The load test's size. `npm test` runs the reduced form; `npm run test:soak` sets

@@ -4,10 +4,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { packageRoot } from '../../shared/version.js';
-import { processUser, waitAllGone } from '../support/process-tree.js';
-import { TEST_PROXY_TOKEN, servicePorts } from '../support/service-fixture.js';
-import { curlSocks } from '../support/curl.js';
-import { sharedTestnet } from '../support/testnet-fixture.js';
+import { processUser, waitAllGone } from '../support/processes/inspection.js';
+import { TEST_PROXY_TOKEN } from '../support/fixtures/service.js';
+import { servicePorts } from '../support/network/free-ports.js';
+import { curlSocks } from '../support/clients/curl.js';
+import { sharedTestnet } from '../support/fixtures/testnet.js';
 
 /** The unprivileged account the test runs the installed service as (like the image's `exitpool`). */
 const RUNTIME_USER = 'exitpool-test';

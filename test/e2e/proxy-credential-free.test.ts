@@ -4,13 +4,13 @@
  */
 import { expect } from 'chai';
 import type { PoolSummary, SessionView } from '../../shared/api/views.js';
-import { curl, curlSocks } from '../support/curl.js';
-import { apiJson, instanceView, instanceWhen, sessionView, sessionWhen, whoamiIp } from '../support/e2e-proxy-api.js';
-import { httpProxyGet } from '../support/e2e-proxy-http-client.js';
-import { freeSessionPortBase } from '../support/e2e-proxy-ports.js';
+import { curl, curlSocks } from '../support/clients/curl.js';
+import { apiJson, instanceView, instanceWhen, sessionView, sessionWhen, whoamiIp } from '../support/clients/api-reads.js';
+import { httpProxyGet } from '../support/clients/http-proxy-client.js';
+import { freeSessionPortBase } from '../support/network/free-ports.js';
 import { socksHttpGet } from '../support/clients/socks5-client.js';
-import { startService, type RunningService } from '../support/service-fixture.js';
-import { sharedTestnet } from '../support/testnet-fixture.js';
+import { startService, type RunningService } from '../support/fixtures/service.js';
+import { sharedTestnet } from '../support/fixtures/testnet.js';
 
 const POOL_SIZE = 2;
 /** The session DEFAULT_SESSION=ip gives a loopback caller that names none. */
@@ -33,8 +33,7 @@ describe('credential-free proxying: AUTH_DISABLED, DEFAULT_SESSION=ip and sessio
   });
 
   after(async () => {
-    const code = await svc?.stop();
-    expect(code).to.equal(0);
+    expect(await svc?.stop()).to.equal(0);
   });
 
   it('reports that no credential is required, and answers the API without one', async () => {

@@ -5,11 +5,12 @@
  */
 import { expect } from 'chai';
 import type { SessionView } from '../../shared/api/views.js';
-import { curlSocks } from '../support/curl.js';
-import { apiJson, instanceViews, poolSummary, sessionView, sessionWhen, eventually, whoamiIp } from '../support/e2e-proxy-api.js';
-import { httpProxyGet } from '../support/e2e-proxy-http-client.js';
+import { curlSocks } from '../support/clients/curl.js';
+import { apiJson, instanceViews, poolSummary, sessionView, sessionWhen, whoamiIp } from '../support/clients/api-reads.js';
+import { httpProxyGet } from '../support/clients/http-proxy-client.js';
 import { socksHttpGet } from '../support/clients/socks5-client.js';
-import { TEST_PROXY_TOKEN, startService, type RunningService } from '../support/service-fixture.js';
+import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
+import { pollUntil } from '../support/waiting.js';
 
 const POOL_SIZE = 2;
 /** No session name: an empty username, the token as password (both listeners allow it). */
@@ -17,93 +18,81 @@ const ANONYMOUS = { username: '', password: TEST_PROXY_TOKEN };
 
 describe('DEFAULT_SESSION=shared, with SESSION_TTL=3s', function () {
   this.timeout(240_000);
-  let svc: RunningService;
   let admin: string;
 
+  const suite = withService({ POOL_SIZE: String(POOL_SIZE), DEFAULT_SESSION: 'shared', SESSION_TTL: '3s' }, { ready: POOL_SIZE, readyTimeoutMs: 120_000 });
   before(async () => {
-    svc = await startService({ POOL_SIZE: String(POOL_SIZE), DEFAULT_SESSION: 'shared', SESSION_TTL: '3s' });
-    await svc.waitReady(POOL_SIZE, 120_000);
-    admin = await svc.login();
+    admin = await suite.svc.login();
   });
 
-  after(async () => {
-    const code = await svc?.stop();
-    expect(code).to.equal(0);
-  });
 
   it('puts every caller that names no session, from any address and on both listeners, on one shared session', async () => {
-    const target = { host: 'whoami.testnet', targetPort: svc.net.whoami.port };
+    const target = { host: 'whoami.testnet', targetPort: suite.svc.net.whoami.port };
     const results = [
-      await socksHttpGet({ port: svc.socksPort, ...target, ...ANONYMOUS }),
-      await socksHttpGet({ port: svc.socksPort, ...target, ...ANONYMOUS, localAddress: '127.0.0.2' }),
+      await socksHttpGet({ port: suite.svc.socksPort, ...target, ...ANONYMOUS }),
+      await socksHttpGet({ port: suite.svc.socksPort, ...target, ...ANONYMOUS, localAddress: '127.0.0.2' }),
     ];
     for (const r of results) expect(r.outcome.kind).to.equal('open');
-    const viaHttp = await httpProxyGet({ proxyPort: svc.httpPort, url: svc.whoamiUrl, credential: ANONYMOUS });
-    const viaHttpOther = await httpProxyGet({ proxyPort: svc.httpPort, url: svc.whoamiUrl, credential: ANONYMOUS, localAddress: '127.0.0.3' });
+    const viaHttp = await httpProxyGet({ proxyPort: suite.svc.httpPort, url: suite.svc.whoamiUrl, credential: ANONYMOUS });
+    const viaHttpOther = await httpProxyGet({ proxyPort: suite.svc.httpPort, url: suite.svc.whoamiUrl, credential: ANONYMOUS, localAddress: '127.0.0.3' });
     expect(viaHttp.status, viaHttp.body).to.equal(200);
     expect(viaHttpOther.status, viaHttpOther.body).to.equal(200);
     const ips = [whoamiIp(results[0]?.body ?? null), whoamiIp(results[1]?.body ?? null), whoamiIp(viaHttp.body), whoamiIp(viaHttpOther.body)];
     expect(new Set(ips), ips.join(' ')).to.have.lengthOf(1);
 
-    const shared = await sessionWhen(svc, 'shared', TEST_PROXY_TOKEN, 'the 4 requests accounted', (v) => v.requests >= 4);
+    const shared = await sessionWhen(suite.svc, 'shared', TEST_PROXY_TOKEN, 'the 4 requests accounted', (v) => v.requests >= 4);
     expect(shared.requests).to.equal(4);
-    const keys = (await apiJson<SessionView[]>(svc, '/api/sessions', admin)).map((v) => v.key);
+    const keys = (await apiJson<SessionView[]>(suite.svc, '/api/sessions', admin)).map((v) => v.key);
     expect(keys).to.deep.equal(['shared']);
   });
 
   it('removes a session after SESSION_TTL idle', async () => {
-    const r = await curlSocks(svc.socksPort, 'short-lived', TEST_PROXY_TOKEN, svc.whoamiUrl);
+    const r = await curlSocks(suite.svc.socksPort, 'short-lived', TEST_PROXY_TOKEN, suite.svc.whoamiUrl);
     expect(r.code, r.stderr).to.equal(0);
     const idleFrom = Date.now();
-    const s = await sessionWhen(svc, 'short-lived', TEST_PROXY_TOKEN, 'accounted', (v) => v.requests === 1);
+    const s = await sessionWhen(suite.svc, 'short-lived', TEST_PROXY_TOKEN, 'accounted', (v) => v.requests === 1);
     expect(s.active).to.equal(0);
     // Well inside the TTL it is still there...
     await new Promise((resolve) => setTimeout(resolve, 1000));
-    expect(await sessionView(svc, 'short-lived', TEST_PROXY_TOKEN), 'still pinned after 1 s idle').to.not.equal(null);
+    expect(await sessionView(suite.svc, 'short-lived', TEST_PROXY_TOKEN), 'still pinned after 1 s idle').to.not.equal(null);
     // ...and once it has been idle for the TTL it is gone.
-    await eventually('session short-lived removed', async () => ((await sessionView(svc, 'short-lived', TEST_PROXY_TOKEN)) === null ? true : undefined), 15_000);
+    await pollUntil('session short-lived removed', async () => ((await sessionView(suite.svc, 'short-lived', TEST_PROXY_TOKEN)) === null ? true : undefined), 15_000);
     expect(Date.now() - idleFrom).to.be.at.least(3000);
-    const r404 = await svc.api('/api/sessions/short-lived', { bearer: TEST_PROXY_TOKEN });
+    const r404 = await suite.svc.api('/api/sessions/short-lived', { bearer: TEST_PROXY_TOKEN });
     expect(r404.status).to.equal(404);
   });
 });
 
 describe('DEFAULT_SESSION=random', function () {
   this.timeout(240_000);
-  let svc: RunningService;
   let admin: string;
 
+  const suite = withService({ POOL_SIZE: String(POOL_SIZE), DEFAULT_SESSION: 'random' }, { ready: POOL_SIZE, readyTimeoutMs: 120_000 });
   before(async () => {
-    svc = await startService({ POOL_SIZE: String(POOL_SIZE), DEFAULT_SESSION: 'random' });
-    await svc.waitReady(POOL_SIZE, 120_000);
-    admin = await svc.login();
+    admin = await suite.svc.login();
   });
 
-  after(async () => {
-    const code = await svc?.stop();
-    expect(code).to.equal(0);
-  });
 
   it('spreads callers that name no session over the instances and creates no session', async () => {
-    const before = await instanceViews(svc, admin);
-    const target = { host: 'whoami.testnet', targetPort: svc.net.whoami.port };
+    const before = await instanceViews(suite.svc, admin);
+    const target = { host: 'whoami.testnet', targetPort: suite.svc.net.whoami.port };
     const requests = 16;
     for (let i = 0; i < requests; i++) {
       if (i % 2 === 0) {
-        const r = await socksHttpGet({ port: svc.socksPort, ...target, ...ANONYMOUS });
+        const r = await socksHttpGet({ port: suite.svc.socksPort, ...target, ...ANONYMOUS });
         expect(r.outcome.kind).to.equal('open');
         whoamiIp(r.body);
       } else {
-        const r = await httpProxyGet({ proxyPort: svc.httpPort, url: svc.whoamiUrl, credential: ANONYMOUS });
+        const r = await httpProxyGet({ proxyPort: suite.svc.httpPort, url: suite.svc.whoamiUrl, credential: ANONYMOUS });
         expect(r.status, r.body).to.equal(200);
         whoamiIp(r.body);
       }
     }
     const total = (views: { totals: { requests: number } }[]): number => views.reduce((n, v) => n + v.totals.requests, 0);
-    const after = await eventually('every request accounted', async () => {
-      const views = await instanceViews(svc, admin);
+    const after = await pollUntil('every request accounted', async () => {
+      const views = await instanceViews(suite.svc, admin);
       return total(views) >= total(before) + requests ? views : undefined;
-    });
+    }, 15_000);
     expect(total(after)).to.equal(total(before) + requests);
     // Each connection is a fresh pick: with 16 picks over 2 instances both carry traffic
     // (all on one would happen with probability 2^-15).
@@ -111,7 +100,7 @@ describe('DEFAULT_SESSION=random', function () {
       const was = before.find((b) => b.id === v.id)?.totals.requests ?? 0;
       expect(v.totals.requests, `requests on instance ${v.id}`).to.be.greaterThan(was);
     }
-    expect((await poolSummary(svc, admin)).sessions).to.equal(0);
-    expect(await apiJson<SessionView[]>(svc, '/api/sessions', admin)).to.deep.equal([]);
+    expect((await poolSummary(suite.svc, admin)).sessions).to.equal(0);
+    expect(await apiJson<SessionView[]>(suite.svc, '/api/sessions', admin)).to.deep.equal([]);
   });
 });

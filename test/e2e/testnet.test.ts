@@ -2,7 +2,6 @@ import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import {
   CAPTCHA_MARKER,
@@ -19,10 +18,11 @@ import {
 } from '../../internal/testnet/index.js';
 import { isProcessAlive } from '../../internal/testnet/process-liveness.js';
 import { childLogger } from '../../shared/logger.js';
-import { startTestnetClient, type TestnetClient } from '../support/testnet-client.js';
-import { curlThroughSocks, type CurlResult } from '../support/testnet-curl.js';
-import { sharedTestnet } from '../support/testnet-fixture.js';
-import type { OrphanChildReport } from '../support/testnet-orphan-child.js';
+import { startTestnetClient, type TestnetClient } from '../support/clients/testnet-tor-client.js';
+import { curlThroughSocks, type CurlResponse } from '../support/clients/curl.js';
+import { sharedTestnet } from '../support/fixtures/testnet.js';
+import type { OrphanChildReport } from '../support/processes/testnet-orphan-child.js';
+import { waitAllGone } from '../support/processes/inspection.js';
 
 const log = childLogger({ component: 'e2e-testnet' });
 const CLIENT_BOOTSTRAP_TIMEOUT_MS = 120_000;
@@ -46,7 +46,7 @@ describe('private Tor network on loopback (e2e)', function () {
     return [clientA, clientB];
   }
 
-  async function whoamiVia(client: TestnetClient, username: string, urlPath = '/'): Promise<CurlResult> {
+  async function whoamiVia(client: TestnetClient, username: string, urlPath = '/'): Promise<CurlResponse> {
     return curlThroughSocks(client.socksPort, net.whoami.url(urlPath), { username });
   }
 
@@ -173,7 +173,7 @@ describe('private Tor network on loopback (e2e)', function () {
 describe('private Tor network teardown (e2e)', function () {
   this.timeout(120_000);
   const here = path.dirname(fileURLToPath(import.meta.url));
-  const orphanScript = path.join(here, '..', 'support', 'testnet-orphan-child.js');
+  const orphanScript = path.join(here, '..', 'support', 'processes', 'testnet-orphan-child.js');
   let child: ChildProcess | undefined;
   let childReport: OrphanChildReport | undefined;
 
@@ -203,16 +203,6 @@ describe('private Tor network teardown (e2e)', function () {
       if (proc.exitCode !== null || proc.signalCode !== null) resolve({ code: proc.exitCode, signal: proc.signalCode });
       else proc.once('exit', (code, signal) => resolve({ code, signal }));
     });
-  }
-
-  async function waitAllGone(pids: readonly number[], timeoutMs: number): Promise<number[]> {
-    const deadline = Date.now() + timeoutMs;
-    let alive = pids.filter((pid) => isProcessAlive(pid));
-    while (alive.length > 0 && Date.now() < deadline) {
-      await delay(200);
-      alive = alive.filter((pid) => isProcessAlive(pid));
-    }
-    return alive;
   }
 
   afterEach(() => {

@@ -1,7 +1,6 @@
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -9,9 +8,12 @@ import type { Testnet } from '../../internal/testnet/index.js';
 import { childLogger } from '../../shared/logger.js';
 import { NotBootstrappedError } from '../../supervisor/tor/errors.js';
 import { TorInstance, type TorInstanceOptions } from '../../supervisor/tor/instance.js';
-import { curlThroughSocks } from '../support/testnet-curl.js';
-import { sharedTestnet } from '../support/testnet-fixture.js';
-import type { OrphanInstanceReport } from './tor-support-orphan-instance.js';
+import { curlThroughSocks } from '../support/clients/curl.js';
+import { sharedTestnet } from '../support/fixtures/testnet.js';
+import { freePort } from '../support/network/free-ports.js';
+import type { OrphanInstanceReport } from '../support/processes/orphan-tor-instance.js';
+import { isAlive } from '../support/processes/inspection.js';
+import { waitFor } from '../support/waiting.js';
 
 /**
  * Real tor instances (supervisor/tor) on the private loopback network: bootstrap, exit
@@ -23,43 +25,11 @@ const log = childLogger({ component: 'e2e-tor-instance' });
 const READY_TIMEOUT_MS = 120_000;
 /** tor polls its owning controller every 15 s. */
 const OWNER_POLL_GRACE_MS = 25_000;
-const ORPHAN_CHILD_JS = join(dirname(fileURLToPath(import.meta.url)), 'tor-support-orphan-instance.js');
+const ORPHAN_CHILD_JS = join(dirname(fileURLToPath(import.meta.url)), '..', 'support', 'processes', 'orphan-tor-instance.js');
 /** NEWNYM may pick the same exit again (1 in 4 with 4 exits): bounded retries. */
 const MAX_ROTATIONS_FOR_A_NEW_EXIT = 6;
 
 /** A zombie (exited, waiting for a parent that may be an init that never reaps) counts as dead. */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-async function until(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`${what} not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 function rssKb(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) : 0;
@@ -148,7 +118,7 @@ describe('tor instances on the private network (e2e)', function () {
 
   /** After a request, the instance must name the exit the destination saw, confirmed. */
   async function expectConfirmedExit(i: TorInstance, ip: string): Promise<void> {
-    await until(() => i.exit.exitConfirmed && i.exit.exitIp === ip, 5_000, `instance ${i.index} confirms ${ip} (has ${JSON.stringify(i.exit)})`);
+    await waitFor(`instance ${i.index} confirms ${ip} (has ${JSON.stringify(i.exit)})`, () => i.exit.exitConfirmed && i.exit.exitIp === ip, 5_000);
     const exit = net.exits.find((e) => e.address === ip);
     expect(exit, `${ip} is an exit of the network`).to.not.equal(undefined);
     expect(i.exit).to.deep.include({
@@ -243,12 +213,12 @@ describe('tor instances on the private network (e2e)', function () {
     c.on('died', (x) => died.push(x));
     const killedAt = Date.now();
     process.kill(pid, 'SIGKILL');
-    await until(() => died.length === 1, 5_000, 'died event');
+    await waitFor('died event', () => died.length === 1, 5_000);
     expect(died[0]!.signal).to.equal('SIGKILL');
     await c.whenReady(READY_TIMEOUT_MS);
     timings.restartAfterKillToReadyMs = Date.now() - killedAt;
     expect(c.pid).to.not.equal(pid);
-    expect(alive(pid)).to.equal(false);
+    expect(isAlive(pid)).to.equal(false);
     seenPids.add(c.pid!);
     await expectConfirmedExit(c, await whoami(c));
   });
@@ -262,12 +232,12 @@ describe('tor instances on the private network (e2e)', function () {
     process.kill(pid, 'SIGSTOP');
     expect(f.ready).to.equal(false);
     const frozenAt = Date.now();
-    await until(() => stalls.length === 1, 15_000, 'stall detected');
+    await waitFor('stall detected', () => stalls.length === 1, 15_000);
     timings.stallDetectedAfterMs = Date.now() - frozenAt;
     expect(stalls[0]!.wipe).to.equal(false);
     await f.whenReady(READY_TIMEOUT_MS);
     expect(f.pid).to.not.equal(pid);
-    expect(alive(pid)).to.equal(false);
+    expect(isAlive(pid)).to.equal(false);
     seenPids.add(f.pid!);
     await f.stop();
   });
@@ -308,7 +278,7 @@ describe('tor instances on the private network (e2e)', function () {
   it('with exit pinning, 20 requests in a row leave through one exit', async () => {
     const g = await instance({ pinExitRelay: true });
     await startReady(g);
-    await until(() => g.exit.pinnedExit !== '', 10_000, 'pinned exit');
+    await waitFor('pinned exit', () => g.exit.pinnedExit !== '', 10_000);
     const pinned = net.exits.find((e) => e.fingerprint === g.exit.pinnedExit);
     expect(pinned, 'pinned relay is an exit of the network').to.not.equal(undefined);
     const seen = new Set<string>();
@@ -319,7 +289,7 @@ describe('tor instances on the private network (e2e)', function () {
     // A rotation releases the pin, excludes the old relay and pins the new exit.
     const done = await g.rotate().done;
     expect(done.ok).to.equal(true);
-    await until(() => g.exit.pinnedExit !== '', 10_000, 'new pin');
+    await waitFor('new pin', () => g.exit.pinnedExit !== '', 10_000);
     expect(g.exit.pinnedExit).to.not.equal(pinned!.fingerprint);
     const next = net.exits.find((e) => e.fingerprint === g.exit.pinnedExit)!;
     for (let n = 0; n < 5; n++) expect(await whoami(g)).to.equal(next.address);
@@ -361,18 +331,18 @@ describe('tor instances on the private network (e2e)', function () {
     });
     expect(report.torPid).to.be.greaterThan(0);
     seenPids.add(report.torPid);
-    expect(alive(report.torPid)).to.equal(true);
+    expect(isAlive(report.torPid)).to.equal(true);
     child.kill('SIGKILL');
     await exited;
     const killedAt = Date.now();
-    await until(() => !alive(report.torPid), OWNER_POLL_GRACE_MS, `tor ${report.torPid} exiting after its supervisor died`);
+    await waitFor(`tor ${report.torPid} exiting after its supervisor died`, () => !isAlive(report.torPid), OWNER_POLL_GRACE_MS);
     timings.orphanTorExitedAfterMs = Date.now() - killedAt;
   });
 
   it('leaves no tor process behind after stop()', async () => {
     for (const i of instances) if (i.pid) seenPids.add(i.pid);
     await Promise.all(instances.map((i) => i.stop()));
-    expect([...seenPids].filter(alive)).to.deep.equal([]);
+    expect([...seenPids].filter(isAlive)).to.deep.equal([]);
     expect(processesMentioning(root)).to.deep.equal([]);
     for (const i of instances) expect(i.snapshot()).to.deep.include({ running: false, pid: 0, lifecycle: 'stopped' });
   });

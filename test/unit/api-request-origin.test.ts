@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { crossSiteReason, hostAllowed, hostOf } from '../../workers/api/request-origin.js';
-import { fuzzRuns } from '../support/fuzz-runs.js';
+import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 
 const POLICY = { bindHost: '127.0.0.1', allowedHosts: ['exitpool.internal'] };
 

@@ -8,7 +8,7 @@ import {
   deviceSetCookie,
 } from '../../shared/auth/device-cookie.js';
 import { signInBucket } from '../../shared/auth/sign-in-limit.js';
-import { fuzzRuns } from '../support/fuzz-runs.js';
+import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 
 const KEY = Buffer.alloc(32, 3);
 

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import '../support/fuzz-runs.js';
+import '../support/fixtures/fuzz-runs.js';
 import { parseAuthorizationHeader, MAX_AUTHORIZATION_HEADER_LENGTH } from '../../shared/auth/authorization-header.js';
 import { classifyCredential } from '../../shared/auth/credential-kind.js';
 import { AuthBadRequestError } from '../../shared/auth/errors.js';

@@ -18,8 +18,8 @@ import {
 } from '../../supervisor/auth/errors.js';
 import { deriveSigningKey } from '../../supervisor/auth/signing-key.js';
 import { parseSigningSecretFile } from '../../supervisor/auth/signing-secret-file.js';
-import { fuzzRuns } from '../support/fuzz-runs.js';
-import { quietLogger } from '../support/quiet-logger.js';
+import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
+import { quietLogger } from '../support/fakes/quiet-logger.js';
 
 const TEST_BCRYPT_COST = 4;
 const dirs: string[] = [];

@@ -2,8 +2,8 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import { routableFloor, routableFloorFor } from '../../shared/config/values.js';
 import { dependsOnClient, ReportBudget, RoutableFloorGuard } from '../../supervisor/pool/client-evidence.js';
-import { fuzzRuns } from '../support/fuzz-runs.js';
-import { quietLogger } from '../support/quiet-logger.js';
+import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
+import { quietLogger } from '../support/fakes/quiet-logger.js';
 
 describe('client evidence guards (report budget, routable floor)', () => {
   it('spends a budget per credential per window', () => {

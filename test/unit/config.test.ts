@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { fuzzRuns } from '../support/fuzz-runs.js';
+import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 import os from 'node:os';
 import path from 'node:path';
 import { nodeList } from '../../shared/config/values.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import '../support/fuzz-runs.js';
+import '../support/fixtures/fuzz-runs.js';
 import type { AuditEvent } from '../../shared/api/audit-event.js';
 import type { InstanceView, StatsSample } from '../../shared/api/views.js';
 import { MAX_KEPT_EVENTS, filterEvents, mergeEvents } from '../../dashboard/src/logic/audit-log.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import '../support/fuzz-runs.js';
+import '../support/fixtures/fuzz-runs.js';
 import { STABLE_CONNECTION_MS, STREAM_BACKOFF, afterLoss, reconnectDelayMs } from '../../dashboard/src/logic/backoff.js';
 import { describeStreamStatus } from '../../dashboard/src/logic/stream-status.js';
 import {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import '../support/fuzz-runs.js';
+import '../support/fixtures/fuzz-runs.js';
 import type { SessionView, StatsSample } from '../../shared/api/views.js';
 import type { StateSnapshot } from '../../shared/ipc/protocol.js';
 import { ApiError, ForbiddenError, UnauthorizedError, describeError, errorForStatus } from '../../dashboard/src/logic/api-errors.js';

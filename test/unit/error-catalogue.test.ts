@@ -3,7 +3,7 @@ import { ERROR_CODES, ExitpoolError, isErrorCode, type ErrorCode } from '../../s
 import { IpcEndpoint, IpcRemoteError, IpcTimeoutError, type IpcHandlers, type MethodMap, type NoticeMap } from '../../shared/ipc/index.js';
 import { WORKER_REQUEST_TIMEOUTS_MS } from '../../shared/ipc/protocol.js';
 import { HTTP_STATUS_OF, httpErrorOfCatalogued } from '../../workers/api/error-status.js';
-import { channelPair } from '../support/memory-channel.js';
+import { channelPair } from '../support/fakes/memory-channel.js';
 
 interface Methods extends MethodMap {
   refuse: { params: { code: ErrorCode }; result: null };

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { ManualClock } from '../../supervisor/health/manual-clock.js';
+import { ManualClock } from '../support/fakes/manual-clock.js';
 import { RemediationExecutor, RemediationTimeoutError, type RemediationActions, type RungOutcome } from '../../supervisor/health/remediation-executor.js';
 import type { RemediationPlan } from '../../supervisor/health/remediation-ladder.js';
 

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import '../support/fuzz-runs.js';
+import '../support/fixtures/fuzz-runs.js';
 import { FAILURE_KINDS, type FailureKind } from '../../shared/health/failure-kind.js';
 import { FailureTally } from '../../supervisor/health/failure-tally.js';
 import { FailureWindow } from '../../supervisor/health/failure-window.js';

@@ -2,9 +2,9 @@ import { expect } from 'chai';
 import type { HealthState } from '../../shared/api/views.js';
 import type { HealthTracker } from '../../supervisor/pool/health-tracker.js';
 import { InstanceHealth, type InstanceHealthConfig, type InstanceHealthOptions } from '../../supervisor/health/instance-health.js';
-import { ManualClock } from '../../supervisor/health/manual-clock.js';
+import { ManualClock } from '../support/fakes/manual-clock.js';
 import { RUNG_RETRY_DELAY_MS } from '../../supervisor/health/remediation-ladder.js';
-import { quietLogger } from '../support/quiet-logger.js';
+import { quietLogger } from '../support/fakes/quiet-logger.js';
 import { ScriptedActions } from './health-executor.test.js';
 
 const SEC = 1000;

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import '../support/fuzz-runs.js';
+import '../support/fixtures/fuzz-runs.js';
 import { loadConfig } from '../../shared/config/index.js';
 import { FAILURE_KINDS, type FailureKind, type FailureSource } from '../../shared/health/failure-kind.js';
 import {

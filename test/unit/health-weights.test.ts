@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import '../support/fuzz-runs.js';
+import '../support/fixtures/fuzz-runs.js';
 import { FAILURE_KINDS } from '../../shared/health/failure-kind.js';
 import { failureWeights, scoringRules } from '../../supervisor/health/weights.js';
 

@@ -7,7 +7,7 @@ import {
   type MethodMap,
   type NoticeMap,
 } from '../../shared/ipc/index.js';
-import { channelPair } from '../support/memory-channel.js';
+import { channelPair } from '../support/fakes/memory-channel.js';
 
 interface Methods extends MethodMap {
   add: { params: { a: number; b: number }; result: number };

@@ -14,7 +14,7 @@ import { stateSnapshot } from '../../supervisor/worker-ipc.js';
 import type { Access } from '../../workers/api/access.js';
 import { authRoutes } from '../../workers/api/auth-routes.js';
 import { EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT, POOL_ROUTES } from '../../workers/api/route-table.js';
-import { fakeExit, FakeHealth, FakeInstance } from '../support/fake-pool-parts.js';
+import { fakeExit, FakeHealth, FakeInstance } from '../support/fakes/pool-parts.js';
 import { parse as parseYaml } from 'yaml';
 import { compileSchema, schemaViolations, type Schema } from '../support/parsers/openapi-schema.js';
 import {
@@ -26,8 +26,8 @@ import {
   type OpenApiDocument,
   type Operation,
   type SecurityRequirement,
-} from '../support/openapi-document.js';
-import { quietLogger } from '../support/quiet-logger.js';
+} from '../support/parsers/openapi-document.js';
+import { quietLogger } from '../support/fakes/quiet-logger.js';
 
 /**
  * docs/openapi.yaml against the code. The document is hand-written YAML (readable, and what

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { PendingSuccesses, SUCCESS_REPORT_GRACE_MS } from '../../supervisor/pool/pending-successes.js';
-import { fuzzRuns } from '../support/fuzz-runs.js';
+import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 
 describe('successes held for a report (SUCCESS_REPORT_GRACE_MS)', () => {
   it('hands a success to health after the grace, unless a report about its session came first', () => {

@@ -3,9 +3,9 @@ import { loadConfig, type Config } from '../../shared/config/index.js';
 import { AuditLog } from '../../supervisor/audit/audit-log.js';
 import { Pool } from '../../supervisor/pool/pool.js';
 import type { RouteResult } from '../../shared/ipc/protocol.js';
-import { fakeExit, FakeHealth, FakeInstance } from '../support/fake-pool-parts.js';
+import { fakeExit, FakeHealth, FakeInstance } from '../support/fakes/pool-parts.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
-import { quietLogger } from '../support/quiet-logger.js';
+import { quietLogger } from '../support/fakes/quiet-logger.js';
 
 interface Rig {
   pool: Pool;

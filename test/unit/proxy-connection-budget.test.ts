@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { ConnectionBudget, REFUSAL_LOG_INTERVAL_MS, type EvictableConnection } from '../../workers/proxy/connection-budget.js';
-import { fuzzRuns } from '../support/fuzz-runs.js';
-import { capturingLogger } from '../support/proxy-fakes.js';
+import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
+import { capturingLogger } from '../support/fakes/proxy-parts.js';
 
 /** A connection as the listeners hold one: destroy() gives its slot back at once. */
 class FakeConnection implements EvictableConnection {

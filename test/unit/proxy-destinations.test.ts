@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { fuzzRuns } from '../support/fuzz-runs.js';
+import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 import { formatIPv6, parseIPv4, parseIPv6 } from '../../workers/proxy/ip-literal.js';
 import { isPrivateDestination } from '../../workers/proxy/private-destination.js';
 import { clientIpOf } from '../../workers/proxy/client-address.js';

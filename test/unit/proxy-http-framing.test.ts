@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { fuzzRuns } from '../support/fuzz-runs.js';
+import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 import { ChunkedBodyScanner, ChunkedFramingError } from '../../workers/proxy/chunked-body-scanner.js';
 import { buildClientResponseHead, parseResponseHead, responseFraming, type ResponseHead } from '../../workers/proxy/http-response-head.js';
 import { proxyStatusValue, serializeErrorResponse } from '../../workers/proxy/http-proxy-errors.js';

@@ -5,8 +5,8 @@ import { InstanceDownSignal } from '../../workers/proxy/instance-down.js';
 import type { RouteDecision, RouteGranted } from '../../workers/proxy/proxy-types.js';
 import { routeAndDial, type RouteAndDialOptions, type RouteDial } from '../../workers/proxy/route-and-dial.js';
 import { SocksDialError, type DialedUpstream } from '../../workers/proxy/socks5-client.js';
-import { FakeRouter, RecordingEvents } from '../support/proxy-fakes.js';
-import { quietLogger } from '../support/quiet-logger.js';
+import { FakeRouter, RecordingEvents } from '../support/fakes/proxy-parts.js';
+import { quietLogger } from '../support/fakes/quiet-logger.js';
 
 /**
  * The one route → dial → re-route → account path both listeners use (route-and-dial.ts), with

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { fuzzRuns } from '../support/fuzz-runs.js';
+import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 import type { CredentialCheck } from '../../workers/proxy/proxy-types.js';
 import { Socks5ServerHandshake, type HandshakeAuthMode, type HandshakeStep } from '../../workers/proxy/socks5-handshake.js';
 import { encodeGreeting, encodeRequest, encodeUserPasswordRequest, type Socks5Target } from '../../workers/proxy/socks5-protocol.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import '../support/fuzz-runs.js';
+import '../support/fixtures/fuzz-runs.js';
 import { SessionTable, type Placement } from '../../supervisor/sessions/session-table.js';
 
 const TTL = 60_000;

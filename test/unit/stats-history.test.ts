@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import '../support/fuzz-runs.js';
+import '../support/fixtures/fuzz-runs.js';
 import { LatencyHistogram, bucketOf, bucketUpperMs } from '../../supervisor/stats/latency-histogram.js';
 import { FINE_SAMPLES, LONG_INTERVAL_MS, StatsHistory } from '../../supervisor/stats/stats-history.js';
 

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import '../support/fuzz-runs.js';
+import '../support/fixtures/fuzz-runs.js';
 import { bandwidthFileContent } from '../../internal/testnet/bandwidth-file.js';
 import { countMicrodescriptors, parseConsensus, usabilityProblems } from '../../internal/testnet/consensus.js';
 import { InvalidTestnetOptionsError } from '../../internal/testnet/errors.js';

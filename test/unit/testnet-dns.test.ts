@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { createSocket } from 'node:dgram';
 import { Resolver } from 'node:dns/promises';
 import fc from 'fast-check';
-import { fuzzRuns } from '../support/fuzz-runs.js';
+import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 import winston from 'winston';
 import { answerQuery, DnsResponder, testnetAddressFor } from '../../internal/testnet/dns-responder.js';
 import { buildQuery, DNS_TYPE_A, DNS_TYPE_AAAA, parseQuery, RCODE_FORMERR, RCODE_NOERROR, RCODE_NXDOMAIN } from '../../internal/testnet/dns-message.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import '../support/fuzz-runs.js';
+import '../support/fixtures/fuzz-runs.js';
 import { InvalidTestnetOptionsError } from '../../internal/testnet/errors.js';
 import { MAX_EXITS, MAX_RELAYS, MIN_EXITS, planTopology, plannedEndpoints, portSpan, PORT_BLOCK_SIZE } from '../../internal/testnet/topology.js';
 import { networkMembershipLines, nodeTorrcLines, torrcValue, type AuthorityIdentity, type SharedFiles } from '../../internal/testnet/torrc.js';

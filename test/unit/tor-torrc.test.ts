@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { fuzzRuns } from '../support/fuzz-runs.js';
+import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 import { PublicNetworkRefusedError, TorrcOptionError } from '../../supervisor/tor/errors.js';
 import { parseNodeList } from '../../supervisor/tor/node-list.js';
 import { assertPrivateNetworkTorrc, missingPrivateNetworkMarkers } from '../../supervisor/tor/private-network-guard.js';

@@ -29,7 +29,7 @@ export class EchoProcess {
   }
 
   static async start(): Promise<EchoProcess> {
-    const entry = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fault-echo-child.js');
+    const entry = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'processes', 'echo-child.js');
     const child = spawn(process.execPath, [entry], { stdio: ['pipe', 'pipe', 'inherit'] });
     const lines = readline.createInterface({ input: child.stdout as NodeJS.ReadableStream });
     const port = await new Promise<number>((resolve, reject) => {

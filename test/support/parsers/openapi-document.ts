@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { packageRoot } from '../../shared/version.js';
+import { packageRoot } from '../../../shared/version.js';
 import { parse as parseYaml } from 'yaml';
-import { schemaViolations, type Schema, type SchemaRoot } from './parsers/openapi-schema.js';
+import { schemaViolations, type Schema, type SchemaRoot } from './openapi-schema.js';
 
 /** docs/openapi.yaml as the tests read it, and the checks that tie it to what the API answers. */
 

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
-import type { HealthView } from '../../shared/api/views.js';
-import type { FailureKind, FailureOptions, FailureSource, HealthTracker } from '../../supervisor/pool/health-tracker.js';
-import type { ExitState, PoolInstance, PoolInstanceEvents } from '../../supervisor/pool/pool-instance.js';
+import type { HealthView } from '../../../shared/api/views.js';
+import type { FailureKind, FailureOptions, FailureSource, HealthTracker } from '../../../supervisor/pool/health-tracker.js';
+import type { ExitState, PoolInstance, PoolInstanceEvents } from '../../../supervisor/pool/pool-instance.js';
 
 /** An exit as an instance knows it, with what a test does not care about left empty. */
 export function fakeExit(exitIp: string, fields: Partial<ExitState> = {}): ExitState {

@@ -1,14 +1,14 @@
 /**
  * Typed reads of the management API for the fault, hostile-input and load tests, on top of the
- * one request helper in e2e-proxy-api.ts.
+ * one request helper in api-reads.ts.
  */
-import type { InstanceView, PoolSummary, SessionView } from '../../shared/api/views.js';
-import { apiJson, instanceView, instanceViews, poolSummary } from './e2e-proxy-api.js';
-import { ACCOUNTING_FLUSH_MS } from '../../shared/ipc/protocol.js';
-import { pollUntil } from './fault-processes.js';
-import type { RunningService } from './service-fixture.js';
+import type { InstanceView, PoolSummary, SessionView } from '../../../shared/api/views.js';
+import { apiJson, instanceView, instanceViews, poolSummary } from './api-reads.js';
+import { ACCOUNTING_FLUSH_MS } from '../../../shared/ipc/protocol.js';
+import { pollUntil } from '../waiting.js';
+import type { RunningService } from '../fixtures/service.js';
 
-export { apiJson, poolSummary } from './e2e-proxy-api.js';
+export { apiJson, poolSummary } from './api-reads.js';
 
 // The fault, hostile-input and load tests name the credential before the resource.
 export const instances = (svc: RunningService, bearer: string): Promise<InstanceView[]> => instanceViews(svc, bearer);

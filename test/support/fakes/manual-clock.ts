@@ -1,4 +1,4 @@
-import type { HealthClock, HealthTimer } from './health-clock.js';
+import type { HealthClock, HealthTimer } from '../../../supervisor/health/health-clock.js';
 
 interface Pending {
   at: number;

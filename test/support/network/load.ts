@@ -1,6 +1,6 @@
 /**
  * Building blocks of the load tests: HTTP CONNECT tunnels (the SOCKS5 ones are in
- * fault-socks-tunnel), a bounded-concurrency runner for opening thousands of tunnels, and a
+ * clients/socks5-client.ts), a bounded-concurrency runner for opening thousands of tunnels, and a
  * fixed-rate request generator that counts exactly what it started and how each ended.
  */
 import net from 'node:net';

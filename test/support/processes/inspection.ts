@@ -1,44 +1,12 @@
 /**
- * Process inspection for the fault tests, straight from /proc: the service's worker processes
+ * Process inspection for the tests, straight from /proc (the one liveness check): the service's worker processes
  * (told apart by the role variable the worker manager puts in their environment), liveness
  * that does not mistake a zombie for a live process, resident memory and open descriptors.
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import { readProcessStats } from '../../supervisor/metrics/process-stats.js';
-import { ROLE_ENV } from '../../shared/ipc/protocol.js';
-
-export class PollTimeoutError extends Error {
-  constructor(what: string, timeoutMs: number, last: unknown) {
-    super(`${what}: not within ${timeoutMs} ms (last seen: ${JSON.stringify(last)})`);
-    this.name = 'PollTimeoutError';
-  }
-}
-
-/**
- * Calls `probe` every `intervalMs` until it returns something other than undefined; a probe that
- * throws counts as "not yet" (the service may be restarting). The timeout error names the last state.
- */
-export async function pollUntil<T>(
-  what: string,
-  probe: () => Promise<T | undefined> | T | undefined,
-  timeoutMs: number,
-  intervalMs = 200,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-      last = 'undefined';
-    } catch (e) {
-      last = (e as Error).message;
-    }
-    if (Date.now() > deadline) throw new PollTimeoutError(what, timeoutMs, last);
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
-}
+import { readProcessStats } from '../../../supervisor/metrics/process-stats.js';
+import { ROLE_ENV } from '../../../shared/ipc/protocol.js';
 
 /** Direct children of `pid` (every thread's children list). */
 export function childPids(pid: number): number[] {
@@ -160,4 +128,21 @@ export function signal(pid: number, sig: NodeJS.Signals): boolean {
   } catch {
     return false;
   }
+}
+
+/** Polls until none of the PIDs is alive; returns those still alive at the deadline. */
+export async function waitAllGone(pids: readonly number[], timeoutMs: number): Promise<number[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const alive = pids.filter(isAlive);
+    if (alive.length === 0 || Date.now() > deadline) return alive;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The user name owning a process (from /proc/PID/status Uid and /etc/passwd). */
+export function processUser(pid: number): string {
+  const uid = /Uid:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+  const line = fs.readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.split(':')[2] === uid);
+  return line?.split(':')[0] ?? `uid ${uid}`;
 }

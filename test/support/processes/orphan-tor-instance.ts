@@ -3,7 +3,7 @@
  * JSON argument, prints {"torPid":N} once tor is spawned, then idles until it is killed, so the
  * test can check that tor follows its supervisor (__OwningControllerProcess).
  */
-import { TorInstance, type TorInstanceOptions } from '../../supervisor/tor/instance.js';
+import { TorInstance, type TorInstanceOptions } from '../../../supervisor/tor/instance.js';
 
 export interface OrphanInstanceReport {
   readonly torPid: number;

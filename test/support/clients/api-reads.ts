@@ -3,20 +3,14 @@
  * deadline (accounting reaches the supervisor in batches, exits are confirmed asynchronously,
  * so tests wait for a condition instead of sleeping).
  */
-import type { InstanceView, PoolSummary, SessionView } from '../../shared/api/views.js';
-import type { RunningService } from './service-fixture.js';
+import type { InstanceView, PoolSummary, SessionView } from '../../../shared/api/views.js';
+import type { RunningService } from '../fixtures/service.js';
+import { pollUntil } from '../waiting.js';
 
 export class UnexpectedApiStatusError extends Error {
   constructor(readonly path: string, readonly status: number, readonly body: string) {
     super(`${path} answered ${status}: ${body}`);
     this.name = 'UnexpectedApiStatusError';
-  }
-}
-
-export class ConditionTimeoutError extends Error {
-  constructor(readonly what: string, readonly timeoutMs: number, readonly last: unknown) {
-    super(`${what}: not reached within ${timeoutMs} ms (last seen: ${JSON.stringify(last)})`);
-    this.name = 'ConditionTimeoutError';
   }
 }
 
@@ -50,30 +44,9 @@ export async function sessionView(svc: RunningService, key: string, bearer: stri
   return JSON.parse(text) as SessionView;
 }
 
-/**
- * Polls `probe` until it returns something other than undefined. `observe` (optional) names
- * what was last seen, for the timeout error.
- */
-export async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 15_000, observe?: () => unknown): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  const intervalMs = 200;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new ConditionTimeoutError(what, timeoutMs, observe?.());
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
-}
-
 /** Polls an instance until `accept` holds for its view; returns that view. */
-export async function instanceWhen(svc: RunningService, id: number, bearer: string, what: string, accept: (v: InstanceView) => boolean, timeoutMs = 15_000): Promise<InstanceView> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await instanceView(svc, id, bearer);
-    if (accept(v)) return v;
-    if (Date.now() > deadline) throw new ConditionTimeoutError(`instance ${id}: ${what}`, timeoutMs, v);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+export function instanceWhen(svc: RunningService, id: number, bearer: string, what: string, accept: (v: InstanceView) => boolean, timeoutMs = 15_000): Promise<InstanceView> {
+  return pollUntil(`instance ${id}: ${what}`, () => instanceView(svc, id, bearer), timeoutMs, { until: accept });
 }
 
 /** Exit IP a whoami answer names (the body is the caller's address and a newline). */
@@ -85,22 +58,11 @@ export function whoamiIp(body: string | null): string {
 
 /** Polls a session until it exists and `accept` holds for it; returns that view. */
 export async function sessionWhen(svc: RunningService, key: string, bearer: string, what: string, accept: (s: SessionView) => boolean, timeoutMs = 15_000): Promise<SessionView> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const s = await sessionView(svc, key, bearer);
-    if (s !== null && accept(s)) return s;
-    if (Date.now() > deadline) throw new ConditionTimeoutError(`session ${key}: ${what}`, timeoutMs, s);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  const found = await pollUntil(`session ${key}: ${what}`, async () => (await sessionView(svc, key, bearer)) ?? undefined, timeoutMs, { until: accept });
+  return found;
 }
 
 /** Polls the pool summary until `accept` holds; returns that summary. */
-export async function poolWhen(svc: RunningService, bearer: string, what: string, accept: (p: PoolSummary) => boolean, timeoutMs = 30_000): Promise<PoolSummary> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const p = await poolSummary(svc, bearer);
-    if (accept(p)) return p;
-    if (Date.now() > deadline) throw new ConditionTimeoutError(`pool: ${what}`, timeoutMs, p);
-    await new Promise((r) => setTimeout(r, 250));
-  }
+export function poolWhen(svc: RunningService, bearer: string, what: string, accept: (p: PoolSummary) => boolean, timeoutMs = 30_000): Promise<PoolSummary> {
+  return pollUntil(`pool: ${what}`, () => poolSummary(svc, bearer), timeoutMs, { until: accept, intervalMs: 250 });
 }

@@ -5,7 +5,7 @@
  * them, and judges the records (which failed, and whether they were in flight at the fault).
  */
 import http from 'node:http';
-import { httpGetOverTunnel, openSocksTunnel } from './clients/socks5-client.js';
+import { httpGetOverTunnel, openSocksTunnel } from '../clients/socks5-client.js';
 
 export type Listener = 'socks' | 'http';
 

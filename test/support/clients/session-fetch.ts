@@ -1,6 +1,6 @@
-import { CAPTCHA_MARKER } from '../../internal/testnet/whoami-server.js';
+import { CAPTCHA_MARKER } from '../../../internal/testnet/whoami-server.js';
 import { curlSocks } from './curl.js';
-import { TEST_PROXY_TOKEN, type RunningService } from './service-fixture.js';
+import { TEST_PROXY_TOKEN, type RunningService } from '../fixtures/service.js';
 
 /** What one request through a session saw at the destination. */
 export type Fetched =

@@ -2,9 +2,9 @@ import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { TorProcess, type Testnet } from '../../internal/testnet/index.js';
-import { childLogger } from '../../shared/logger.js';
-import { TestnetControl } from './testnet-control.js';
+import { TorProcess, type Testnet } from '../../../internal/testnet/index.js';
+import { childLogger } from '../../../shared/logger.js';
+import { TestnetControl } from '../fixtures/testnet-control.js';
 
 const CONTROL_PORT_FILE_TIMEOUT_MS = 20_000;
 const BOOTSTRAP_POLL_MS = 250;

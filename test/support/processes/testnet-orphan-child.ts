@@ -3,7 +3,7 @@
  * ({"pids":[…],"workDir":"…"}) on stdout, then idles until a signal (or SIGKILL) ends it, so a
  * test can check what happens to the tors of a Node process that dies.
  */
-import { startTestnet } from '../../internal/testnet/index.js';
+import { startTestnet } from '../../../internal/testnet/index.js';
 
 export interface OrphanChildReport {
   readonly pids: readonly number[];

@@ -1,4 +1,4 @@
-import type { Channel } from '../../shared/ipc/channel.js';
+import type { Channel } from '../../../shared/ipc/channel.js';
 
 /** Two connected in-memory channels; messages go through a JSON copy like real IPC. */
 export function channelPair(): { a: Channel; b: Channel; cut(): void } {

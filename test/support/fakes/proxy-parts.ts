@@ -4,7 +4,7 @@
  */
 import { Writable } from 'node:stream';
 import winston from 'winston';
-import type { ConnectionStats, ListenerKind, ProxyEvents, RouteDecision, RouteGranted, RouteRequest, Router } from '../../workers/proxy/proxy-types.js';
+import type { ConnectionStats, ListenerKind, ProxyEvents, RouteDecision, RouteGranted, RouteRequest, Router } from '../../../workers/proxy/proxy-types.js';
 
 export class FakeRouter implements Router {
   readonly requests: RouteRequest[] = [];
@@ -41,10 +41,3 @@ export function capturingLogger(): { logger: winston.Logger; lines: Array<Record
   return { logger: winston.createLogger({ level: 'debug', format: winston.format.json(), transports: [new winston.transports.Stream({ stream })] }), lines };
 }
 
-export async function waitFor(predicate: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}

@@ -1,5 +1,5 @@
 /**
- * A stand-in for the tor binary in component tests: `node tor-support-fake-tor.js -f <torrc>`.
+ * A stand-in for the tor binary in component tests: `node fake-tor.js -f <torrc>`.
  * It reads the torrc the instance wrote (DataDirectory, ControlPort, CookieAuthFile, ExitNodes,
  * __OwningControllerProcess) and speaks enough of the control protocol for TorInstance: cookie
  * authentication, SETEVENTS, GETINFO, GETCONF, SETCONF, SIGNAL NEWNYM, CLOSECIRCUIT; it

@@ -1,7 +1,7 @@
 // A cluster worker for the worker-manager tests: the real IPC endpoint over the real
 // process channel, with two test behaviours driven by the ping payload.
-import { IpcEndpoint, channelToParent } from '../../shared/ipc/index.js';
-import { ROLE_ENV, type WorkerEndpoint, type WorkerRole } from '../../shared/ipc/protocol.js';
+import { IpcEndpoint, channelToParent } from '../../../shared/ipc/index.js';
+import { ROLE_ENV, type WorkerEndpoint, type WorkerRole } from '../../../shared/ipc/protocol.js';
 
 /** ping.sentAt values that make this worker misbehave on cue. */
 export const HANG = -1;

@@ -1,4 +1,4 @@
-import type { AuditEvent } from '../../shared/api/audit-event.js';
+import type { AuditEvent } from '../../../shared/api/audit-event.js';
 import type {
   HealthView,
   InstanceView,
@@ -6,19 +6,19 @@ import type {
   PoolSummary,
   SessionView,
   StatsSample,
-} from '../../shared/api/views.js';
-import type { CreatedToken, TokenRecord } from '../../shared/auth/token-record.js';
-import { MAX_POOL_SIZE } from '../../shared/config/config.js';
-import { IpcEndpoint } from '../../shared/ipc/endpoint.js';
-import { ExitpoolError, type ErrorCode } from '../../shared/errors/catalogue.js';
-import type { TokenCreateRequest } from '../../shared/auth/token-request.js';
+} from '../../../shared/api/views.js';
+import type { CreatedToken, TokenRecord } from '../../../shared/auth/token-record.js';
+import { MAX_POOL_SIZE } from '../../../shared/config/config.js';
+import { IpcEndpoint } from '../../../shared/ipc/endpoint.js';
+import { ExitpoolError, type ErrorCode } from '../../../shared/errors/catalogue.js';
+import type { TokenCreateRequest } from '../../../shared/auth/token-request.js';
 import {
   WORKER_REQUEST_TIMEOUTS_MS,
   type StateSnapshot,
   type SupervisorEndpoint,
   type WorkerEndpoint,
   type WorkerRequests,
-} from '../../shared/ipc/protocol.js';
+} from '../../../shared/ipc/protocol.js';
 import { channelPair } from './memory-channel.js';
 
 /**

@@ -1,6 +1,6 @@
-import type { AuditEvent } from '../../shared/api/audit-event.js';
-import type { FailureResult, InstanceView, PoolRotateResult, PoolSummary, ResizeResult, SessionView } from '../../shared/api/views.js';
-import { TEST_PROXY_TOKEN, type RunningService } from './service-fixture.js';
+import type { AuditEvent } from '../../../shared/api/audit-event.js';
+import type { FailureResult, InstanceView, PoolRotateResult, PoolSummary, ResizeResult, SessionView } from '../../../shared/api/views.js';
+import { TEST_PROXY_TOKEN, type RunningService } from '../fixtures/service.js';
 
 export class UnexpectedStatusError extends Error {
   constructor(readonly method: string, readonly path: string, readonly status: number, body: string) {

@@ -1,0 +1,75 @@
+import net from 'node:net';
+import { MAX_POOL_SIZE, PORTS_PER_INSTANCE } from '../../../shared/config/limits.js';
+
+export class NoFreePortRangeError extends Error {
+  constructor(readonly count: number) {
+    super(`no range of ${count} free loopback ports found`);
+    this.name = 'NoFreePortRangeError';
+  }
+}
+
+/** The tests' and the benchmarks' one way to find loopback ports. */
+
+/** A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Whether `port` on 127.0.0.1 can be bound now. */
+export function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+/**
+ * A block of ports for the instances (PORTS_PER_INSTANCE each) that is free now and holds none
+ * of `taken` (ports already picked for the listeners but not bound yet; the service refuses to
+ * start when its instance ports overlap a listener).
+ */
+async function freeBlock(size: number, taken: readonly number[]): Promise<number> {
+  // The configuration refuses a listener inside the whole instance range (MAX_POOL_SIZE
+  // instances), whatever the pool size: keep the listeners out of all of it.
+  const range = MAX_POOL_SIZE * PORTS_PER_INSTANCE;
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = 30_000 + Math.floor(Math.random() * 2_500) * 10;
+    if (taken.some((p) => p >= base && p < base + range)) continue;
+    const checks = await Promise.all(Array.from({ length: size }, (_, i) => portFree(base + i)));
+    if (checks.every(Boolean)) return base;
+  }
+  throw new NoFreePortRangeError(size);
+}
+
+/**
+ * Ports for a service: its three listeners from the OS, and a block for `instances` instances
+ * that is free now. Fixed or random ports can collide with the ephemeral ports other tests'
+ * sockets hold.
+ */
+export async function servicePorts(instances: number): Promise<{ socks: number; http: number; api: number; instanceBase: number }> {
+  const [socks, http, api] = [await freePort(), await freePort(), await freePort()];
+  return { socks, http, api, instanceBase: await freeBlock(instances * PORTS_PER_INSTANCE, [socks, http, api]) };
+}
+
+/**
+ * A base for SESSION_PORT_BASE whose `count` ports are free now. Drawn from 12000–19999: below
+ * the test network's port blocks (20000 and up, 100 a block), the instance ports fixtures/service.ts
+ * draws (30000 and up) and the kernel's ephemeral range (32768 and up), so none of them can take
+ * these ports between this check and the service binding them.
+ */
+export async function freeSessionPortBase(count: number): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = 12_000 + Math.floor(Math.random() * 790) * 10;
+    const checks = await Promise.all(Array.from({ length: count }, (_, i) => portFree(base + i)));
+    if (checks.every(Boolean)) return base;
+  }
+  throw new NoFreePortRangeError(count);
+}
