@@ -15,7 +15,7 @@ import { curlHttp, curlSocks, type CurlResult } from '../support/clients/curl.js
 import { childPids, processRole } from '../support/processes/inspection.js';
 import { pollUntil } from '../support/waiting.js';
 import { sharedTestnet } from '../support/fixtures/testnet.js';
-import { TEST_ADMIN_PASSWORD, TEST_PROXY_TOKEN, startService, type RunningService } from '../support/fixtures/service.js';
+import { TEST_ADMIN_PASSWORD, TEST_PROXY_TOKEN, startService, type RunningService, serviceEnv } from '../support/fixtures/service.js';
 import { servicePorts } from '../support/network/free-ports.js';
 
 const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'supervisor', 'cli.js');
@@ -28,24 +28,7 @@ async function runCli(env: Record<string, string>, cwd = process.cwd(), timeoutM
   const child = spawn(process.execPath, [CLI], {
     cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      HOME: process.env.HOME ?? '/root',
-      POOL_SIZE: '1',
-      SOCKS_PORT: String(ports.socks),
-      HTTP_PORT: String(ports.http),
-      API_PORT: String(ports.api),
-      INSTANCE_PORT_BASE: String(ports.instanceBase),
-      DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-e2e-start-')),
-      PROXY_WORKERS: '2',
-      LOG_LEVEL: 'info',
-      PROXY_TOKEN: TEST_PROXY_TOKEN,
-      ADMIN_PASSWORD: TEST_ADMIN_PASSWORD,
-      TOR_BINARY: testnet.torBinary,
-      TOR_EXTRA_CONFIG: testnet.clientTorrcLines.join('\n'),
-      EXITPOOL_PRIVATE_NETWORK_ONLY: '1',
-      ...env,
-    },
+    env: serviceEnv(testnet, ports, { POOL_SIZE: '1', SPAWN_STAGGER: undefined, ...env }),
   });
   let output = '';
   child.stdout.on('data', (d: Buffer) => (output += d.toString()));

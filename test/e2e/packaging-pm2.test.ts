@@ -6,7 +6,7 @@ import path from 'node:path';
 import { packageRoot } from '../../shared/version.js';
 import { curlSocks } from '../support/clients/curl.js';
 import { isAlive, waitAllGone } from '../support/processes/inspection.js';
-import { TEST_PROXY_TOKEN } from '../support/fixtures/service.js';
+import { TEST_PROXY_TOKEN, serviceEnv } from '../support/fixtures/service.js';
 import { servicePorts } from '../support/network/free-ports.js';
 import { sharedTestnet } from '../support/fixtures/testnet.js';
 
@@ -49,22 +49,8 @@ describe('packaging: under pm2 with ecosystem.config.cjs', function () {
   it('starts in fork mode, answers /health, and stops with no tor left', async () => {
     const net = await sharedTestnet();
     const ports = await servicePorts(2);
-    env = {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      PM2_HOME: pm2Home,
-      DATA_DIR: dataDir,
-      POOL_SIZE: '2',
-      SOCKS_PORT: String(ports.socks),
-      HTTP_PORT: String(ports.http),
-      API_PORT: String(ports.api),
-      INSTANCE_PORT_BASE: String(ports.instanceBase),
-      PROXY_WORKERS: '1',
-      PROXY_TOKEN: TEST_PROXY_TOKEN,
-      TOR_BINARY: net.torBinary,
-      TOR_EXTRA_CONFIG: net.clientTorrcLines.join('\n'),
-      EXITPOOL_PRIVATE_NETWORK_ONLY: '1',
-    };
+    // pm2 runs the service as shipped: generated dashboard credentials, default logging.
+    env = serviceEnv(net, ports, { PM2_HOME: pm2Home, DATA_DIR: dataDir, POOL_SIZE: '2', PROXY_WORKERS: '1', ADMIN_PASSWORD: undefined, SPAWN_STAGGER: undefined, LOG_LEVEL: undefined });
     await pm2(['start', 'ecosystem.config.cjs'], env);
     const list = JSON.parse(await pm2(['jlist'], env)) as { name: string; pid: number; pm2_env: { exec_mode: string } }[];
     const app = list.find((a) => a.name === 'exitpool');

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { packageRoot } from '../../shared/version.js';
 import { processUser, waitAllGone } from '../support/processes/inspection.js';
-import { TEST_PROXY_TOKEN } from '../support/fixtures/service.js';
+import { TEST_PROXY_TOKEN, serviceEnv } from '../support/fixtures/service.js';
 import { servicePorts } from '../support/network/free-ports.js';
 import { curlSocks } from '../support/clients/curl.js';
 import { sharedTestnet } from '../support/fixtures/testnet.js';
@@ -52,21 +52,8 @@ describe('packaging: the runtime install, run as a non-root user', function () {
   it('serves as the non-root user and stops gracefully with no tor left', async () => {
     const net = await sharedTestnet();
     const ports = await servicePorts(2);
-    const env = {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      HOME: dataDir,
-      DATA_DIR: dataDir,
-      POOL_SIZE: '2',
-      SOCKS_PORT: String(ports.socks),
-      HTTP_PORT: String(ports.http),
-      API_PORT: String(ports.api),
-      INSTANCE_PORT_BASE: String(ports.instanceBase),
-      PROXY_WORKERS: '1',
-      PROXY_TOKEN: TEST_PROXY_TOKEN,
-      TOR_BINARY: net.torBinary,
-      TOR_EXTRA_CONFIG: net.clientTorrcLines.join('\n'),
-      EXITPOOL_PRIVATE_NETWORK_ONLY: '1',
-    };
+    // As installed: generated dashboard credentials, default logging, the runtime user's home.
+    const env = serviceEnv(net, ports, { HOME: dataDir, DATA_DIR: dataDir, POOL_SIZE: '2', PROXY_WORKERS: '1', ADMIN_PASSWORD: undefined, SPAWN_STAGGER: undefined, LOG_LEVEL: undefined });
     const child = spawn('runuser', ['-u', RUNTIME_USER, '--', process.execPath, path.join(target, 'bin', 'exitpool'), 'serve'], {
       env,
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -95,7 +95,6 @@ class HttpProxyConnection implements OwnedConnection {
   private readonly accounting: ConnectionAccounting;
   private exchange: PlainHttpExchange | null = null;
   private tunnel: Tunnel | null = null;
-  private released = false;
   /** Shutdown has begun: no further request is read on this connection. */
   private draining = false;
 
@@ -127,7 +126,7 @@ class HttpProxyConnection implements OwnedConnection {
     if (this.tunnel !== null) this.tunnel.destroy();
     this.exchange?.abort();
     this.socket.destroy();
-    this.releaseOnce();
+    this.lifecycle.release(this);
   }
 
   // --- reading request heads ------------------------------------------------------------------
@@ -290,7 +289,7 @@ class HttpProxyConnection implements OwnedConnection {
     this.pending = EMPTY;
     this.tunnel = new Tunnel(socket, dialed, this.context.timeouts.relayIdleMs, early, (result) => {
       connection.closed({ bytesUp: result.bytesUp, bytesDown: result.bytesDown, failure: result.failure, latencyMs: dialed.connectMs, endedAt: result.endedAt });
-      this.releaseOnce();
+      this.lifecycle.release(this);
     });
     this.tunnel.start();
   }
@@ -310,7 +309,7 @@ class HttpProxyConnection implements OwnedConnection {
 
   private afterExchange(outcome: ExchangeOutcome): void {
     if (outcome.clientDestroyed) {
-      this.releaseOnce();
+      this.lifecycle.release(this);
       return;
     }
     this.socket.on('data', this.onData);
@@ -361,12 +360,6 @@ class HttpProxyConnection implements OwnedConnection {
     this.clearTimer();
     this.dialAbort?.abort();
     this.exchange?.abort();
-    if (this.tunnel === null) this.releaseOnce();
+    if (this.tunnel === null) this.lifecycle.release(this);
   };
-
-  private releaseOnce(): void {
-    if (this.released) return;
-    this.released = true;
-    this.lifecycle.release(this);
-  }
 }

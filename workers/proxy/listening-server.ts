@@ -24,6 +24,7 @@ export interface OwnedConnection {
  */
 export interface ConnectionLifecycle {
   authenticated(connection: OwnedConnection): void;
+  /** The connection is over; idempotent, so every way a connection ends may call it. */
   release(connection: OwnedConnection): void;
 }
 
@@ -122,9 +123,10 @@ export class ListeningServer {
 
   private readonly lifecycle: ConnectionLifecycle = {
     authenticated: (connection) => this.limits?.budget?.authenticated(connection),
-    // Each connection releases once (their releaseOnce), so the budget is given back exactly once.
+    // Every way a connection ends may call this; only the first gives its budget back.
     release: (connection) => {
-      if (this.live.delete(connection)) this.limits?.budget?.release(connection);
+      if (!this.live.delete(connection)) return;
+      this.limits?.budget?.release(connection);
       if (this.live.size === 0) this.onEmpty?.();
     },
   };

@@ -124,7 +124,6 @@ class Socks5Connection implements OwnedConnection {
   /** Set once the connection can no longer reach its CONNECT (closed, refused, timed out). */
   private abandoned = false;
   private tunnel: Tunnel | null = null;
-  private released = false;
   /** The client's CONNECT arrived: from here on the connection has a request in flight. */
   private connecting = false;
 
@@ -156,7 +155,7 @@ class Socks5Connection implements OwnedConnection {
     this.upstream?.abort();
     if (this.tunnel !== null) this.tunnel.destroy();
     else this.socket.destroy();
-    this.releaseOnce();
+    this.lifecycle.release(this);
   }
 
   private readonly onData = (chunk: Buffer): void => {
@@ -276,7 +275,7 @@ class Socks5Connection implements OwnedConnection {
     socket.removeListener('close', this.onClose);
     this.tunnel = new Tunnel(socket, dialed, context.timeouts.relayIdleMs, rest, (result) => {
       connection.closed({ bytesUp: result.bytesUp, bytesDown: result.bytesDown, failure: result.failure, latencyMs: dialed.connectMs, endedAt: result.endedAt });
-      this.releaseOnce();
+      this.lifecycle.release(this);
     });
     this.tunnel.start();
   }
@@ -333,12 +332,6 @@ class Socks5Connection implements OwnedConnection {
     this.abandonRoute();
     // A dial in progress ends as 'aborted', which is nobody's failure (dial-failure.ts).
     this.upstream?.abort();
-    if (this.tunnel === null) this.releaseOnce();
+    if (this.tunnel === null) this.lifecycle.release(this);
   };
-
-  private releaseOnce(): void {
-    if (this.released) return;
-    this.released = true;
-    this.lifecycle.release(this);
-  }
 }
