@@ -1,7 +1,7 @@
 /**
  * Runs the real proxy workers (the compiled workers/main.js, role 'proxy', through the real
  * WorkerManager and node:cluster) behind a small in-process stand-in for the supervisor. The
- * stand-in answers exactly the IPC a proxy worker uses: `credentials.get` (a snapshot with one
+ * stand-in answers exactly the IPC a proxy worker uses: `credentials.proxy` (a snapshot with one
  * token digest, so every connection runs the real token check), `route` (every session to one
  * backend SOCKS port) and `ping`, and it tallies the `accounting` notices so a benchmark can
  * check that the totals came back exact.
@@ -90,7 +90,7 @@ export async function startProxyHarness(options: ProxyHarnessOptions): Promise<P
     log: quietLogger(),
     attach(h) {
       h.endpoint.handle('ping', () => ({ receivedAt: Date.now() }));
-      h.endpoint.handle('credentials.get', () => snapshot);
+      h.endpoint.handle('credentials.proxy', () => snapshot);
       h.endpoint.handle('route', (p: RouteParams): RouteResult => {
         tally.routes += 1;
         return { ok: true, instance: 0, host, port, key: p.key };

@@ -24,7 +24,10 @@ export type IpcHandlers<In extends MethodMap> = {
 };
 
 /** The protocol's own methods, without the index signature of MethodMap that it extends. */
-type KnownMethods<In extends MethodMap> = keyof { [K in keyof In as string extends K ? never : K]: unknown } & string;
+type KnownMethods<In extends MethodMap> = Known<In>;
+
+/** The names a protocol declares, without the index signature of the map type it extends: a stale or misspelt name does not compile. */
+export type Known<T> = keyof { [K in keyof T as string extends K ? never : K]: unknown } & string;
 
 /** Deadlines by method, for the methods that need more than the endpoint's default. */
 export type IpcTimeouts<Out extends MethodMap> = { readonly [M in keyof Out]?: number };
@@ -59,7 +62,7 @@ export class IpcEndpoint<
     return this.gone || !this.channel.connected();
   }
 
-  request<M extends keyof Out & string>(
+  request<M extends Known<Out>>(
     method: M,
     params: Out[M]['params'],
     timeoutMs = this.timeouts[method] ?? this.defaultTimeoutMs,
@@ -88,14 +91,14 @@ export class IpcEndpoint<
     for (const [method, handler] of Object.entries(handlers)) this.handlers.set(method, handler as Handler);
   }
 
-  handle<M extends keyof In & string>(
+  handle<M extends Known<In>>(
     method: M,
     handler: (params: In[M]['params']) => In[M]['result'] | Promise<In[M]['result']>,
   ): void {
     this.handlers.set(method, handler as Handler);
   }
 
-  notify<T extends keyof OutNotices & string>(topic: T, data: OutNotices[T]): void {
+  notify<T extends Known<OutNotices>>(topic: T, data: OutNotices[T]): void {
     if (this.isGone) return;
     try {
       this.channel.send({ ep: ENVELOPE_MARK, k: 'n', m: topic, p: data } satisfies Envelope);
@@ -104,7 +107,7 @@ export class IpcEndpoint<
     }
   }
 
-  onNotice<T extends keyof InNotices & string>(topic: T, listener: (data: InNotices[T]) => void): void {
+  onNotice<T extends Known<InNotices>>(topic: T, listener: (data: InNotices[T]) => void): void {
     const list = this.noticeListeners.get(topic) ?? [];
     list.push(listener as (data: unknown) => void);
     this.noticeListeners.set(topic, list);

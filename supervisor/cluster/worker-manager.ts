@@ -2,7 +2,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { EventEmitter } from 'node:events';
 import type { Logger } from '../../shared/logger.js';
 import { StartupError } from '../startup/startup-error.js';
-import { IpcEndpoint, channelToWorker } from '../../shared/ipc/index.js';
+import { IpcEndpoint, channelToWorker, type Known } from '../../shared/ipc/index.js';
 import {
   ROLE_ENV,
   SLOT_ENV,
@@ -136,7 +136,7 @@ export class WorkerManager extends EventEmitter {
       .filter((h): h is WorkerHandle => h !== null && h.ready && (role === undefined || h.role === role));
   }
 
-  broadcast<T extends keyof SupervisorNotices & string>(topic: T, data: SupervisorNotices[T], role?: WorkerRole): void {
+  broadcast<T extends Known<SupervisorNotices>>(topic: T, data: SupervisorNotices[T], role?: WorkerRole): void {
     for (const h of this.handles(role)) h.endpoint.notify(topic, data);
   }
 

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { Known } from '../../shared/ipc/endpoint.js';
 import type { WorkerRequests } from '../../shared/ipc/protocol.js';
 import { CONTENT_SECURITY_POLICY } from '../../workers/api/security-headers.js';
 import { concretePath, startApiHarness, undocumentedResponses, type ApiHarness, type ApiResponse } from '../support/fixtures/api-harness.js';
@@ -18,7 +19,7 @@ function expectPlain(r: ApiResponse, status: number, what: string): void {
 }
 
 /** Routes whose IPC request uses the endpoint's default deadline, with the method each sends. */
-const DEFAULT_DEADLINE_ROUTES: [string, string, keyof WorkerRequests & string][] = [
+const DEFAULT_DEADLINE_ROUTES: [string, string, Known<WorkerRequests>][] = [
   ['GET', '/api/pool', 'pool.summary'],
   ['POST', '/api/pool/resize', 'pool.resize'],
   ['POST', '/api/pool/rotate', 'pool.rotate'],

@@ -9,7 +9,7 @@ import type {
 } from '../../../shared/api/views.js';
 import type { CreatedToken, TokenRecord } from '../../../shared/auth/token-record.js';
 import { MAX_POOL_SIZE } from '../../../shared/config/config.js';
-import { IpcEndpoint } from '../../../shared/ipc/endpoint.js';
+import { IpcEndpoint, type Known } from '../../../shared/ipc/endpoint.js';
 import { ExitpoolError, type ErrorCode } from '../../../shared/errors/catalogue.js';
 import type { TokenCreateRequest } from '../../../shared/auth/token-request.js';
 import {
@@ -60,7 +60,7 @@ export interface RecordedCall {
   params: unknown;
 }
 
-type Method = keyof WorkerRequests & string;
+type Method = Known<WorkerRequests>;
 type Handler<M extends Method> = (params: WorkerRequests[M]['params']) => WorkerRequests[M]['result'] | Promise<WorkerRequests[M]['result']>;
 
 export interface FakeSupervisorOptions {
