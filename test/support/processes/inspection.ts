@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { readProcessStats } from '../../../supervisor/metrics/process-stats.js';
 import { ROLE_ENV } from '../../../shared/ipc/protocol.js';
+import { isProcessAlive } from '../../../internal/testnet/process-liveness.js';
 
 /** Direct children of `pid` (every thread's children list). */
 export function childPids(pid: number): number[] {
@@ -39,15 +40,9 @@ export function processRole(pid: number): string | null {
   }
 }
 
-/** Alive and not a zombie (a killed child stays in the table until its parent reaps it). */
+/** Alive and not a zombie (the testnet's own check), with one parameter so it can be passed to `filter`. */
 export function isAlive(pid: number): boolean {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state !== 'Z' && state !== 'X';
-  } catch {
-    return false;
-  }
+  return isProcessAlive(pid);
 }
 
 /** The scheduler state letter of /proc/<pid>/stat ('T' once SIGSTOPped), or null when gone. */
