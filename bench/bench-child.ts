@@ -1,7 +1,7 @@
 // Entry point of the benchmark's helper processes. Each runs one server in its own process
 // (so it gets its own event loop and its own open-files limit, as a tor instance or a
 // destination would) and reports its port to the parent over IPC.
-import { startBareRelay } from './bare-relay.js';
+import { relayTargetOf, startBareRelay } from './bare-relay.js';
 import { startDownloadSource } from './download-source.js';
 import { startLeanSocksBackend } from './lean-socks-backend.js';
 import type { ChildReady, ChildRole } from './child-server.js';
@@ -13,7 +13,7 @@ async function start(role: ChildRole, args: string[]): Promise<{ port: number; c
     case 'download-source':
       return startDownloadSource();
     case 'bare-relay':
-      return startBareRelay(Number(args[0]));
+      return startBareRelay(args.map(relayTargetOf));
   }
 }
 

@@ -12,6 +12,7 @@ import { benchIpcRoundTrip } from './ipc-roundtrip.js';
 import { benchPoolStart } from './pool-start.js';
 import { benchRelayThroughput, FULL_RELAY_OPTIONS } from './relay-throughput.js';
 import { renderSection, type BenchSection } from './report.js';
+import { benchPeers, FULL_PEERS_OPTIONS } from './peers.js';
 import { benchSessionRotation, FULL_ROTATION_OPTIONS } from './session-rotation.js';
 import { benchTorRelay, FULL_TOR_RELAY_OPTIONS } from './tor-relay.js';
 import { benchWorkerProfile, FULL_PROFILE_OPTIONS } from './worker-profile.js';
@@ -27,6 +28,7 @@ const BENCHES: Record<string, () => Promise<BenchSection>> = {
   'pool-start': () => benchPoolStart(),
   'tor-relay': () => benchTorRelay(QUICK ? { bytes: 8e6, rounds: 2 } : FULL_TOR_RELAY_OPTIONS),
   rotation: () => benchSessionRotation(QUICK ? { sessions: 8, newnymSamples: 2 } : FULL_ROTATION_OPTIONS),
+  peers: () => benchPeers(QUICK ? { clients: 16, roundMs: 4_000, rounds: 1, burst: 100, bursts: 1 } : FULL_PEERS_OPTIONS),
 };
 
 async function main(): Promise<void> {
@@ -44,7 +46,7 @@ async function main(): Promise<void> {
       sections.push(s);
     }
   } finally {
-    // tor-relay and rotation share one private network (the end-to-end tests' fixture).
+    // tor-relay, rotation and peers share one private network (the end-to-end tests' fixture).
     await stopSharedTestnet();
   }
   if (QUICK) {

@@ -1,0 +1,226 @@
+/**
+ * exitpool next to the stacks users would run instead, in front of the same tor clients of the
+ * private network: straight to the tors (the client spreads itself), HAProxy (TCP round robin),
+ * a bare one-process Node relay (round robin, pipe both ways), and exitpool (token auth, one
+ * session per client). One load generator for all; rounds interleaved.
+ */
+import type { InstanceView, SessionView } from '../shared/api/views.js';
+import { httpGetOverTunnel, openSocksTunnel, type SocksTunnelOptions } from '../test/support/clients/socks5-client.js';
+import { TEST_PROXY_TOKEN, startService, type RunningService } from '../test/support/fixtures/service.js';
+import { serviceWorkers } from '../test/support/processes/inspection.js';
+import { startChildServer, type ChildServer } from './child-server.js';
+import { startHaproxy, type RunningHaproxy } from './haproxy.js';
+import { cpuMs, rssBytes } from './process-usage.js';
+import { percentile, type BenchSection, type Figure } from './report.js';
+
+export interface PeersBenchOptions {
+  /** Concurrent clients, each in a closed loop: connect, SOCKS5, CONNECT, GET, close. */
+  clients: number;
+  roundMs: number;
+  rounds: number;
+  /** Connections started at once on one session, through the pool and straight to its instance. */
+  burst: number;
+  bursts: number;
+}
+
+export const FULL_PEERS_OPTIONS: PeersBenchOptions = { clients: 32, roundMs: 15_000, rounds: 2, burst: 200, bursts: 3 };
+
+/** Issue 16's budgets, each against its reference in the same run. */
+const CPU_VS_BARE_RELAY_BUDGET = 1.3;
+const SUPERVISOR_CPU_BUDGET_US = 50;
+const BURST_ADDED_P50_BUDGET_MS = 20;
+const REQUESTS_VS_DIRECT_BUDGET = 0.97;
+const POOL_SIZE = 4;
+const PROXY_WORKERS = 2;
+
+type PathName = 'direct' | 'haproxy' | 'bare relay' | 'exitpool';
+
+interface Measured {
+  requests: number;
+  failures: number;
+  ms: number;
+  latencies: number[];
+  /** CPU by process role, ms, over the runs of this path. */
+  cpu: Map<string, number>;
+}
+
+interface Path {
+  name: PathName;
+  /** The tunnel options for the n-th connection of client `client`. */
+  options(client: number, n: number): SocksTunnelOptions;
+  /** The processes this path adds, by role. */
+  processes(): Map<string, number>;
+}
+
+async function oneRequest(o: SocksTunnelOptions, host: string): Promise<boolean> {
+  const t = await openSocksTunnel({ ...o, timeoutMs: 30_000 });
+  if (t.kind !== 'open') return false;
+  try {
+    const r = await httpGetOverTunnel(t.socket, host, '/', 30_000);
+    return r.status === 200;
+  } catch {
+    return false;
+  } finally {
+    t.socket.destroy();
+  }
+}
+
+async function load(path: Path, o: PeersBenchOptions, host: string, into: Measured): Promise<void> {
+  const roles = path.processes();
+  const before = new Map([...roles].map(([role, pid]) => [role, cpuMs(pid)]));
+  const started = performance.now();
+  const until = started + o.roundMs;
+  await Promise.all(
+    Array.from({ length: o.clients }, async (_, client) => {
+      for (let n = 0; performance.now() < until; n++) {
+        const t0 = performance.now();
+        const ok = await oneRequest(path.options(client, n), host);
+        if (ok) {
+          into.requests++;
+          into.latencies.push(performance.now() - t0);
+        } else {
+          into.failures++;
+        }
+      }
+    }),
+  );
+  into.ms += performance.now() - started;
+  for (const [role, pid] of roles) into.cpu.set(role, (into.cpu.get(role) ?? 0) + cpuMs(pid) - (before.get(role) ?? 0));
+}
+
+/** Completion times (ms) of `n` requests started at once. */
+async function burstOf(n: number, options: () => SocksTunnelOptions, host: string): Promise<number[]> {
+  const started = performance.now();
+  const done = await Promise.all(
+    Array.from({ length: n }, async () => {
+      const ok = await oneRequest(options(), host);
+      return ok ? performance.now() - started : Number.NaN;
+    }),
+  );
+  return done.filter((v) => !Number.isNaN(v));
+}
+
+const sorted = (v: number[]): number[] => [...v].sort((a, b) => a - b);
+const us = (cpuMsTotal: number, requests: number): number => (requests === 0 ? 0 : (cpuMsTotal * 1000) / requests);
+const mib = (bytes: number | null): string => (bytes === null ? '?' : `${(bytes / 2 ** 20).toFixed(0)} MiB`);
+
+export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Promise<BenchSection> {
+  const stops: (() => Promise<unknown>)[] = [];
+  try {
+    const svc: RunningService = await startService({ POOL_SIZE: String(POOL_SIZE), PROXY_WORKERS: String(PROXY_WORKERS), LOG_LEVEL: 'warn' });
+    stops.push(() => svc.stop());
+    await svc.waitReady(POOL_SIZE, 180_000);
+    const admin = await svc.login();
+    const instances = (await (await svc.api('/api/instances', { bearer: admin })).json()) as InstanceView[];
+    const sockets = instances.map((i) => i.socks_addr.replace(/^unix:/, ''));
+    const haproxy: RunningHaproxy = await startHaproxy(sockets);
+    stops.push(() => haproxy.stop());
+    const relay: ChildServer = await startChildServer('bare-relay', sockets);
+    stops.push(() => relay.stop());
+    const workers = serviceWorkers(svc.pid);
+    const host = `whoami.testnet:${svc.net.whoami.port}`;
+    const target = { host: 'whoami.testnet', targetPort: svc.net.whoami.port };
+    let spread = 0;
+    const paths: Path[] = [
+      { name: 'direct', options: () => ({ ...target, proxyPath: sockets[spread++ % sockets.length] as string }), processes: () => new Map() },
+      { name: 'haproxy', options: () => ({ ...target, port: haproxy.port }), processes: () => new Map([['haproxy', haproxy.pid]]) },
+      { name: 'bare relay', options: () => ({ ...target, port: relay.port }), processes: () => new Map([['bare relay', relay.pid]]) },
+      {
+        name: 'exitpool',
+        options: (client) => ({ ...target, port: svc.socksPort, username: `peer-${client}`, password: TEST_PROXY_TOKEN }),
+        processes: () =>
+          new Map<string, number>([
+            ['supervisor', svc.pid],
+            ...workers.proxy.map((pid, i): [string, number] => [`proxy worker ${i + 1}`, pid]),
+            ...workers.api.map((pid): [string, number] => ['API worker', pid]),
+          ]),
+      },
+    ];
+    const results = new Map<PathName, Measured>(paths.map((p) => [p.name, { requests: 0, failures: 0, ms: 0, latencies: [], cpu: new Map() }]));
+    // Warm-up: circuits built, sessions placed, JIT warm on every path.
+    for (const p of paths) await load(p, { ...o, roundMs: 2_000 }, host, { requests: 0, failures: 0, ms: 0, latencies: [], cpu: new Map() });
+    for (let round = 0; round < o.rounds; round++) {
+      // Each round starts with another path, so drift on the shared machine hits all of them.
+      const order = paths.map((_, i) => paths[(i + round) % paths.length] as Path);
+      for (const p of order) await load(p, o, host, results.get(p.name) as Measured);
+    }
+
+    // The burst: one session, through the pool vs straight to the instance serving it.
+    await oneRequest({ ...target, port: svc.socksPort, username: 'burst', password: TEST_PROXY_TOKEN }, host);
+    const session = (await (await svc.api('/api/sessions/burst', { bearer: admin })).json()) as SessionView;
+    const instanceSocket = sockets[instances.findIndex((i) => i.id === session.instance)] as string;
+    const burstPool: number[] = [];
+    const burstDirect: number[] = [];
+    for (let b = 0; b < o.bursts; b++) {
+      burstPool.push(...(await burstOf(o.burst, () => ({ ...target, port: svc.socksPort, username: 'burst', password: TEST_PROXY_TOKEN }), host)));
+      burstDirect.push(...(await burstOf(o.burst, () => ({ ...target, proxyPath: instanceSocket }), host)));
+    }
+
+    const rss = {
+      exitpool: [svc.pid, ...workers.proxy, ...workers.api].map((pid) => rssBytes(pid) ?? 0).reduce((a, b) => a + b, 0),
+      haproxy: rssBytes(haproxy.pid),
+      relay: rssBytes(relay.pid),
+    };
+    return report(o, results, { pool: sorted(burstPool), direct: sorted(burstDirect) }, rss, haproxy.version);
+  } finally {
+    for (const stop of stops.reverse()) await stop().catch(() => undefined);
+  }
+}
+
+function report(
+  o: PeersBenchOptions,
+  results: Map<PathName, Measured>,
+  burst: { pool: number[]; direct: number[] },
+  rss: { exitpool: number; haproxy: number | null; relay: number | null },
+  haproxyVersion: string,
+): BenchSection {
+  const m = (name: PathName): Measured => results.get(name) as Measured;
+  const rate = (name: PathName): number => (m(name).requests * 1000) / m(name).ms;
+  const cpuTotal = (name: PathName): number => [...m(name).cpu.values()].reduce((a, b) => a + b, 0);
+  const perRequest = (name: PathName): number => us(cpuTotal(name), m(name).requests);
+  const figures: Figure[] = [];
+  for (const name of ['direct', 'haproxy', 'bare relay', 'exitpool'] as const) {
+    const lat = sorted(m(name).latencies);
+    const byProcess = [...m(name).cpu].map(([role, ms]) => `${role} ${us(ms, m(name).requests).toFixed(0)} µs`).join(', ');
+    figures.push({
+      name: `${name}: requests/s, latency p50 / p99`,
+      value: `${rate(name).toFixed(0)}/s (${(rate(name) / rate('direct')).toFixed(2)} × direct), ${percentile(lat, 0.5).toFixed(1)} / ${percentile(lat, 0.99).toFixed(1)} ms${m(name).failures > 0 ? `, ${m(name).failures} failed` : ''}`,
+      limit: name === 'exitpool' ? `≥ ${REQUESTS_VS_DIRECT_BUDGET} × direct` : '',
+      withinLimit: name === 'exitpool' ? rate(name) >= REQUESTS_VS_DIRECT_BUDGET * rate('direct') : null,
+    });
+    if (name !== 'direct') {
+      figures.push({
+        name: `${name}: CPU per proxied request`,
+        value: `${perRequest(name).toFixed(0)} µs${m(name).cpu.size > 1 ? ` (${byProcess})` : ''}`,
+        limit: name === 'exitpool' ? `≤ ${CPU_VS_BARE_RELAY_BUDGET} × bare relay (${(CPU_VS_BARE_RELAY_BUDGET * perRequest('bare relay')).toFixed(0)} µs)` : '',
+        withinLimit: name === 'exitpool' ? perRequest(name) <= CPU_VS_BARE_RELAY_BUDGET * perRequest('bare relay') : null,
+      });
+    }
+  }
+  const supervisorUs = us(m('exitpool').cpu.get('supervisor') ?? 0, m('exitpool').requests);
+  figures.push({ name: 'exitpool: supervisor CPU per proxied request', value: `${supervisorUs.toFixed(0)} µs`, limit: `≤ ${SUPERVISOR_CPU_BUDGET_US} µs`, withinLimit: supervisorUs <= SUPERVISOR_CPU_BUDGET_US });
+  const p50Pool = percentile(burst.pool, 0.5);
+  const p50Direct = percentile(burst.direct, 0.5);
+  figures.push({
+    name: `burst of ${o.burst} connections on one session, p50 / p99 to the response`,
+    value: `through the pool ${p50Pool.toFixed(0)} / ${percentile(burst.pool, 0.99).toFixed(0)} ms, straight to its instance ${p50Direct.toFixed(0)} / ${percentile(burst.direct, 0.99).toFixed(0)} ms; added at p50 ${(p50Pool - p50Direct).toFixed(0)} ms (${burst.pool.length}/${o.burst * o.bursts} and ${burst.direct.length}/${o.burst * o.bursts} answered)`,
+    limit: `≤ ${BURST_ADDED_P50_BUDGET_MS} ms added at p50`,
+    withinLimit: p50Pool - p50Direct <= BURST_ADDED_P50_BUDGET_MS,
+  });
+  figures.push({
+    name: 'RSS after the rounds',
+    value: `exitpool ${mib(rss.exitpool)} (supervisor, ${PROXY_WORKERS} proxy workers and the API worker), ${haproxyVersion.split(' ').slice(0, 3).join(' ')} ${mib(rss.haproxy)}, bare relay ${mib(rss.relay)}`,
+    limit: '',
+    withinLimit: null,
+  });
+  return {
+    title: 'Next to the peers: HAProxy and a bare Node relay in front of the same tors',
+    method: [
+      `The real service (the CLI, ${POOL_SIZE} instances on the private Tor network, ${PROXY_WORKERS} proxy workers) and, in front of the same ${POOL_SIZE} tor instances' SOCKS sockets: HAProxy (Debian's package, TCP mode, round robin), a bare Node relay in one process (round robin, pipes both ways, no parsing) and no proxy at all (the client spreads its connections over the ${POOL_SIZE} sockets itself).`,
+      `One load generator for all (this process, test/support/clients/socks5-client.ts): ${o.clients} concurrent clients, each in a closed loop of connect, SOCKS5 (exitpool: the proxy token, one session per client), CONNECT to the whoami server through an exit, GET, close.`,
+      `${o.rounds} rounds of ${o.roundMs / 1000} s per path after a 2 s warm-up each, the paths' order rotated every round. CPU per proxied request is the CPU time each process of the path used over its rounds divided by the requests served (from /proc; the tors' CPU is not counted: every path shares them).`,
+      `The burst: ${o.burst} connections started at once on one session, ${o.bursts} times, through the pool and straight to the instance serving that session, alternately; each time is from the burst's start to that request's response.`,
+    ].join(' '),
+    figures,
+  };
+}
