@@ -35,7 +35,7 @@ export async function startHaproxy(socketPaths: readonly string[]): Promise<Runn
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-bench-haproxy-'));
   const config = [
     'global',
-    '  maxconn 20000',
+    '  maxconn 4096',
     'defaults',
     '  mode tcp',
     '  timeout connect 10s',
