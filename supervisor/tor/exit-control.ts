@@ -145,9 +145,9 @@ export class ExitControl {
   }
 
   onStream(event: StreamInfo): void {
-    this.tracker.onStream(event);
+    const exitMayHaveChanged = this.tracker.onStream(event);
     if (event.status === 'CLOSED' || event.status === 'FAILED') this.closeIdleCircuits();
-    this.refresh();
+    if (exitMayHaveChanged) this.refresh();
   }
 
   /** Starts a rotation, or returns the one running. The caller checked that tor is ready. */

@@ -121,13 +121,18 @@ export class ExitTracker {
     this.settleRotation();
   }
 
-  onStream(info: StreamInfo): void {
+  /**
+   * Returns whether the exit `current()` names may have changed (a stream confirmed an exit, or
+   * ended a rotation): tor sends four or more stream events per request, and only these matter
+   * to the exit, so the caller recomputes it only then.
+   */
+  onStream(info: StreamInfo): boolean {
     const previous = this.streams.get(info.id);
     if (previous !== undefined && previous.circuitId !== info.circuitId) this.circuits.get(previous.circuitId)?.streams.delete(info.id);
     if (ENDED_STREAM.has(info.status)) {
       this.streams.delete(info.id);
       this.circuits.get(info.circuitId)?.streams.delete(info.id);
-      return;
+      return false;
     }
     // PURPOSE comes with the first (NEW) event only; later events inherit it.
     const directory = previous?.directory ?? isDirectoryStream(info);
@@ -137,11 +142,15 @@ export class ExitTracker {
     const circuit = this.circuits.get(circuitId);
     circuit?.streams.add(info.id);
     if (info.status === 'SUCCEEDED' && !directory && circuit?.exit && circuit.exitBearing && this.namesCurrentExit(circuit)) {
+      const same = this.rotation === undefined && this.confirmed?.fingerprint === circuit.exit.fingerprint && this.confirmed.nickname === circuit.exit.nickname;
+      if (same) return false;
       const exit: CurrentExit = { fingerprint: circuit.exit.fingerprint, confirmed: true };
       if (circuit.exit.nickname) exit.nickname = circuit.exit.nickname;
       this.confirmed = exit;
       this.rotation = undefined;
+      return true;
     }
+    return false;
   }
 
   /** Retired circuits only finish old streams; mid-rotation, only circuits after the NEWNYM count. */
