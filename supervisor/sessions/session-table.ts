@@ -201,7 +201,43 @@ export class SessionTable {
         }
       }
     }
+    this.rebalanceThroughThird(routable, share, moved);
     return moved;
+  }
+
+  /**
+   * What the direct moves leave: an instance over its share whose movable sessions all fled the
+   * one instance under it. One of them goes to a third instance, which hands the instance under
+   * its share a session that did not flee it. Two moves for one, so only when nothing else helps.
+   */
+  private rebalanceThroughThird(routable: readonly number[], share: number, moved: Assignment[]): void {
+    const movableOn = (id: number, notFrom: number): Session | undefined => {
+      for (const key of this.keysOn(id)) {
+        const s = this.sessions.get(key) as Session;
+        if (s.displacedFrom !== undefined && s.active === 0 && s.displacedFrom !== notFrom) return s;
+      }
+      return undefined;
+    };
+    // Each round moves a session onto an instance under its share: the rounds are bounded by the sessions.
+    for (let round = 0; round < this.sessions.size; round++) {
+      let progressed = false;
+      for (const over of routable.filter((id) => this.countOn(id) > share)) {
+        for (const under of routable.filter((id) => this.countOn(id) < share)) {
+          for (const third of routable) {
+            if (third === over || third === under) continue;
+            const toUnder = movableOn(third, under);
+            const toThird = toUnder && movableOn(over, third);
+            if (!toUnder || !toThird) continue;
+            moved.push(this.move(toUnder, under, 'rebalance'), this.move(toThird, third, 'rebalance'));
+            progressed = true;
+            break;
+          }
+          if (progressed) break;
+        }
+        if (progressed) break;
+      }
+      if (!progressed) return;
+    }
   }
 
   delete(key: string): boolean {
@@ -257,7 +293,9 @@ export class SessionTable {
     this.unindex(s.key, from);
     s.instance = to;
     this.index(s.key, to);
-    this.setDisplacedFrom(s, DISPLACING.has(reason) ? from : undefined);
+    // A rebalance keeps the mark (and the instance the session fled): instances come back one at a
+    // time, and a session spread onto the first one back may be spread again when the next comes.
+    if (reason !== 'rebalance') this.setDisplacedFrom(s, DISPLACING.has(reason) ? from : undefined);
     return { key: s.key, from, to, reason };
   }
 

@@ -16,7 +16,7 @@ export interface Session {
    * The instance the pool last moved it off for its own reasons (quarantine, drain, retirement,
    * an instance that stopped being routable), not its client's: such a session may be moved
    * again to rebalance once instances come back, but never back onto this instance, whose exit
-   * it was just moved away from. A rotation or a rebalance clears it.
+   * it was just moved away from. Its client's rotation clears it; a rebalance keeps it.
    */
   displacedFrom?: number;
 }

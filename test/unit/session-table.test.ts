@@ -229,6 +229,16 @@ describe('session table', () => {
       for (const key of fled) expect(t.get(key)?.instance, key).to.not.equal(2);
     });
 
+    it('spreads a pile again as instances come back one at a time (a session spread onto the first may move on)', () => {
+      const t = piled(400);
+      t.rebalance(all(0, 1));
+      t.rebalance(all(0, 1, 2));
+      t.rebalance(all(0, 1, 2, 3));
+      for (const id of [0, 1, 2, 3]) expect(t.countOn(id), `instance ${id}`).to.be.at.most(100);
+      // Balanced now: nothing moves again.
+      expect(t.rebalance(all(0, 1, 2, 3))).to.deep.equal([]);
+    });
+
     it('property: rebalancing never raises the largest load and moves only displaced idle sessions', () => {
       fc.assert(
         fc.property(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 2, max: 6 }), fc.array(fc.boolean(), { maxLength: 300 }), (n, size, busy) => {
