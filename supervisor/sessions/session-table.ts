@@ -10,6 +10,14 @@ export interface Placement {
 
 export type AssignReason = 'new' | 'unroutable' | 'rotate' | 'drain' | 'quarantine' | 'deleted' | 'retired' | 'rebalance';
 
+/**
+ * Whether `s` was moved off `instance` by a quarantine: its exit was reported burnt there, so
+ * rebalancing never sends it back (a drain or a rotation burnt nothing: those may go back).
+ */
+function fledQuarantine(s: Session, instance: number): boolean {
+  return s.quarantineDisplaced === true && s.displacedFrom === instance;
+}
+
 /** Moves the pool made for its own reasons: the sessions they move may be rebalanced later. */
 const DISPLACING: ReadonlySet<AssignReason> = new Set<AssignReason>(['unroutable', 'drain', 'quarantine', 'retired']);
 
@@ -155,9 +163,9 @@ export class SessionTable {
    * After instances come back (released, remediated, restarted), spreads the sessions an
    * episode piled onto the rest: while a routable instance holds more than its share (the
    * sessions on routable instances over their number, rounded up), its displaced sessions with
-   * no live connection move to instances under their share, never back onto the instance they
-   * were moved off (a captcha quarantine can end with one new circuit: sending its sessions
-   * straight back would undo the move their client's report asked for). Sessions their clients
+   * no live connection move to instances under their share, never back onto an instance a
+   * quarantine moved them off (a captcha quarantine can end with one new circuit: sending its
+   * sessions straight back would undo the move their client's report asked for). Sessions their clients
    * placed or rotated are never moved, and none is moved while it has a connection: a move
    * changes its exit.
    *
@@ -185,7 +193,7 @@ export class SessionTable {
           const s = this.sessions.get(key) as Session;
           if (s.displacedFrom === undefined || s.active > 0) continue;
           movable++;
-          fledFrom.set(s.displacedFrom, (fledFrom.get(s.displacedFrom) ?? 0) + 1);
+          if (s.quarantineDisplaced === true) fledFrom.set(s.displacedFrom, (fledFrom.get(s.displacedFrom) ?? 0) + 1);
         }
       }
       if (movable === 0) break;
@@ -196,7 +204,7 @@ export class SessionTable {
         for (const key of this.keysOn(from)) {
           if (this.countOn(from) <= share || this.countOn(to) >= share) break;
           const s = this.sessions.get(key) as Session;
-          if (s.displacedFrom === undefined || s.active > 0 || s.displacedFrom === to) continue;
+          if (s.displacedFrom === undefined || s.active > 0 || fledQuarantine(s, to)) continue;
           moved.push(this.move(s, to, 'rebalance'));
         }
       }
@@ -206,15 +214,17 @@ export class SessionTable {
   }
 
   /**
-   * What the direct moves leave: an instance over its share whose movable sessions all fled the
-   * one instance under it. One of them goes to a third instance, which hands the instance under
-   * its share a session that did not flee it. Two moves for one, so only when nothing else helps.
+   * What the direct moves leave after a quarantine episode: an instance over its share whose
+   * movable sessions all fled the one instance under it. One of them goes to a third instance,
+   * which hands the instance under its share a session that did not flee it. Two moves for one,
+   * so only for sessions a quarantine displaced (the episodes whose piles rebalancing exists
+   * for), never for those a rotation or a drain moved for a moment.
    */
   private rebalanceThroughThird(routable: readonly number[], share: number, moved: Assignment[]): void {
     const movableOn = (id: number, notFrom: number): Session | undefined => {
       for (const key of this.keysOn(id)) {
         const s = this.sessions.get(key) as Session;
-        if (s.displacedFrom !== undefined && s.active === 0 && s.displacedFrom !== notFrom) return s;
+        if (s.quarantineDisplaced === true && s.displacedFrom !== undefined && s.active === 0 && !fledQuarantine(s, notFrom)) return s;
       }
       return undefined;
     };
@@ -295,14 +305,22 @@ export class SessionTable {
     this.index(s.key, to);
     // A rebalance keeps the mark (and the instance the session fled): instances come back one at a
     // time, and a session spread onto the first one back may be spread again when the next comes.
-    if (reason !== 'rebalance') this.setDisplacedFrom(s, DISPLACING.has(reason) ? from : undefined);
+    if (reason !== 'rebalance') {
+      this.setDisplacedFrom(s, DISPLACING.has(reason) ? from : undefined);
+      if (reason === 'quarantine') s.quarantineDisplaced = true;
+      else delete s.quarantineDisplaced;
+    }
     return { key: s.key, from, to, reason };
   }
 
   private setDisplacedFrom(s: Session, from: number | undefined): void {
     if ((s.displacedFrom === undefined) !== (from === undefined)) this.displaced += from === undefined ? -1 : 1;
-    if (from === undefined) delete s.displacedFrom;
-    else s.displacedFrom = from;
+    if (from === undefined) {
+      delete s.displacedFrom;
+      delete s.quarantineDisplaced;
+    } else {
+      s.displacedFrom = from;
+    }
   }
 
   /** Every way a session leaves the table. */

@@ -15,10 +15,12 @@ export interface Session {
   /**
    * The instance the pool last moved it off for its own reasons (quarantine, drain, retirement,
    * an instance that stopped being routable), not its client's: such a session may be moved
-   * again to rebalance once instances come back, but never back onto this instance, whose exit
-   * it was just moved away from. Its client's rotation clears it; a rebalance keeps it.
+   * again to rebalance once instances come back; after a quarantine never back onto this
+   * instance, whose exit was reported burnt. Its client's rotation clears it; a rebalance keeps it.
    */
   displacedFrom?: number;
+  /** The displacement was a quarantine's (an episode rebalancing must undo, see SessionTable.rebalance). */
+  quarantineDisplaced?: boolean;
 }
 
 export function viewOf(s: Session): SessionView {

@@ -239,6 +239,18 @@ describe('session table', () => {
       expect(t.rebalance(all(0, 1, 2, 3))).to.deep.equal([]);
     });
 
+    it('lets a session a drain displaced go back (nothing was burnt there), directly', () => {
+      const t = table();
+      for (let i = 0; i < 12; i++) {
+        routeOk(t, `k${i}`, all(0, 1, 2));
+        t.close(`k${i}`, { bytesUp: 0, bytesDown: 0, ok: true }, 0);
+      }
+      t.moveOff(2, all(0, 1), 'drain');
+      const moved = t.rebalance(all(0, 1, 2));
+      expect(moved.every((a) => a.to === 2)).to.equal(true);
+      for (const id of [0, 1, 2]) expect(t.countOn(id), `instance ${id}`).to.equal(4);
+    });
+
     it('property: rebalancing never raises the largest load and moves only displaced idle sessions', () => {
       fc.assert(
         fc.property(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 2, max: 6 }), fc.array(fc.boolean(), { maxLength: 300 }), (n, size, busy) => {
