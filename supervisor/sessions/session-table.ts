@@ -15,7 +15,7 @@ export type AssignReason = 'new' | 'unroutable' | 'rotate' | 'drain' | 'quaranti
  * rebalancing never sends it back (a drain or a rotation burnt nothing: those may go back).
  */
 function fledQuarantine(s: Session, instance: number): boolean {
-  return s.quarantineDisplaced === true && s.displacedFrom === instance;
+  return s.displaced?.burnt === true && s.displaced.from === instance;
 }
 
 /** Moves the pool made for its own reasons: the sessions they move may be rebalanced later. */
@@ -191,9 +191,9 @@ export class SessionTable {
       for (const from of sources) {
         for (const key of this.keysOn(from)) {
           const s = this.sessions.get(key) as Session;
-          if (s.displacedFrom === undefined || s.active > 0) continue;
+          if (s.displaced === undefined || s.active > 0) continue;
           movable++;
-          if (s.quarantineDisplaced === true) fledFrom.set(s.displacedFrom, (fledFrom.get(s.displacedFrom) ?? 0) + 1);
+          if (s.displaced.burnt) fledFrom.set(s.displaced.from, (fledFrom.get(s.displaced.from) ?? 0) + 1);
         }
       }
       if (movable === 0) break;
@@ -204,7 +204,7 @@ export class SessionTable {
         for (const key of this.keysOn(from)) {
           if (this.countOn(from) <= share || this.countOn(to) >= share) break;
           const s = this.sessions.get(key) as Session;
-          if (s.displacedFrom === undefined || s.active > 0 || fledQuarantine(s, to)) continue;
+          if (s.displaced === undefined || s.active > 0 || fledQuarantine(s, to)) continue;
           moved.push(this.move(s, to, 'rebalance'));
         }
       }
@@ -224,7 +224,7 @@ export class SessionTable {
     const movableOn = (id: number, notFrom: number): Session | undefined => {
       for (const key of this.keysOn(id)) {
         const s = this.sessions.get(key) as Session;
-        if (s.quarantineDisplaced === true && s.displacedFrom !== undefined && s.active === 0 && !fledQuarantine(s, notFrom)) return s;
+        if (s.displaced?.burnt === true && s.active === 0 && !fledQuarantine(s, notFrom)) return s;
       }
       return undefined;
     };
@@ -305,29 +305,22 @@ export class SessionTable {
     this.index(s.key, to);
     // A rebalance keeps the mark (and the instance the session fled): instances come back one at a
     // time, and a session spread onto the first one back may be spread again when the next comes.
-    if (reason !== 'rebalance') {
-      this.setDisplacedFrom(s, DISPLACING.has(reason) ? from : undefined);
-      if (reason === 'quarantine') s.quarantineDisplaced = true;
-      else delete s.quarantineDisplaced;
-    }
+    if (reason !== 'rebalance') this.setDisplaced(s, DISPLACING.has(reason) ? { from, burnt: reason === 'quarantine' } : undefined);
     return { key: s.key, from, to, reason };
   }
 
-  private setDisplacedFrom(s: Session, from: number | undefined): void {
-    if ((s.displacedFrom === undefined) !== (from === undefined)) this.displaced += from === undefined ? -1 : 1;
-    if (from === undefined) {
-      delete s.displacedFrom;
-      delete s.quarantineDisplaced;
-    } else {
-      s.displacedFrom = from;
-    }
+  private setDisplaced(s: Session, displaced: Session['displaced']): void {
+    if ((s.displaced === undefined) !== (displaced === undefined)) this.displaced += displaced === undefined ? -1 : 1;
+    if (displaced === undefined) delete s.displaced;
+    else s.displaced = displaced;
   }
+
 
   /** Every way a session leaves the table. */
   private remove(s: Session): void {
     this.sessions.delete(s.key);
     this.unindex(s.key, s.instance);
-    this.setDisplacedFrom(s, undefined);
+    this.setDisplaced(s, undefined);
   }
 
   private touch(s: Session): void {

@@ -13,14 +13,13 @@ export interface Session {
   /** Connections currently attached (exact: incremented when routed, decremented on close). */
   active: number;
   /**
-   * The instance the pool last moved it off for its own reasons (quarantine, drain, retirement,
-   * an instance that stopped being routable), not its client's: such a session may be moved
-   * again to rebalance once instances come back; after a quarantine never back onto this
-   * instance, whose exit was reported burnt. Its client's rotation clears it; a rebalance keeps it.
+   * Set when the pool last moved it for its own reasons (quarantine, drain, retirement, an
+   * instance that stopped being routable), not its client's: such a session may be moved again
+   * to rebalance once instances come back. `from` is the instance it was moved off; after a
+   * quarantine (`burnt`) it never goes back there, since that exit was reported burnt. Its
+   * client's rotation clears it; a rebalance keeps it.
    */
-  displacedFrom?: number;
-  /** The displacement was a quarantine's (an episode rebalancing must undo, see SessionTable.rebalance). */
-  quarantineDisplaced?: boolean;
+  displaced?: { from: number; burnt: boolean };
 }
 
 export function viewOf(s: Session): SessionView {

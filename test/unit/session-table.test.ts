@@ -266,7 +266,7 @@ describe('session table', () => {
           expect(Math.max(...ids.map((id) => t.countOn(id)))).to.be.at.most(before);
           for (const a of moved) expect(t.get(a.key)?.active, a.key).to.equal(0);
           expect(ids.reduce((sum, id) => sum + t.countOn(id), 0)).to.equal(n);
-          expect(t.displacedCount).to.equal([...t.all()].filter((x) => x.displacedFrom !== undefined).length);
+          expect(t.displacedCount).to.equal([...t.all()].filter((x) => x.displaced !== undefined).length);
         }),
       );
     });
