@@ -20,12 +20,10 @@ type Handler = (params: unknown) => unknown;
 
 /** One answer per method of a protocol: a missing handler is a type error. */
 export type IpcHandlers<In extends MethodMap> = {
-  [M in KnownMethods<In>]: (params: In[M]['params']) => In[M]['result'] | Promise<In[M]['result']>;
+  [M in Known<In>]: (params: In[M]['params']) => In[M]['result'] | Promise<In[M]['result']>;
 };
 
 /** The protocol's own methods, without the index signature of MethodMap that it extends. */
-type KnownMethods<In extends MethodMap> = Known<In>;
-
 /** The names a protocol declares, without the index signature of the map type it extends: a stale or misspelt name does not compile. */
 export type Known<T> = keyof { [K in keyof T as string extends K ? never : K]: unknown } & string;
 

@@ -24,8 +24,6 @@ const LATENCY_EWMA_WEIGHT = 0.2;
 /** A pool-rotate sweep waits at most this long for one instance's new exit before moving on. */
 export const SWEEP_STEP_TIMEOUT_MS = 60_000;
 
-type Entry = PoolEntry;
-
 export interface PoolDeps {
   config: Config;
   createInstance(id: number): PoolInstance;
@@ -65,7 +63,7 @@ export interface PoolEvents {
 export class Pool extends EventEmitter<PoolEvents> {
   readonly sessions: SessionTable;
   readonly stats = new StatsHistory();
-  private readonly entries = new Map<number, Entry>();
+  private readonly entries = new Map<number, PoolEntry>();
   private readonly openByWorker = new Map<number, Map<string, number>>();
   private readonly now: () => number;
   private targetSize: number;
@@ -132,7 +130,7 @@ export class Pool extends EventEmitter<PoolEvents> {
       if (this.isRoutable(e)) routable.push(id);
     }
     if (routable.length === 0 && this.entries.size === 1) {
-      const [id, e] = [...this.entries][0] as [number, Entry];
+      const [id, e] = [...this.entries][0] as [number, PoolEntry];
       // A single-instance pool keeps serving through its own rotation as a last resort.
       if (e.instance.ready() && e.instance.responsive() && e.health.routable() && !e.draining && !e.retiring) single = id;
     }
@@ -140,12 +138,12 @@ export class Pool extends EventEmitter<PoolEvents> {
   }
 
   /** Whether evidence the client controls may take `e` out of service (MIN_ROUTABLE). */
-  private clientEvidenceMayQuarantine(e: Entry): boolean {
+  private clientEvidenceMayQuarantine(e: PoolEntry): boolean {
     if (!this.isRoutable(e)) return true;
     return this.floor.allows(this.placement().routable.length, this.targetSize, e.instance.id);
   }
 
-  private isRoutable(e: Entry): boolean {
+  private isRoutable(e: PoolEntry): boolean {
     return e.instance.ready() && e.instance.responsive() && !e.instance.rotating() && e.health.routable() && !e.draining && !e.retiring;
   }
 
@@ -165,13 +163,13 @@ export class Pool extends EventEmitter<PoolEvents> {
       // random: a fresh pick per connection, accounted under the instance only.
       const ids = placement.routable.length > 0 ? placement.routable : placement.lastResort !== null ? [placement.lastResort] : [];
       if (ids.length === 0) return { ok: false, reason: 'no_routable_instance' };
-      const e = this.entries.get(ids[Math.floor(Math.random() * ids.length)] as number) as Entry;
+      const e = this.entries.get(ids[Math.floor(Math.random() * ids.length)] as number) as PoolEntry;
       return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key: null };
     }
     const outcome = this.sessions.route(key, placement, now);
     if (!outcome.ok) return { ok: false, reason: outcome.reason };
     if (outcome.assignment) this.auditAssignment(outcome.assignment);
-    const e = this.entries.get(outcome.session.instance) as Entry;
+    const e = this.entries.get(outcome.session.instance) as PoolEntry;
     let open = this.openByWorker.get(workerSlot);
     if (!open) this.openByWorker.set(workerSlot, (open = new Map()));
     open.set(key, (open.get(key) ?? 0) + 1);
@@ -292,7 +290,7 @@ export class Pool extends EventEmitter<PoolEvents> {
   }
 
   instanceViews(): InstanceView[] {
-    return this.instanceIds().map((id) => this.viewOfEntry(this.entries.get(id) as Entry));
+    return this.instanceIds().map((id) => this.viewOfEntry(this.entries.get(id) as PoolEntry));
   }
 
   instanceView(id: number): InstanceView {
@@ -301,7 +299,7 @@ export class Pool extends EventEmitter<PoolEvents> {
     return this.viewOfEntry(e);
   }
 
-  private viewOfEntry(e: Entry): InstanceView {
+  private viewOfEntry(e: PoolEntry): InstanceView {
     return instanceViewOf(e, this.sessions.countOn(e.instance.id));
   }
 
@@ -355,7 +353,7 @@ export class Pool extends EventEmitter<PoolEvents> {
   }
 
   /** Throws EXITPOOL_NOT_BOOTSTRAPPED (the instance's NotBootstrappedError) before bootstrap. */
-  private async rotateInstance(e: Entry, by: 'api' | 'session' | 'sweep'): Promise<void> {
+  private async rotateInstance(e: PoolEntry, by: 'api' | 'session' | 'sweep'): Promise<void> {
     const id = e.instance.id;
     await e.instance.rotate();
     e.health.rotationStarted(this.now());
@@ -375,7 +373,7 @@ export class Pool extends EventEmitter<PoolEvents> {
     if (e) this.moveOff(e, 'quarantine');
   }
 
-  private moveOff(e: Entry, reason: 'rotate' | 'drain' | 'quarantine' | 'retired' | 'unroutable'): Assignment[] {
+  private moveOff(e: PoolEntry, reason: 'rotate' | 'drain' | 'quarantine' | 'retired' | 'unroutable'): Assignment[] {
     // A quarantine blames the exit (a captcha, a block): another instance on that same exit relay
     // would hand the sessions the same burnt address, so prefer instances on a different one.
     const placement = reason === 'quarantine' ? this.rotationTargets(e.instance.id) : this.placement();
@@ -409,7 +407,7 @@ export class Pool extends EventEmitter<PoolEvents> {
       if (!e || !e.instance.ready()) throw new ExitpoolError('EXITPOOL_NO_ROUTABLE_INSTANCE', 'no routable instance to rotate to');
       await this.rotateInstance(e, 'session');
     }
-    const e = this.entries.get(s.instance) as Entry;
+    const e = this.entries.get(s.instance) as PoolEntry;
     const { exit_ip, exit_confirmed } = exitFieldsOf(e.instance.exit());
     return { session: key, instance: s.instance, exit_ip, exit_confirmed };
   }
@@ -422,7 +420,7 @@ export class Pool extends EventEmitter<PoolEvents> {
     const placement = this.placement();
     const others = placement.routable.filter((id) => id !== from);
     const leaving = this.entries.get(from)?.instance.exit().exitIp ?? '';
-    const fresh = leaving === '' ? others : others.filter((id) => (this.entries.get(id) as Entry).instance.exit().exitIp !== leaving);
+    const fresh = leaving === '' ? others : others.filter((id) => (this.entries.get(id) as PoolEntry).instance.exit().exitIp !== leaving);
     return { routable: fresh.length > 0 ? fresh : others, lastResort: null };
   }
 
@@ -461,7 +459,7 @@ export class Pool extends EventEmitter<PoolEvents> {
 
   rotatePool(): PoolRotateResult {
     if (this.sweeping) return { rotating: 0, in_progress: true };
-    const ids = this.instanceIds().filter((id) => (this.entries.get(id) as Entry).instance.ready());
+    const ids = this.instanceIds().filter((id) => (this.entries.get(id) as PoolEntry).instance.ready());
     if (ids.length === 0) return { rotating: 0, in_progress: false };
     this.sweeping = true;
     this.deps.audit.record({ type: 'rotate', message: `pool rotate: sweeping ${ids.length} instances`, details: { instances: ids } });
@@ -502,13 +500,13 @@ export class Pool extends EventEmitter<PoolEvents> {
     if (!Number.isInteger(size) || size < 1 || size > MAX_POOL_SIZE) throw new ExitpoolError('EXITPOOL_INVALID_REQUEST', `size must be from 1 to ${MAX_POOL_SIZE}`);
     const previous = this.targetSize;
     this.targetSize = size;
-    const current = this.instanceIds().filter((id) => !(this.entries.get(id) as Entry).retiring);
+    const current = this.instanceIds().filter((id) => !(this.entries.get(id) as PoolEntry).retiring);
     const removing = current.length > size ? current.slice(size) : [];
     const adding: number[] = [];
     for (let id = 0; adding.length < size - current.length; id++) if (!this.entries.has(id)) adding.push(id);
     this.deps.audit.record({ type: 'resize', message: `pool resized from ${previous} to ${size}`, details: { from: previous, to: size, adding, removing } });
     // Mark every leaving instance first: sessions moved off one must not land on another that leaves too.
-    const leaving = removing.map((id) => this.entries.get(id) as Entry);
+    const leaving = removing.map((id) => this.entries.get(id) as PoolEntry);
     for (const e of leaving) e.retiring = true;
     for (const e of leaving) void this.retire(e);
     if (adding.length > 0) this.grow();
@@ -540,7 +538,7 @@ export class Pool extends EventEmitter<PoolEvents> {
   private add(id: number): void {
     const instance = this.deps.createInstance(id);
     const health = this.deps.createHealth(id, instance);
-    const entry: Entry = {
+    const entry: PoolEntry = {
       instance,
       health,
       draining: false,
@@ -577,7 +575,7 @@ export class Pool extends EventEmitter<PoolEvents> {
   }
 
   /** Removes an instance already marked retiring (out of routing): sessions off, then the process. */
-  private async retire(e: Entry): Promise<void> {
+  private async retire(e: PoolEntry): Promise<void> {
     const id = e.instance.id;
     this.moveOff(e, 'retired');
     e.health.stop();

@@ -11,7 +11,7 @@ import { RelayDirectory } from './relay-directory.js';
 /** After a failed SETCONF of a pin, the next attempt waits this long. */
 const PIN_RETRY_MS = 5_000;
 
-export const EMPTY_EXIT: ExitState = {
+const EMPTY_EXIT: ExitState = {
   exitIp: '',
   exitCountry: '',
   exitNickname: '',

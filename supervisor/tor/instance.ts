@@ -25,7 +25,6 @@ import { TorProcess, type ProcessExit } from './tor-process.js';
 import { renderTorrc, type ControlEndpoint, type SocksEndpoint } from './torrc.js';
 
 export type * from './instance-types.js';
-export { LIVENESS_MISSES } from './liveness-probe.js';
 
 /**
  * One supervised tor: spawn, control connection, bootstrap tracking, stall and crash recovery.
