@@ -92,6 +92,45 @@ describe('tor exit tracker', () => {
     expect(t.streamCount('1')).to.equal(0);
   });
 
+  it('onStream says when the exit may have changed: never silent about a change, quiet on the routine events', () => {
+    const t = new ExitTracker();
+    circ(t, 1, 'BUILT', EXIT_A);
+    const onStream = (id: number, status: string, circuit: number): boolean => t.onStream(parseStreamLine(`${id} ${status} ${circuit} 127.0.0.1:8080`));
+    expect(onStream(10, 'NEW', 0)).to.equal(false);
+    expect(onStream(10, 'SENTCONNECT', 1)).to.equal(false);
+    expect(onStream(10, 'SUCCEEDED', 1), 'the first confirmation').to.equal(true);
+    expect(onStream(10, 'CLOSED', 1)).to.equal(false);
+    expect(onStream(11, 'SUCCEEDED', 1), 'the same exit confirmed again').to.equal(false);
+    // Property: whenever current() differs after an event, the event said so.
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.oneof(
+            fc.record({ kind: fc.constant('circ' as const), id: fc.integer({ min: 1, max: 4 }), status: fc.constantFrom('BUILT', 'CLOSED', 'FAILED'), exit: fc.constantFrom(EXIT_A, EXIT_B, EXIT_C) }),
+            fc.record({ kind: fc.constant('stream' as const), id: fc.integer({ min: 1, max: 6 }), status: fc.constantFrom('NEW', 'SENTCONNECT', 'SUCCEEDED', 'CLOSED', 'FAILED', 'DETACHED'), circuit: fc.integer({ min: 0, max: 4 }) }),
+            fc.constant({ kind: 'rotate' as const }),
+          ),
+          { maxLength: 40 },
+        ),
+        (events) => {
+          const tracker = new ExitTracker();
+          for (const e of events) {
+            if (e.kind === 'circ') circ(tracker, e.id, e.status, e.exit);
+            else if (e.kind === 'rotate') {
+              tracker.beginRotation();
+              tracker.markNewnym();
+            } else {
+              const before = JSON.stringify(tracker.current() ?? null);
+              const said = tracker.onStream(parseStreamLine(`${e.id} ${e.status} ${e.circuit} 127.0.0.1:8080`));
+              if (JSON.stringify(tracker.current() ?? null) !== before) expect(said, `${e.status} on ${e.circuit}`).to.equal(true);
+            }
+          }
+        },
+      ),
+      { numRuns: fuzzRuns(200) },
+    );
+  });
+
   describe('rotation', () => {
     function rotated(): ExitTracker {
       const t = new ExitTracker();
