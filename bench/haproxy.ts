@@ -55,21 +55,23 @@ export async function startHaproxy(socketPaths: readonly string[]): Promise<Runn
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  await pollUntil(
+  // An HAProxy that refuses its configuration exits at once: say why now, not after the wait.
+  const up = await pollUntil(
     `haproxy listening on ${port}`,
     () =>
       child.exitCode !== null
-        ? Promise.reject(new Error(`haproxy exited: ${stderr}`))
-        : new Promise<true | undefined>((resolve) => {
+        ? ('exited' as const)
+        : new Promise<'listening' | undefined>((resolve) => {
             const s = net.connect({ host: '127.0.0.1', port }, () => {
               s.destroy();
-              resolve(true);
+              resolve('listening');
             });
             s.once('error', () => resolve(undefined));
           }),
     10_000,
     50,
   );
+  if (up === 'exited') throw new Error(`haproxy exited at start: ${stderr}`);
   return {
     port,
     pid: child.pid as number,
