@@ -14,7 +14,7 @@ import { WorkerLoad } from './metrics/worker-load.js';
 import { Pool } from './pool/pool.js';
 import { TorPoolInstance } from './pool/tor-pool-instance.js';
 import { checkTorBinary } from './startup/tor-binary-check.js';
-import { attachWorker, stateSnapshot } from './worker-ipc.js';
+import { attachWorker, invalidateRouteLeases, stateSnapshot } from './worker-ipc.js';
 
 /** The state snapshot for the live stream, and session expiry and statistics, run this often. */
 export const TICK_MS = 1000;
@@ -79,6 +79,7 @@ export class Service {
       waitForListeners: true,
       audit,
       log,
+      sendInvalidation: (invalidation) => invalidateRouteLeases(workers, invalidation, log),
       createInstance: (id) =>
         new TorPoolInstance({
           index: id,

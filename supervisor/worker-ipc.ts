@@ -3,14 +3,16 @@ import type { LocalSignInLimiter } from '../shared/auth/sign-in-limit.js';
 import { signedInEvent } from '../shared/auth/auth-audit.js';
 import { ExitpoolError } from '../shared/errors/catalogue.js';
 import type { IpcHandlers } from '../shared/ipc/endpoint.js';
-import type { StateSnapshot, WorkerRequests, WorkerRole } from '../shared/ipc/protocol.js';
+import { IpcPeerGoneError } from '../shared/ipc/errors.js';
+import type { RouteInvalidation, StateSnapshot, WorkerRequests, WorkerRole } from '../shared/ipc/protocol.js';
 import type { AuditLog } from './audit/audit-log.js';
 import type { AuthOperations } from './auth-operations.js';
 import type { AuthStore } from './auth/auth-store.js';
-import type { WorkerHandle } from './cluster/worker-manager.js';
+import type { WorkerHandle, WorkerManager } from './cluster/worker-manager.js';
 import type { PoolMetrics } from './metrics/pool-metrics.js';
 import type { WorkerLoad } from './metrics/worker-load.js';
 import type { Pool } from './pool/pool.js';
+import { LEASE_INVALIDATION_TIMEOUT_MS } from './routing/route-leases.js';
 
 export interface WorkerIpcDeps {
   pool: Pool;
@@ -38,21 +40,28 @@ function onlyFor(h: WorkerHandle, role: WorkerRole, method: string): void {
  */
 export function workerRequestHandlers(h: WorkerHandle, d: WorkerIpcDeps): IpcHandlers<WorkerRequests> {
   const { pool } = d;
+  // What may move a session or take an instance out answers once the proxy workers dropped the
+  // route leases it made stale: the client's next connection already follows it.
+  const settled = async <T>(result: T | Promise<T>): Promise<T> => {
+    const value = await result;
+    await pool.leasesSettled();
+    return value;
+  };
   return {
     ping: () => ({ receivedAt: Date.now() }),
     'health.get': () => ({ routable: pool.placement().routable.length, proxyWorkersListening: d.proxyWorkersListening() }),
     route: (p) => pool.route(p, h.slot),
     'pool.summary': () => pool.summary(),
-    'pool.resize': ({ size }) => pool.resize(size),
+    'pool.resize': ({ size }) => settled(pool.resize(size)),
     'pool.rotate': () => pool.rotatePool(),
     'instances.list': () => pool.instanceViews(),
     'instances.get': ({ id }) => pool.instanceView(id),
-    'instances.action': ({ id, action, wipe }) => pool.instanceAction(id, action, wipe ?? true),
+    'instances.action': ({ id, action, wipe }) => settled(pool.instanceAction(id, action, wipe ?? true)),
     'sessions.list': () => pool.sessionViews(),
     'sessions.get': ({ key }) => pool.sessionView(key),
-    'sessions.rotate': ({ key, newnym }) => pool.rotateSession(key, newnym),
-    'sessions.failure': ({ key, report, reporter }) => pool.reportFailure(key, report.kind, report.reason, reporter),
-    'sessions.delete': ({ key }) => pool.deleteSession(key),
+    'sessions.rotate': ({ key, newnym }) => settled(pool.rotateSession(key, newnym)),
+    'sessions.failure': ({ key, report, reporter }) => settled(pool.reportFailure(key, report.kind, report.reason, reporter)),
+    'sessions.delete': ({ key }) => settled(pool.deleteSession(key)),
     'events.recent': ({ limit, types }) => d.audit.recent(limit, types),
     'stats.history': ({ range }) => pool.stats.series(range),
     'metrics.text': () => d.metrics.text(),
@@ -79,8 +88,11 @@ export function attachWorker(h: WorkerHandle, d: WorkerIpcDeps): void {
   const ep = h.endpoint;
   const { pool } = d;
   ep.handleAll(workerRequestHandlers(h, d));
-  ep.onNotice('accounting', ({ closes, released, routeRttMs, refused, evicted, connections }) => {
+  ep.onNotice('accounting', ({ opened, closes, released, routeRttMs, refused, evicted, connections }) => {
     d.load.record(h.slot, connections);
+    // Opened first: a connection's close may come in the same batch as its open.
+    pool.recordOpened(opened, h.slot);
+    if (opened.length > 0) d.metrics.routeLeaseHits.inc(opened.length);
     pool.recordCloses(closes, h.slot);
     pool.recordReleased(released, h.slot);
     if (refused > 0) d.metrics.connectionsRefused.inc(refused);
@@ -95,6 +107,22 @@ export function attachWorker(h: WorkerHandle, d: WorkerIpcDeps): void {
     pool.workerGone(h.slot);
     d.load.forget(h.slot);
   });
+}
+
+/** Sends a route invalidation to every live proxy worker and waits for each to drop it (or be gone). */
+export async function invalidateRouteLeases(workers: WorkerManager, invalidation: RouteInvalidation, log: Logger): Promise<void> {
+  await Promise.all(
+    workers.liveHandles('proxy').map((h) =>
+      h.endpoint.request('routes.invalidate', invalidation, LEASE_INVALIDATION_TIMEOUT_MS).then(
+        () => undefined,
+        (e: unknown) => {
+          // A worker that died took its leases with it; its successor starts without any.
+          if (e instanceof IpcPeerGoneError) return;
+          log.warn('route invalidation not acknowledged', { slot: h.slot, error: (e as Error).message });
+        },
+      ),
+    ),
+  );
 }
 
 export function stateSnapshot(pool: Pool): StateSnapshot {

@@ -1,10 +1,11 @@
-import { ACCOUNTING_FLUSH_MS, type CloseRecord, type ReleasedRoute, type RouteResult } from '../shared/ipc/protocol.js';
+import { ACCOUNTING_FLUSH_MS, type CloseRecord, type ReleasedRoute } from '../shared/ipc/protocol.js';
 import { ConnectionBudget } from './proxy/connection-budget.js';
 import { credentialRefusalLog } from './proxy/credential-refusal-log.js';
 import { HttpProxyServer } from './proxy/http-proxy-server.js';
 import { InstanceDownSignal } from './proxy/instance-down.js';
-import type { ConnectionStats, ListenerKind, RouteDecision, RouteGranted, RouteRequest } from './proxy/proxy-types.js';
+import type { ConnectionStats, ListenerKind, RouteGranted } from './proxy/proxy-types.js';
 import { Socks5ProxyServer, createSessionPortServer } from './proxy/socks5-server.js';
+import { LeasedRouter } from './leased-router.js';
 import { listenNamed } from './listen-error.js';
 import { ProxyCredentials } from './proxy-credentials.js';
 import type { RunningWorker, WorkerContext } from './worker-context.js';
@@ -16,8 +17,9 @@ const MAX_RTT_SAMPLES_PER_BATCH = 512;
 
 /**
  * The proxy worker: the SOCKS5 and HTTP listeners (shared with the other proxy workers
- * through node:cluster), session ports when configured, routing over IPC, and batched
- * accounting back to the supervisor.
+ * through node:cluster), session ports when configured, routing over IPC with route leases, and
+ * batched accounting back to the supervisor (connections routed with a lease at once, the rest
+ * every ACCOUNTING_FLUSH_MS).
  */
 export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorker> {
   const { config, endpoint, log } = ctx;
@@ -28,30 +30,21 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   let rtts: number[] = [];
   let stopping = false;
 
-  const router = {
-    async route(req: RouteRequest): Promise<RouteDecision> {
-      const started = performance.now();
-      let r: RouteResult;
-      try {
-        r = await endpoint.request(
-          'route',
-          {
-            key: req.sessionKey,
-            clientIp: req.clientIp,
-            listener: req.listener,
-            ...(req.instanceId === undefined ? {} : { instance: req.instanceId }),
-          },
-          ROUTE_TIMEOUT_MS,
-        );
-      } catch (e) {
-        log.warn('route request failed; refusing the connection', { error: (e as Error).message });
-        return { ok: false, reason: 'supervisor_unavailable' };
-      }
-      if (rtts.length < MAX_RTT_SAMPLES_PER_BATCH) rtts.push(performance.now() - started);
-      if (!r.ok) return r;
-      return { ok: true, instanceId: r.instance, socksHost: r.host, socksPort: r.port, ...(r.path === undefined ? {} : { socksPath: r.path }), sessionKey: r.key };
+  // Connections routed with a lease reach the supervisor in the next turn of the event loop, not
+  // with the next batch: `active` and `last_seen` stay as exact as when each one asked.
+  let flushSoon: NodeJS.Immediate | null = null;
+  const router = new LeasedRouter({
+    ask: (params) => endpoint.request('route', params, ROUTE_TIMEOUT_MS),
+    defaultSession: config.defaultSession,
+    onOpened: () => {
+      flushSoon ??= setImmediate(flush);
     },
-  };
+    onRoundTrip: (ms) => {
+      if (rtts.length < MAX_RTT_SAMPLES_PER_BATCH) rtts.push(ms);
+    },
+    log,
+  });
+  endpoint.handle('routes.invalidate', (invalidation) => ({ dropped: router.invalidate(invalidation) }));
 
   const events = {
     connectionOpened(): void {
@@ -61,6 +54,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
       const failure = s.failure && stopping ? { ...s.failure, scored: false } : s.failure;
       const record: CloseRecord = {
         key: route.sessionKey,
+        session: route.sessionId ?? null,
         instance: route.instanceId,
         bytesUp: s.bytesUp,
         bytesDown: s.bytesDown,
@@ -72,28 +66,36 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
       closes.push(record);
     },
     connectionReleased(route: RouteGranted): void {
-      released.push({ key: route.sessionKey, instance: route.instanceId });
+      released.push({ key: route.sessionKey, session: route.sessionId ?? null, instance: route.instanceId });
     },
   };
 
   const budget = new ConnectionBudget(config.maxConnectionsPerWorker, log, undefined, config.maxUnauthenticatedPerWorker);
   const credentialRefusals = credentialRefusalLog(log);
   let reportedConnections = -1;
-  const flush = (): void => {
+  function flush(): void {
+    if (flushSoon) clearImmediate(flushSoon);
+    flushSoon = null;
+    const opened = router.takeOpened();
     const refused = budget.takeRefusedCount();
     const evicted = budget.takeEvictedCount();
     const connections = budget.inUse;
-    if (closes.length === 0 && released.length === 0 && rtts.length === 0 && refused === 0 && evicted === 0 && connections === reportedConnections) return;
+    const nothingNew = opened.length === 0 && closes.length === 0 && released.length === 0 && rtts.length === 0 && refused === 0 && evicted === 0;
+    if (nothingNew && connections === reportedConnections) return;
     reportedConnections = connections;
-    endpoint.notify('accounting', { closes, released, routeRttMs: rtts, refused, evicted, connections });
+    endpoint.notify('accounting', { opened, closes, released, routeRttMs: rtts, refused, evicted, connections });
     closes = [];
     released = [];
     rtts = [];
-  };
+  }
   const flushTimer = setInterval(flush, ACCOUNTING_FLUSH_MS);
 
   const instanceDown = new InstanceDownSignal();
-  endpoint.onNotice('instance-down', ({ instance }) => instanceDown.markDown(instance));
+  endpoint.onNotice('instance-down', ({ instance }) => {
+    // Before the dials waiting on it re-route: they must not find a lease to the same instance.
+    router.invalidate({ keys: [], instances: [instance] });
+    instanceDown.markDown(instance);
+  });
   const deps = { router, events, credentials: credentials.policy(), log, budget, instanceDown, credentialRefusals };
   const socks = new Socks5ProxyServer(deps);
   const http = new HttpProxyServer(deps);

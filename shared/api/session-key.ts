@@ -15,3 +15,18 @@ export const IP_SESSION_PREFIX = 'ip:';
 export function isAddressSessionKey(key: string): boolean {
   return key.startsWith(IP_SESSION_PREFIX);
 }
+
+/** Key of the session DEFAULT_SESSION=shared gives every caller that names none. */
+export const SHARED_SESSION_KEY = 'shared';
+
+/**
+ * The session a connection belongs to: the key its caller named, else what DEFAULT_SESSION
+ * gives it (its address's session, the shared one, or none: `random` picks per connection).
+ * The supervisor routes by it and the proxy workers cache routes by it, so both must agree.
+ */
+export function resolveSessionKey(named: string | null, clientIp: string, mode: 'ip' | 'random' | 'shared'): string | null {
+  if (named !== null) return named;
+  if (mode === 'ip') return IP_SESSION_PREFIX + clientIp;
+  if (mode === 'shared') return SHARED_SESSION_KEY;
+  return null;
+}

@@ -37,8 +37,39 @@ export type RouteResult =
    * path: the instance's Unix-socket SocksPort, which the worker dials (host and port then name
    * its unused TCP fallback); without it, host:port is a TCP SocksPort (DATA_DIR too deep for a socket path).
    */
-  | { ok: true; instance: number; host: string; port: number; path?: string; key: string | null }
+  | {
+      ok: true;
+      instance: number;
+      host: string;
+      port: number;
+      path?: string;
+      key: string | null;
+      /** The session's incarnation (a key deleted and used again is a new session); null without a key. */
+      session: number | null;
+      /**
+       * The worker may keep this route for the key and use it for the key's next connections
+       * without asking, until a `routes.invalidate` drops it (docs/architecture.md, "Route leases").
+       */
+      lease: boolean;
+    }
   | { ok: false; reason: 'no_routable_instance' | 'session_limit' };
+
+/**
+ * A connection a worker routed with a lease, without asking: the supervisor counts it on the
+ * session as route() would have (active, last seen). Ignored when `session` is no longer the
+ * key's incarnation (deleted or expired meanwhile).
+ */
+export interface OpenedRoute {
+  key: string;
+  session: number;
+  instance: number;
+}
+
+/** What a proxy worker must forget of its route leases: these keys, and every lease on these instances. */
+export interface RouteInvalidation {
+  keys: string[];
+  instances: number[];
+}
 
 /** How a transport-level failure is classified by the proxy worker. */
 export interface TransportFailureRecord {
@@ -54,6 +85,8 @@ export type FailureReporter = { kind: 'token'; id: string } | { kind: 'sign-in';
 /** One finished connection (SOCKS) or request (HTTP), sent in batches. */
 export interface CloseRecord {
   key: string | null;
+  /** The incarnation of the session `key` named when the connection was routed (RouteResult.session). */
+  session: number | null;
   instance: number;
   bytesUp: number;
   bytesDown: number;
@@ -76,6 +109,7 @@ export interface CloseRecord {
  */
 export interface ReleasedRoute {
   key: string | null;
+  session: number | null;
   instance: number;
 }
 
@@ -124,6 +158,8 @@ export interface SupervisorRequests extends MethodMap {
   /** A new credential snapshot; answered once the worker verifies with it (revocation is immediate). */
   'credentials.update.proxy': { params: ProxyCredentialSnapshot; result: { version: number } };
   'credentials.update.api': { params: ApiCredentialSnapshot; result: { version: number } };
+  /** Proxy workers: drop route leases; answered once dropped, so the change is in force before the API answers. */
+  'routes.invalidate': { params: RouteInvalidation; result: { dropped: number } };
 }
 
 /**
@@ -157,6 +193,8 @@ export interface WorkerNotices extends NoticeMap {
   ready: { role: WorkerRole; pid: number };
   /** Finished connections since the last batch (proxy workers, every ACCOUNTING_FLUSH_MS). */
   accounting: {
+    /** Connections routed with a lease since the last batch (sent at once, not after ACCOUNTING_FLUSH_MS). */
+    opened: OpenedRoute[];
     closes: CloseRecord[];
     released: ReleasedRoute[];
     routeRttMs: number[];

@@ -136,6 +136,16 @@ export class WorkerManager extends EventEmitter {
       .filter((h): h is WorkerHandle => h !== null && h.ready && (role === undefined || h.role === role));
   }
 
+  /**
+   * Every worker of `role` whose process is alive, ready or still starting: a proxy worker may
+   * route (and hold route leases) from its first listener on, before its ready notice arrives.
+   */
+  liveHandles(role: WorkerRole): WorkerHandle[] {
+    return this.slots
+      .map((s) => s.handle)
+      .filter((h): h is WorkerHandle => h !== null && h.role === role && !h.worker.isDead());
+  }
+
   broadcast<T extends Known<SupervisorNotices>>(topic: T, data: SupervisorNotices[T], role?: WorkerRole): void {
     for (const h of this.handles(role)) h.endpoint.notify(topic, data);
   }

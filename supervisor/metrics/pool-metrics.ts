@@ -34,6 +34,7 @@ export class PoolMetrics {
   readonly registry = new client.Registry();
   readonly dialLatency: client.Histogram;
   readonly ipcRoundTrip: client.Histogram;
+  readonly routeLeaseHits: client.Counter;
   readonly connectionsRefused: client.Counter;
   readonly connectionsEvicted: client.Counter;
   /** The workers and their /proc figures, read once per scrape (text()) for every worker metric. */
@@ -130,6 +131,11 @@ export class PoolMetrics {
       name: 'pool_ipc_roundtrip_seconds',
       help: 'Route request round trip between a proxy worker and the supervisor',
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25],
+      registers: [r],
+    });
+    this.routeLeaseHits = new client.Counter({
+      name: 'pool_route_lease_hits_total',
+      help: 'Connections a proxy worker routed with a cached route lease, without a round trip to the supervisor',
       registers: [r],
     });
   }

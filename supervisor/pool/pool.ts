@@ -2,10 +2,11 @@ import { EventEmitter } from 'node:events';
 import type { Logger } from '../../shared/logger.js';
 import type { FailureResult, InstanceView, PoolRotateResult, PoolSummary, ResizeResult, SessionRotateResult, SessionView } from '../../shared/api/views.js';
 import { MAX_POOL_SIZE, type Config } from '../../shared/config/index.js';
-import type { CloseRecord, ReleasedRoute, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
+import type { CloseRecord, OpenedRoute, ReleasedRoute, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
-import { IP_SESSION_PREFIX } from '../../shared/api/session-key.js';
+import { resolveSessionKey } from '../../shared/api/session-key.js';
 import type { AuditLog } from '../audit/audit-log.js';
+import { RouteLeases, type InvalidationSender } from '../routing/route-leases.js';
 import { viewOf } from '../sessions/session.js';
 import { SessionTable, type Assignment, type Placement } from '../sessions/session-table.js';
 import { StatsHistory } from '../stats/stats-history.js';
@@ -16,9 +17,6 @@ import type { PoolEntry } from './pool-entry.js';
 import type { PoolInstance } from './pool-instance.js';
 import { exitFieldsOf, instanceViewOf, poolSummaryOf } from './pool-views.js';
 
-/** Session keys that DEFAULT_SESSION gives callers who name none (IP_SESSION_PREFIX: shared/api/session-key.ts). */
-export { IP_SESSION_PREFIX };
-export const SHARED_SESSION_KEY = 'shared';
 /** Weight of the newest dial latency in an instance's moving average. */
 const LATENCY_EWMA_WEIGHT = 0.2;
 /** A pool-rotate sweep waits at most this long for one instance's new exit before moving on. */
@@ -33,6 +31,8 @@ export interface PoolDeps {
   now?: () => number;
   /** When true, the pool serves only after listenersUp(): /health must not say 200 before the proxies listen. */
   waitForListeners?: boolean;
+  /** Delivers route invalidations to the proxy workers; absent: no worker holds leases (tests of the pool alone). */
+  sendInvalidation?: InvalidationSender;
 }
 
 /** Where a worker dials an instance: its Unix socket when it has one. */
@@ -64,7 +64,9 @@ export class Pool extends EventEmitter<PoolEvents> {
   readonly sessions: SessionTable;
   readonly stats = new StatsHistory();
   private readonly entries = new Map<number, PoolEntry>();
-  private readonly openByWorker = new Map<number, Map<string, number>>();
+  /** Per worker slot: its open connections per session incarnation, forgotten if the worker dies. */
+  private readonly openByWorker = new Map<number, Map<number, { key: string; count: number }>>();
+  private readonly leases: RouteLeases;
   private readonly now: () => number;
   private targetSize: number;
   private sweeping = false;
@@ -85,7 +87,12 @@ export class Pool extends EventEmitter<PoolEvents> {
     this.floor = new RoutableFloorGuard(deps.config.minRoutable, deps.log);
     this.targetSize = deps.config.poolSize;
     this.listening = !(deps.waitForListeners ?? false);
-    this.sessions = new SessionTable({ maxSessions: deps.config.maxSessions, ttlMs: deps.config.sessionTtlMs });
+    this.leases = new RouteLeases(deps.sendInvalidation ?? (() => Promise.resolve()), deps.log);
+    this.sessions = new SessionTable({
+      maxSessions: deps.config.maxSessions,
+      ttlMs: deps.config.sessionTtlMs,
+      onChanged: (key) => this.leases.sessionChanged(key),
+    });
   }
 
   /** Spawns the configured instances (staggered); resolves at once, bootstrap goes on. */
@@ -147,33 +154,63 @@ export class Pool extends EventEmitter<PoolEvents> {
     return e.instance.ready() && e.instance.responsive() && !e.instance.rotating() && e.health.routable() && !e.draining && !e.retiring;
   }
 
+  /**
+   * Routes one connection. A session's route on a routable instance comes with a lease: the
+   * worker routes the key's next connections itself (recordOpened counts them) until RouteLeases
+   * invalidates it. Session ports, DEFAULT_SESSION=random and a last-resort instance are asked
+   * every time.
+   */
   route(p: RouteParams, workerSlot: number): RouteResult {
     const now = this.now();
     if (p.listener === 'session-port') {
       const e = p.instance === undefined ? undefined : this.entries.get(p.instance);
       if (!e || !this.isRoutable(e)) return { ok: false, reason: 'no_routable_instance' };
-      return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key: null };
+      return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key: null, session: null, lease: false };
     }
-    const mode = this.deps.config.defaultSession;
-    let key = p.key;
-    if (key === null && mode === 'ip') key = IP_SESSION_PREFIX + p.clientIp;
-    if (key === null && mode === 'shared') key = SHARED_SESSION_KEY;
+    const key = resolveSessionKey(p.key, p.clientIp, this.deps.config.defaultSession);
     const placement = this.placement();
     if (key === null) {
       // random: a fresh pick per connection, accounted under the instance only.
       const ids = placement.routable.length > 0 ? placement.routable : placement.lastResort !== null ? [placement.lastResort] : [];
       if (ids.length === 0) return { ok: false, reason: 'no_routable_instance' };
       const e = this.entries.get(ids[Math.floor(Math.random() * ids.length)] as number) as PoolEntry;
-      return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key: null };
+      return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key: null, session: null, lease: false };
     }
     const outcome = this.sessions.route(key, placement, now);
     if (!outcome.ok) return { ok: false, reason: outcome.reason };
     if (outcome.assignment) this.auditAssignment(outcome.assignment);
-    const e = this.entries.get(outcome.session.instance) as PoolEntry;
+    const session = outcome.session;
+    const e = this.entries.get(session.instance) as PoolEntry;
+    this.countOpen(workerSlot, key, session.id);
+    const lease = placement.routable.includes(session.instance);
+    if (lease) this.leases.granted(session.instance);
+    return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key, session: session.id, lease };
+  }
+
+  /** Connections a worker routed with its leases: counted on their sessions as route() counts one. */
+  recordOpened(opened: readonly OpenedRoute[], workerSlot: number): void {
+    const now = this.now();
+    for (const o of opened) {
+      if (this.sessions.attach(o.key, o.session, now)) this.countOpen(workerSlot, o.key, o.session);
+    }
+  }
+
+  /** Every API operation that may move sessions or take instances out awaits this before it answers. */
+  leasesSettled(): Promise<void> {
+    return this.leases.settled();
+  }
+
+  private countOpen(workerSlot: number, key: string, session: number): void {
     let open = this.openByWorker.get(workerSlot);
     if (!open) this.openByWorker.set(workerSlot, (open = new Map()));
-    open.set(key, (open.get(key) ?? 0) + 1);
-    return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key };
+    const entry = open.get(session);
+    if (entry) entry.count += 1;
+    else open.set(session, { key, count: 1 });
+  }
+
+  /** Leases on instances no longer in service are dropped (RouteLeases.routableNow). */
+  private routabilityMayHaveChanged(): void {
+    this.leases.routableNow(this.placement().routable);
   }
 
   /** A batch of finished connections from one worker. */
@@ -186,9 +223,9 @@ export class Pool extends EventEmitter<PoolEvents> {
       this.totals.bytesUp += r.bytesUp;
       this.totals.bytesDown += r.bytesDown;
       this.stats.record(r);
-      if (r.key !== null) {
-        this.sessions.close(r.key, r, now);
-        this.forgetOpen(open, r.key);
+      if (r.key !== null && r.session !== null) {
+        this.sessions.close(r.key, r.session, r, now);
+        this.forgetOpen(open, r.session);
       }
       const e = this.entries.get(r.instance);
       if (!e) continue;
@@ -206,30 +243,32 @@ export class Pool extends EventEmitter<PoolEvents> {
         e.health.failure('transport', 'transport', r.failure?.scored ?? true, now, { occurredAt: r.endedAt, mayQuarantine });
       }
     }
+    this.routabilityMayHaveChanged();
   }
 
   /** Routes a worker granted but never used (the client left before its CONNECT): not requests. */
   recordReleased(routes: readonly ReleasedRoute[], workerSlot: number): void {
     const open = this.openByWorker.get(workerSlot);
     for (const r of routes) {
-      if (r.key === null) continue;
-      this.sessions.forgetConnections(r.key, 1);
-      this.forgetOpen(open, r.key);
+      if (r.key === null || r.session === null) continue;
+      this.sessions.forgetConnections(r.key, r.session, 1);
+      this.forgetOpen(open, r.session);
     }
   }
 
-  /** One connection of `key` on a worker ended (closed or released). */
-  private forgetOpen(open: Map<string, number> | undefined, key: string): void {
-    const n = open?.get(key) ?? 0;
-    if (n <= 1) open?.delete(key);
-    else open?.set(key, n - 1);
+  /** One connection of session incarnation `session` on a worker ended (closed or released). */
+  private forgetOpen(open: Map<number, { key: string; count: number }> | undefined, session: number): void {
+    const entry = open?.get(session);
+    if (!entry) return;
+    if (entry.count <= 1) open?.delete(session);
+    else entry.count -= 1;
   }
 
   /** A proxy worker died: its connections are gone without a close record. */
   workerGone(workerSlot: number): void {
     const open = this.openByWorker.get(workerSlot);
     if (!open) return;
-    for (const [key, n] of open) this.sessions.forgetConnections(key, n);
+    for (const [session, { key, count }] of open) this.sessions.forgetConnections(key, session, count);
     this.openByWorker.delete(workerSlot);
   }
 
@@ -241,6 +280,7 @@ export class Pool extends EventEmitter<PoolEvents> {
     for (const e of this.entries.values()) e.health.tick(now);
     this.sessions.expire(now);
     const placement = this.placement();
+    this.leases.routableNow(placement.routable);
     this.rebalanceDisplaced(placement);
     this.stats.tick(now, { sessions: this.sessions.size, routable: placement.routable.length });
   }
@@ -349,6 +389,7 @@ export class Pool extends EventEmitter<PoolEvents> {
         this.moveOff(e, 'drain');
         break;
     }
+    this.routabilityMayHaveChanged();
     return this.viewOfEntry(e);
   }
 
@@ -357,6 +398,7 @@ export class Pool extends EventEmitter<PoolEvents> {
     const id = e.instance.id;
     await e.instance.rotate();
     e.health.rotationStarted(this.now());
+    this.routabilityMayHaveChanged();
     this.deps.audit.record({ type: 'rotate', instance: id, message: `instance ${id} rotating to a new circuit`, details: { by } });
     if (this.deps.config.drainOnRotate) this.moveOff(e, 'rotate');
   }
@@ -379,6 +421,8 @@ export class Pool extends EventEmitter<PoolEvents> {
     const placement = reason === 'quarantine' ? this.rotationTargets(e.instance.id) : this.placement();
     const moved = this.sessions.moveOff(e.instance.id, placement, reason);
     for (const a of moved) this.auditAssignment(a);
+    // Sessions that found nowhere to go stay; their leases on this instance must still go.
+    this.routabilityMayHaveChanged();
     return moved;
   }
 
@@ -447,6 +491,7 @@ export class Pool extends EventEmitter<PoolEvents> {
       details: { kind, reason, scored, reporter: reporterKey(reporter) },
     });
     if (e) e.health.failure(kind, 'client', scored, now, { mayQuarantine: this.clientEvidenceMayQuarantine(e) });
+    this.routabilityMayHaveChanged();
     return { session: key, instance, kind, scored };
   }
 
@@ -508,6 +553,7 @@ export class Pool extends EventEmitter<PoolEvents> {
     // Mark every leaving instance first: sessions moved off one must not land on another that leaves too.
     const leaving = removing.map((id) => this.entries.get(id) as PoolEntry);
     for (const e of leaving) e.retiring = true;
+    this.routabilityMayHaveChanged();
     for (const e of leaving) void this.retire(e);
     if (adding.length > 0) this.grow();
     return { size, previous, adding, removing };
@@ -600,6 +646,7 @@ export class Pool extends EventEmitter<PoolEvents> {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.leases.stop();
     if (this.growTimer) clearTimeout(this.growTimer);
     for (const e of this.entries.values()) e.health.stop();
     await Promise.all([...this.entries.values()].map((e) => e.instance.stop()));

@@ -47,9 +47,16 @@ export class SessionTable {
   private readonly sessions = new Map<string, Session>();
   private readonly byInstance = new Map<number, Set<string>>();
   private displaced = 0;
+  private lastId = 0;
 
   constructor(
-    private readonly options: { maxSessions: number; ttlMs: number; random?: () => number },
+    private readonly options: {
+      maxSessions: number;
+      ttlMs: number;
+      random?: () => number;
+      /** A session moved to another instance or left the table: routes cached for its key are stale. */
+      onChanged?: (key: string) => void;
+    },
   ) {}
 
   get size(): number {
@@ -103,6 +110,7 @@ export class SessionTable {
     }
     const session: Session = {
       key,
+      id: ++this.lastId,
       instance: to,
       createdAt: now,
       lastSeen: now,
@@ -117,10 +125,26 @@ export class SessionTable {
     return { ok: true, session, assignment: { key, from: null, to, reason: 'new' } };
   }
 
-  /** A connection routed by route() ended; counters are exact, active never goes negative. */
-  close(key: string, record: CloseRecord, now: number): void {
+  /**
+   * A connection a worker routed with a cached route (a lease) instead of route(): counted as
+   * route() counts one. false when `id` is no longer the key's session (it left meanwhile).
+   */
+  attach(key: string, id: number, now: number): boolean {
     const s = this.sessions.get(key);
-    if (!s) return;
+    if (!s || s.id !== id) return false;
+    s.lastSeen = now;
+    s.active += 1;
+    this.touch(s);
+    return true;
+  }
+
+  /**
+   * A connection of session `id` ended; counters are exact, active never goes negative. A
+   * connection of an earlier incarnation of the key is not this session's.
+   */
+  close(key: string, id: number, record: CloseRecord, now: number): void {
+    const s = this.sessions.get(key);
+    if (!s || s.id !== id) return;
     s.active = Math.max(0, s.active - 1);
     s.requests += 1;
     if (!record.ok) s.failures += 1;
@@ -130,10 +154,10 @@ export class SessionTable {
     this.touch(s);
   }
 
-  /** Drops connections a dead worker held without counting them as requests. */
-  forgetConnections(key: string, count: number): void {
+  /** Drops connections of session `id` (a dead worker's, or routes never used) without counting them as requests. */
+  forgetConnections(key: string, id: number, count: number): void {
     const s = this.sessions.get(key);
-    if (s) s.active = Math.max(0, s.active - count);
+    if (s && s.id === id) s.active = Math.max(0, s.active - count);
   }
 
   /** Moves one session to another routable instance; null when there is nowhere else to go. */
@@ -303,6 +327,7 @@ export class SessionTable {
     this.unindex(s.key, from);
     s.instance = to;
     this.index(s.key, to);
+    this.options.onChanged?.(s.key);
     // A rebalance keeps the mark (and the instance the session fled): instances come back one at a
     // time, and a session spread onto the first one back may be spread again when the next comes.
     if (reason !== 'rebalance') this.setDisplaced(s, DISPLACING.has(reason) ? { from, burnt: reason === 'quarantine' } : undefined);
@@ -315,12 +340,12 @@ export class SessionTable {
     else s.displaced = displaced;
   }
 
-
   /** Every way a session leaves the table. */
   private remove(s: Session): void {
     this.sessions.delete(s.key);
     this.unindex(s.key, s.instance);
     this.setDisplaced(s, undefined);
+    this.options.onChanged?.(s.key);
   }
 
   private touch(s: Session): void {

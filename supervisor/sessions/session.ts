@@ -3,6 +3,8 @@ import type { SessionView } from '../../shared/api/views.js';
 /** One pinned session: a key, the instance serving it, and its counters. */
 export interface Session {
   readonly key: string;
+  /** This incarnation of the key (a deleted or expired key used again is a new session). */
+  readonly id: number;
   instance: number;
   readonly createdAt: number;
   lastSeen: number;

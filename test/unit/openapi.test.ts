@@ -217,7 +217,7 @@ describe('docs/openapi.yaml', () => {
         const { pool, audit } = await poolRig(env);
         const r = pool.route({ key: 'alice', clientIp: '10.0.0.1', listener: 'socks' }, 0);
         if (!r.ok) throw new Error('not routed');
-        pool.recordCloses([{ key: 'alice', instance: r.instance, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 12, endedAt: 0 }], 0);
+        pool.recordCloses([{ key: 'alice', session: pool.sessions.get('alice')?.id ?? null, instance: r.instance, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 12, endedAt: 0 }], 0);
         pool.tick();
         expectConforms(doc, 'PoolSummary', pool.summary());
         for (const v of pool.instanceViews()) expectConforms(doc, 'Instance', v);

@@ -119,8 +119,8 @@ describe('pool', () => {
     const inst = routed(pool.route(socks('k'), 3));
     pool.recordCloses(
       [
-        { key: 'k', instance: inst, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 100, endedAt: 0 },
-        { key: 'k', instance: inst, bytesUp: 1, bytesDown: 0, ok: false, failure: { kind: 'dial', scored: false }, latencyMs: null, endedAt: 0 },
+        { key: 'k', session: pool.sessions.get('k')?.id ?? null, instance: inst, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 100, endedAt: 0 },
+        { key: 'k', session: pool.sessions.get('k')?.id ?? null, instance: inst, bytesUp: 1, bytesDown: 0, ok: false, failure: { kind: 'dial', scored: false }, latencyMs: null, endedAt: 0 },
       ],
       3,
     );
@@ -163,7 +163,7 @@ describe('pool', () => {
     pool.reportFailure('k', 'captcha', '', { kind: 'token', id: 't' });
     expect(health.get(inst)!.failures.at(-1)!.mayQuarantine).to.equal(false);
     const close = (failure: { kind: 'dial' | 'socks_refused'; scored: boolean }) =>
-      pool.recordCloses([{ key: null, instance: inst, bytesUp: 0, bytesDown: 0, ok: false, failure, latencyMs: null, endedAt: 0 }], 1);
+      pool.recordCloses([{ key: null, session: null, instance: inst, bytesUp: 0, bytesDown: 0, ok: false, failure, latencyMs: null, endedAt: 0 }], 1);
     close({ kind: 'socks_refused', scored: true });
     expect(health.get(inst)!.failures.at(-1)!.mayQuarantine, 'a destination the client chose').to.equal(false);
     close({ kind: 'dial', scored: true });
@@ -175,7 +175,7 @@ describe('pool', () => {
     for (const h of health.values()) h.state = 'healthy';
     for (let i = 0; i < 40; i++) {
       const inst = routed(pool.route(socks(`s${i}`), 1));
-      pool.recordCloses([{ key: `s${i}`, instance: inst, bytesUp: 0, bytesDown: 0, ok: true, latencyMs: 1, endedAt: 0 }], 1);
+      pool.recordCloses([{ key: `s${i}`, session: pool.sessions.get(`s${i}`)?.id ?? null, instance: inst, bytesUp: 0, bytesDown: 0, ok: true, latencyMs: 1, endedAt: 0 }], 1);
     }
     pool.tick();
     const ids = [...health.keys()];
@@ -209,17 +209,17 @@ describe('pool', () => {
     const view = (): { active: number; requests: number; failures: number } =>
       pool.sessionView('k');
     expect(view().active).to.equal(3);
-    pool.recordReleased([{ key: 'k', instance: inst }], 1);
+    pool.recordReleased([{ key: 'k', session: pool.sessions.get('k')?.id ?? null, instance: inst }], 1);
     expect(view()).to.include({ active: 2, requests: 0, failures: 0 });
     expect(pool.summary().totals).to.deep.equal({ requests: 0, failures: 0, bytes_up: 0, bytes_down: 0 });
     expect(health.get(inst)!.failures).to.deep.equal([]);
-    pool.recordCloses([{ key: 'k', instance: inst, bytesUp: 1, bytesDown: 2, ok: true, latencyMs: 5, endedAt: 0 }], 1);
+    pool.recordCloses([{ key: 'k', session: pool.sessions.get('k')?.id ?? null, instance: inst, bytesUp: 1, bytesDown: 2, ok: true, latencyMs: 5, endedAt: 0 }], 1);
     expect(view()).to.include({ active: 1, requests: 1 });
     // One connection is still open on worker 1: its death forgets exactly that one.
     pool.workerGone(1);
     expect(view().active).to.equal(0);
     // Routes without a session key (random, session ports) carry nothing to undo.
-    pool.recordReleased([{ key: null, instance: inst }], 1);
+    pool.recordReleased([{ key: null, session: null, instance: inst }], 1);
     expect(view().active).to.equal(0);
   });
 

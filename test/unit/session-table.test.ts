@@ -73,9 +73,9 @@ describe('session table', () => {
     routeOk(t, 'k', all(0));
     routeOk(t, 'k', all(0));
     expect(t.get('k')!.active).to.equal(2);
-    t.close('k', { bytesUp: 10, bytesDown: 100, ok: true }, 1);
-    t.close('k', { bytesUp: 1, bytesDown: 0, ok: false }, 2);
-    t.close('k', { bytesUp: 0, bytesDown: 0, ok: true }, 3);
+    t.close('k', t.get('k')?.id ?? 0, { bytesUp: 10, bytesDown: 100, ok: true }, 1);
+    t.close('k', t.get('k')?.id ?? 0, { bytesUp: 1, bytesDown: 0, ok: false }, 2);
+    t.close('k', t.get('k')?.id ?? 0, { bytesUp: 0, bytesDown: 0, ok: true }, 3);
     const s = t.get('k')!;
     expect([s.active, s.requests, s.failures, s.bytesUp, s.bytesDown]).to.deep.equal([0, 3, 1, 11, 100]);
   });
@@ -83,14 +83,14 @@ describe('session table', () => {
   it('expires idle sessions after the TTL but never one with a live connection', () => {
     const t = table();
     routeOk(t, 'idle', all(0), 0);
-    t.close('idle', { bytesUp: 0, bytesDown: 0, ok: true }, 0);
+    t.close('idle', t.get('idle')?.id ?? 0, { bytesUp: 0, bytesDown: 0, ok: true }, 0);
     routeOk(t, 'busy', all(0), 0);
     routeOk(t, 'fresh', all(0), TTL);
-    t.close('fresh', { bytesUp: 0, bytesDown: 0, ok: true }, TTL);
+    t.close('fresh', t.get('fresh')?.id ?? 0, { bytesUp: 0, bytesDown: 0, ok: true }, TTL);
     expect(t.expire(TTL - 1)).to.deep.equal([]);
     expect(t.expire(TTL)).to.deep.equal(['idle']);
     expect(t.get('busy')).to.not.equal(undefined);
-    t.close('busy', { bytesUp: 0, bytesDown: 0, ok: true }, TTL);
+    t.close('busy', t.get('busy')?.id ?? 0, { bytesUp: 0, bytesDown: 0, ok: true }, TTL);
     expect(t.expire(2 * TTL).sort()).to.deep.equal(['busy', 'fresh']);
     expect(t.size).to.equal(0);
   });
@@ -131,7 +131,7 @@ describe('session table', () => {
     const t = table(2);
     routeOk(t, 'a', all(0), 0); // stays active
     routeOk(t, 'b', all(0), 1);
-    t.close('b', { bytesUp: 0, bytesDown: 0, ok: true }, 1);
+    t.close('b', t.get('b')?.id ?? 0, { bytesUp: 0, bytesDown: 0, ok: true }, 1);
     routeOk(t, 'c', all(0), 2);
     expect(t.get('b')).to.equal(undefined);
     expect(t.get('a')).to.not.equal(undefined);
@@ -154,7 +154,7 @@ describe('session table', () => {
         for (const o of ops) {
           now += 7_000;
           if (o.t === 'route') t.route(`k${o.key}`, all(...o.inst), now);
-          else if (o.t === 'close') t.close(`k${o.key}`, { bytesUp: 1, bytesDown: 1, ok: true }, now);
+          else if (o.t === 'close') t.close(`k${o.key}`, t.get(`k${o.key}`)?.id ?? 0, { bytesUp: 1, bytesDown: 1, ok: true }, now);
           else if (o.t === 'delete') t.delete(`k${o.key}`);
           else if (o.t === 'moveOff') t.moveOff(o.inst, all(0, 1, 2, 3), 'drain');
           else t.expire(now);
@@ -177,7 +177,7 @@ describe('session table', () => {
       const t = table();
       for (let i = 0; i < n; i++) {
         routeOk(t, `k${i}`, all(0, 1, 2, 3));
-        t.close(`k${i}`, { bytesUp: 0, bytesDown: 0, ok: true }, 0);
+        t.close(`k${i}`, t.get(`k${i}`)?.id ?? 0, { bytesUp: 0, bytesDown: 0, ok: true }, 0);
       }
       t.moveOff(1, all(0, 2, 3), 'quarantine');
       t.moveOff(2, all(0, 3), 'quarantine');
@@ -217,7 +217,7 @@ describe('session table', () => {
       const t = table();
       for (let i = 0; i < 30; i++) {
         routeOk(t, `k${i}`, all(0, 1, 2));
-        t.close(`k${i}`, { bytesUp: 0, bytesDown: 0, ok: true }, 0);
+        t.close(`k${i}`, t.get(`k${i}`)?.id ?? 0, { bytesUp: 0, bytesDown: 0, ok: true }, 0);
       }
       const fled = new Set(t.keysOn(2));
       t.moveOff(2, all(0, 1), 'quarantine');
@@ -243,7 +243,7 @@ describe('session table', () => {
       const t = table();
       for (let i = 0; i < 12; i++) {
         routeOk(t, `k${i}`, all(0, 1, 2));
-        t.close(`k${i}`, { bytesUp: 0, bytesDown: 0, ok: true }, 0);
+        t.close(`k${i}`, t.get(`k${i}`)?.id ?? 0, { bytesUp: 0, bytesDown: 0, ok: true }, 0);
       }
       t.moveOff(2, all(0, 1), 'drain');
       const moved = t.rebalance(all(0, 1, 2));
@@ -258,7 +258,7 @@ describe('session table', () => {
           const ids = Array.from({ length: size }, (_, i) => i);
           for (let i = 0; i < n; i++) {
             routeOk(t, `k${i}`, all(...ids));
-            if (busy[i] !== true) t.close(`k${i}`, { bytesUp: 0, bytesDown: 0, ok: true }, 0);
+            if (busy[i] !== true) t.close(`k${i}`, t.get(`k${i}`)?.id ?? 0, { bytesUp: 0, bytesDown: 0, ok: true }, 0);
           }
           for (const id of ids.slice(1)) t.moveOff(id, all(0), 'quarantine');
           const before = Math.max(...ids.map((id) => t.countOn(id)));

@@ -33,6 +33,8 @@ export interface RouteGranted {
   socksPath?: string;
   /** The key the pool resolved (e.g. derived from DEFAULT_SESSION ip/random/shared); null for session ports. */
   sessionKey: string | null;
+  /** The pool's incarnation of that session, echoed in accounting; absent without a key. */
+  sessionId?: number;
 }
 
 export interface RouteRefused {

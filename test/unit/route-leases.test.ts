@@ -1,0 +1,316 @@
+import { expect } from 'chai';
+import fc from 'fast-check';
+import { loadConfig } from '../../shared/config/index.js';
+import type { RouteInvalidation, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
+import { AuditLog } from '../../supervisor/audit/audit-log.js';
+import { Pool } from '../../supervisor/pool/pool.js';
+import { RouteLeases } from '../../supervisor/routing/route-leases.js';
+import { LeasedRouter } from '../../workers/leased-router.js';
+import type { RouteDecision, RouteRequest } from '../../workers/proxy/proxy-types.js';
+import { FakeHealth, FakeInstance } from '../support/fakes/pool-parts.js';
+import { quietLogger } from '../support/fakes/quiet-logger.js';
+
+/** A supervisor whose answers the test releases one by one. */
+class ScriptedSupervisor {
+  readonly asked: RouteParams[] = [];
+  private waiting: Array<(r: RouteResult) => void> = [];
+
+  ask = (p: RouteParams): Promise<RouteResult> => {
+    this.asked.push(p);
+    return new Promise((resolve) => this.waiting.push(resolve));
+  };
+
+  get outstanding(): number {
+    return this.waiting.length;
+  }
+
+  answer(r: RouteResult): void {
+    const next = this.waiting.shift();
+    if (!next) throw new Error('nothing asked');
+    next(r);
+  }
+}
+
+const grant = (instance: number, key: string | null, session: number | null, lease = true): RouteResult => ({
+  ok: true,
+  instance,
+  host: '127.0.0.1',
+  port: 9000 + instance,
+  key,
+  session,
+  lease,
+});
+const socks = (sessionKey: string | null, clientIp = '10.0.0.1'): RouteRequest => ({ sessionKey, clientIp, listener: 'socks' });
+const instanceOf = (d: RouteDecision): number | string => (d.ok ? d.instanceId : d.reason);
+const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+function router(sup: ScriptedSupervisor, defaultSession: 'ip' | 'random' | 'shared' = 'ip'): { router: LeasedRouter; opened: () => number } {
+  let opened = 0;
+  const r = new LeasedRouter({ ask: sup.ask, defaultSession, onOpened: () => opened++, onRoundTrip: () => undefined, log: quietLogger() });
+  return { router: r, opened: () => opened };
+}
+
+describe('route leases: the proxy worker’s router', () => {
+  it('asks once per key, then routes from the lease and reports each such connection as opened', async () => {
+    const sup = new ScriptedSupervisor();
+    const { router: r, opened } = router(sup);
+    const first = r.route(socks('k'));
+    sup.answer(grant(2, 'k', 7));
+    expect(instanceOf(await first)).to.equal(2);
+    for (let i = 0; i < 5; i++) expect(instanceOf(await r.route(socks('k')))).to.equal(2);
+    expect(sup.asked).to.have.length(1);
+    expect(opened()).to.equal(5);
+    expect(r.takeOpened()).to.deep.equal(Array.from({ length: 5 }, () => ({ key: 'k', session: 7, instance: 2 })));
+    expect(r.takeOpened()).to.deep.equal([]);
+  });
+
+  it('resolves DEFAULT_SESSION as the supervisor does: one lease per address under ip, one for all under shared, none under random', async () => {
+    for (const [mode, asks] of [['ip', 2], ['shared', 1], ['random', 4]] as const) {
+      const sup = new ScriptedSupervisor();
+      const { router: r } = router(sup, mode);
+      for (const ip of ['10.0.0.1', '10.0.0.2', '10.0.0.1', '10.0.0.2']) {
+        const p = r.route(socks(null, ip));
+        await tick();
+        if (sup.outstanding > 0) {
+          const key = mode === 'ip' ? `ip:${ip}` : mode === 'shared' ? 'shared' : null;
+          sup.answer(grant(1, key, key === null ? null : 1, key !== null));
+        }
+        expect(instanceOf(await p)).to.equal(1);
+      }
+      expect(sup.asked, mode).to.have.length(asks);
+    }
+  });
+
+  it('never leases a session port’s route, nor one the supervisor did not offer as a lease', async () => {
+    const sup = new ScriptedSupervisor();
+    const { router: r } = router(sup);
+    for (let i = 0; i < 2; i++) {
+      const p = r.route({ sessionKey: null, clientIp: '10.0.0.1', listener: 'session-port', instanceId: 3 });
+      sup.answer(grant(3, null, null, false));
+      await p;
+      const q = r.route(socks('last-resort'));
+      sup.answer(grant(0, 'last-resort', 1, false));
+      await q;
+    }
+    expect(sup.asked).to.have.length(4);
+    expect(r.leaseCount).to.equal(0);
+  });
+
+  it('a burst on one key waits for the one answer being asked for; a refusal is shared, not retried', async () => {
+    const sup = new ScriptedSupervisor();
+    const { router: r, opened } = router(sup);
+    const burst = Array.from({ length: 50 }, () => r.route(socks('burst')));
+    await tick();
+    expect(sup.asked).to.have.length(1);
+    sup.answer(grant(1, 'burst', 3));
+    expect((await Promise.all(burst)).map(instanceOf)).to.deep.equal(Array(50).fill(1));
+    expect(opened(), 'the 49 that waited are lease routes').to.equal(49);
+
+    const refused = Array.from({ length: 5 }, () => r.route(socks('full')));
+    await tick();
+    sup.answer({ ok: false, reason: 'session_limit' });
+    expect((await Promise.all(refused)).map(instanceOf)).to.deep.equal(Array(5).fill('session_limit'));
+    expect(sup.asked).to.have.length(2);
+  });
+
+  it('drops leases by key and by instance', async () => {
+    const sup = new ScriptedSupervisor();
+    const { router: r } = router(sup);
+    for (const [key, instance] of [['a', 0], ['b', 0], ['c', 1], ['d', 2]] as const) {
+      const p = r.route(socks(key));
+      sup.answer(grant(instance, key, 1));
+      await p;
+    }
+    expect(r.invalidate({ keys: ['d', 'nope'], instances: [0] })).to.equal(3);
+    expect(r.leaseCount).to.equal(1);
+    const again = r.route(socks('a'));
+    await tick();
+    expect(sup.asked).to.have.length(5);
+    sup.answer(grant(1, 'a', 1));
+    expect(instanceOf(await again)).to.equal(1);
+  });
+
+  it('an answer that crossed an invalidation serves its connection but is not kept', async () => {
+    const sup = new ScriptedSupervisor();
+    const { router: r } = router(sup);
+    const p = r.route(socks('k'));
+    await tick();
+    // The supervisor answered, then moved the session; both arrive before the answer is read.
+    r.invalidate({ keys: ['k'], instances: [] });
+    sup.answer(grant(2, 'k', 1));
+    expect(instanceOf(await p)).to.equal(2);
+    expect(r.leaseCount).to.equal(0);
+  });
+
+  it('refuses at once when the supervisor cannot be reached', async () => {
+    const r = new LeasedRouter({ ask: () => Promise.reject(new Error('IPC timeout')), defaultSession: 'ip', onOpened: () => undefined, onRoundTrip: () => undefined, log: quietLogger() });
+    expect(instanceOf(await r.route(socks('k')))).to.equal('supervisor_unavailable');
+    expect(r.leaseCount).to.equal(0);
+  });
+
+  it('property: whatever the order of answers and invalidations, no lease outlives an invalidation that followed its answer', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.oneof(fc.constant('route' as const), fc.constant('answer' as const), fc.constant('invalidate' as const)), { maxLength: 40 }), async (steps) => {
+        const sup = new ScriptedSupervisor();
+        const { router: r } = router(sup);
+        let instance = 0;
+        const pending: Promise<RouteDecision>[] = [];
+        for (const step of steps) {
+          if (step === 'route') pending.push(r.route(socks('k')));
+          else if (step === 'answer' && sup.outstanding > 0) sup.answer(grant(instance, 'k', 1));
+          else if (step === 'invalidate') {
+            // The supervisor moves the session: everything it answers from now on names the new instance.
+            instance++;
+            r.invalidate({ keys: ['k'], instances: [] });
+          }
+          await tick();
+        }
+        // A lease, if one is held, names the instance the supervisor would answer now.
+        const lease = (r as unknown as { leases: Map<string, { instanceId: number }> }).leases.get('k');
+        if (lease) expect(lease.instanceId).to.equal(instance);
+        // Drain: connections whose answer was not kept ask again, a turn later.
+        for (;;) {
+          await tick();
+          if (sup.outstanding === 0) break;
+          sup.answer(grant(instance, 'k', 1));
+        }
+        await Promise.all(pending);
+      }),
+      { numRuns: 200 },
+    );
+  });
+});
+
+describe('route leases: the supervisor’s invalidations', () => {
+  it('sends the changes of one turn together, and settled() waits for the acknowledgement', async () => {
+    const sent: RouteInvalidation[] = [];
+    let ack: (() => void) | undefined;
+    const leases = new RouteLeases((inv) => {
+      sent.push(inv);
+      return new Promise<void>((r) => (ack = r));
+    }, quietLogger());
+    leases.granted(1);
+    leases.granted(2);
+    leases.sessionChanged('a');
+    leases.sessionChanged('b');
+    leases.routableNow([0, 2]);
+    leases.routableNow([0, 2]);
+    expect(sent).to.have.length(0);
+    let settled = false;
+    const done = leases.settled().then(() => (settled = true));
+    expect(sent).to.deep.equal([{ keys: ['a', 'b'], instances: [1] }]);
+    await tick();
+    expect(settled).to.equal(false);
+    ack?.();
+    await done;
+    // Instance 1 carries no lease any more until one is granted there again.
+    leases.routableNow([]);
+    await tick();
+    expect(sent[1]).to.deep.equal({ keys: [], instances: [2] });
+    leases.stop();
+  });
+
+  it('settles at once when nothing is pending, and does not fail when a worker never answers', async () => {
+    const leases = new RouteLeases(() => Promise.reject(new Error('not acknowledged')), quietLogger());
+    await leases.settled();
+    leases.sessionChanged('x');
+    await leases.settled();
+    leases.stop();
+  });
+});
+
+describe('route leases: the pool grants them and counts what they route', () => {
+  function rig(): { pool: Pool; sent: RouteInvalidation[]; instances: Map<number, FakeInstance>; health: Map<number, FakeHealth> } {
+    const sent: RouteInvalidation[] = [];
+    const instances = new Map<number, FakeInstance>();
+    const health = new Map<number, FakeHealth>();
+    const pool = new Pool({
+      config: loadConfig({ POOL_SIZE: '3', SPAWN_STAGGER: '0' }),
+      audit: new AuditLog(),
+      log: quietLogger(),
+      createInstance: (id) => {
+        const i = new FakeInstance(id);
+        instances.set(id, i);
+        return i;
+      },
+      createHealth: (id) => {
+        const h = new FakeHealth();
+        health.set(id, h);
+        return h;
+      },
+      sendInvalidation: (inv) => {
+        sent.push(inv);
+        return Promise.resolve();
+      },
+    });
+    pool.start();
+    for (const i of instances.values()) i.setReady(true);
+    return { pool, sent, instances, health };
+  }
+  const route = (pool: Pool, key: string | null, worker = 1): Extract<RouteResult, { ok: true }> => {
+    const r = pool.route({ key, clientIp: '10.0.0.9', listener: 'socks' }, worker);
+    if (!r.ok) throw new Error(r.reason);
+    return r;
+  };
+
+  it('leases a session’s route and counts the connections routed with it as route() does', () => {
+    const { pool } = rig();
+    const r = route(pool, 'k');
+    expect(r).to.include({ lease: true, key: 'k' });
+    pool.recordOpened([{ key: 'k', session: r.session as number, instance: r.instance }], 1);
+    pool.recordOpened([{ key: 'k', session: r.session as number, instance: r.instance }], 2);
+    expect(pool.sessionView('k').active).to.equal(3);
+    pool.workerGone(2);
+    expect(pool.sessionView('k').active).to.equal(2);
+    pool.recordCloses([1, 2].map(() => ({ key: 'k', session: r.session, instance: r.instance, bytesUp: 1, bytesDown: 1, ok: true, latencyMs: 1, endedAt: 0 })), 1);
+    expect(pool.sessionView('k')).to.include({ active: 0, requests: 2 });
+    pool.stop().catch(() => undefined);
+  });
+
+  it('ignores what a lease routed for an earlier incarnation of a key', async () => {
+    const { pool, sent } = rig();
+    const old = route(pool, 'k');
+    await pool.deleteSession('k');
+    await pool.leasesSettled();
+    expect(sent.at(-1)?.keys).to.deep.equal(['k']);
+    const fresh = route(pool, 'k');
+    expect(fresh.session).to.not.equal(old.session);
+    pool.recordOpened([{ key: 'k', session: old.session as number, instance: old.instance }], 1);
+    pool.recordCloses([{ key: 'k', session: old.session, instance: old.instance, bytesUp: 5, bytesDown: 5, ok: true, latencyMs: 1, endedAt: 0 }], 1);
+    expect(pool.sessionView('k')).to.include({ active: 1, requests: 0, bytes_up: 0 });
+    pool.stop().catch(() => undefined);
+  });
+
+  it('invalidates the leases on an instance as soon as it leaves service, and keys as their sessions move', async () => {
+    const { pool, sent } = rig();
+    const r = route(pool, 'k');
+    await pool.instanceAction(r.instance, 'drain');
+    await pool.leasesSettled();
+    const all = { keys: sent.flatMap((s) => s.keys), instances: sent.flatMap((s) => s.instances) };
+    expect(all.keys).to.include('k');
+    expect(all.instances).to.include(r.instance);
+    pool.stop().catch(() => undefined);
+  });
+
+  it('leases the session DEFAULT_SESSION=ip gives, never a DEFAULT_SESSION=random route', () => {
+    const { pool } = rig();
+    expect(pool.route({ key: null, clientIp: '10.0.0.9', listener: 'socks' }, 1)).to.include({ lease: true, key: 'ip:10.0.0.9' });
+    const random = new Pool({
+      config: loadConfig({ POOL_SIZE: '1', SPAWN_STAGGER: '0', DEFAULT_SESSION: 'random' }),
+      audit: new AuditLog(),
+      log: quietLogger(),
+      createInstance: (id) => {
+        const i = new FakeInstance(id);
+        queueMicrotask(() => i.setReady(true));
+        return i;
+      },
+      createHealth: () => new FakeHealth(),
+    });
+    random.start();
+    return Promise.resolve().then(() => {
+      expect(random.route({ key: null, clientIp: '10.0.0.9', listener: 'socks' }, 1)).to.include({ lease: false, key: null, session: null });
+      pool.stop().catch(() => undefined);
+      random.stop().catch(() => undefined);
+    });
+  });
+});

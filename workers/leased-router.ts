@@ -1,0 +1,124 @@
+import type { Logger } from '../shared/logger.js';
+import { resolveSessionKey } from '../shared/api/session-key.js';
+import type { DefaultSessionMode } from '../shared/config/index.js';
+import type { OpenedRoute, RouteInvalidation, RouteParams, RouteResult } from '../shared/ipc/protocol.js';
+import type { RouteDecision, RouteGranted, Router, RouteRequest } from './proxy/proxy-types.js';
+
+export interface LeasedRouterOptions {
+  /** The round trip to the supervisor's route(); rejects when it fails or times out. */
+  ask(params: RouteParams): Promise<RouteResult>;
+  defaultSession: DefaultSessionMode;
+  /** A connection was routed with a lease: its OpenedRoute waits in takeOpened() for the next batch. */
+  onOpened(): void;
+  /** A round trip's duration, for the IPC histogram. */
+  onRoundTrip(ms: number): void;
+  log: Logger;
+}
+
+/**
+ * The proxy worker's router (docs/architecture.md, "Route leases"). A session's route comes
+ * with a lease: the key's later connections reuse it with no round trip, and are reported to
+ * the supervisor as opened routes so that its counts stay exact. Connections of one key that
+ * arrive while its route is being asked for wait for that answer instead of asking again (a
+ * burst on one session is one round trip). The supervisor drops leases with `invalidate()`
+ * before the change that made them stale is answered.
+ *
+ * An invalidation that arrives while a route request is out may concern that request's answer
+ * (the channel is ordered, but both are delivered in one read): such an answer serves its one
+ * connection and is not kept.
+ */
+export class LeasedRouter implements Router {
+  private readonly leases = new Map<string, RouteGranted & { sessionId: number }>();
+  private readonly pending = new Map<string, Promise<RouteDecision>>();
+  private opened: OpenedRoute[] = [];
+  /** Counts invalidations applied: a route asked before the latest one is not leased. */
+  private invalidations = 0;
+
+  constructor(private readonly o: LeasedRouterOptions) {}
+
+  async route(req: RouteRequest): Promise<RouteDecision> {
+    const key = req.listener === 'session-port' ? null : resolveSessionKey(req.sessionKey, req.clientIp, this.o.defaultSession);
+    if (key === null) return this.ask(req, null);
+    for (;;) {
+      const lease = this.leases.get(key);
+      if (lease) {
+        this.opened.push({ key, session: lease.sessionId, instance: lease.instanceId });
+        this.o.onOpened();
+        return lease;
+      }
+      const inFlight = this.pending.get(key);
+      if (inFlight === undefined) return this.askOnce(key, req);
+      const answer = await inFlight;
+      // A refusal is the same for every connection that waited on it; a grant is used as a lease.
+      if (!answer.ok) return answer;
+    }
+  }
+
+  /** Drops the leases of these keys and every lease on these instances; returns how many went. */
+  invalidate(invalidation: RouteInvalidation): number {
+    this.invalidations++;
+    let dropped = 0;
+    for (const key of invalidation.keys) if (this.leases.delete(key)) dropped++;
+    if (invalidation.instances.length > 0) {
+      for (const [key, lease] of this.leases) {
+        if (!invalidation.instances.includes(lease.instanceId)) continue;
+        this.leases.delete(key);
+        dropped++;
+      }
+    }
+    return dropped;
+  }
+
+  /** The connections routed with leases since the last call. */
+  takeOpened(): OpenedRoute[] {
+    const out = this.opened;
+    this.opened = [];
+    return out;
+  }
+
+  get leaseCount(): number {
+    return this.leases.size;
+  }
+
+  private async askOnce(key: string, req: RouteRequest): Promise<RouteDecision> {
+    const answer = this.ask(req, key);
+    this.pending.set(key, answer);
+    try {
+      return await answer;
+    } finally {
+      if (this.pending.get(key) === answer) this.pending.delete(key);
+    }
+  }
+
+  private async ask(req: RouteRequest, leaseKey: string | null): Promise<RouteDecision> {
+    const started = performance.now();
+    const invalidationsBefore = this.invalidations;
+    let r: RouteResult;
+    try {
+      r = await this.o.ask({
+        key: req.sessionKey,
+        clientIp: req.clientIp,
+        listener: req.listener,
+        ...(req.instanceId === undefined ? {} : { instance: req.instanceId }),
+      });
+    } catch (e) {
+      this.o.log.warn('route request failed; refusing the connection', { error: (e as Error).message });
+      return { ok: false, reason: 'supervisor_unavailable' };
+    }
+    this.o.onRoundTrip(performance.now() - started);
+    if (!r.ok) return r;
+    const granted: RouteGranted = {
+      ok: true,
+      instanceId: r.instance,
+      socksHost: r.host,
+      socksPort: r.port,
+      ...(r.path === undefined ? {} : { socksPath: r.path }),
+      sessionKey: r.key,
+      ...(r.session === null ? {} : { sessionId: r.session }),
+    };
+    if (leaseKey !== null && r.lease && r.session !== null && r.key === leaseKey && this.invalidations === invalidationsBefore) {
+      this.leases.set(leaseKey, { ...granted, sessionId: r.session });
+    }
+    return granted;
+  }
+}
