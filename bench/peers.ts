@@ -4,12 +4,16 @@
  * a bare one-process Node relay (round robin, pipe both ways), and exitpool (token auth, one
  * session per client). One load generator for all; rounds interleaved.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import type { InstanceView, SessionView } from '../shared/api/views.js';
 import { httpGetOverTunnel, openSocksTunnel, type SocksTunnelOptions } from '../test/support/clients/socks5-client.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../test/support/fixtures/service.js';
 import { serviceWorkers } from '../test/support/processes/inspection.js';
 import { startChildServer, type ChildServer } from './child-server.js';
 import { startHaproxy, type RunningHaproxy } from './haproxy.js';
+import { concernsOf, SUPERVISOR_CONCERNS } from './cpu-profile-concerns.js';
+import { monotonicMicros, type ProfileWindow } from './cpu-profile-summary.js';
 import { cpuMs, rssBytes } from './process-usage.js';
 import { percentile, type BenchSection, type Figure } from './report.js';
 
@@ -22,6 +26,12 @@ export interface PeersBenchOptions {
   burst: number;
   bursts: number;
 }
+
+/**
+ * Set to a directory, the service runs with --cpu-prof (every process; slower, so only shares
+ * count) and the section adds where the supervisor's busy time went during exitpool's rounds.
+ */
+export const PEERS_CPU_PROFILE_DIR_ENV = 'PEERS_CPU_PROFILE_DIR';
 
 export const FULL_PEERS_OPTIONS: PeersBenchOptions = { clients: 32, roundMs: 15_000, rounds: 2, burst: 200, bursts: 3 };
 
@@ -65,9 +75,11 @@ async function oneRequest(o: SocksTunnelOptions, host: string): Promise<boolean>
   }
 }
 
-async function load(path: Path, o: PeersBenchOptions, host: string, into: Measured): Promise<void> {
+async function load(path: Path, o: PeersBenchOptions, host: string, into: Measured, windows?: ProfileWindow[]): Promise<void> {
   const roles = path.processes();
   const before = new Map([...roles].map(([role, pid]) => [role, cpuMs(pid)]));
+  const window = { fromUs: monotonicMicros(), toUs: Number.POSITIVE_INFINITY };
+  windows?.push(window);
   const started = performance.now();
   const until = started + o.roundMs;
   await Promise.all(
@@ -85,6 +97,7 @@ async function load(path: Path, o: PeersBenchOptions, host: string, into: Measur
     }),
   );
   into.ms += performance.now() - started;
+  window.toUs = monotonicMicros();
   for (const [role, pid] of roles) into.cpu.set(role, (into.cpu.get(role) ?? 0) + cpuMs(pid) - (before.get(role) ?? 0));
 }
 
@@ -107,7 +120,13 @@ const mib = (bytes: number | null): string => (bytes === null ? '?' : `${(bytes 
 export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Promise<BenchSection> {
   const stops: (() => Promise<unknown>)[] = [];
   try {
-    const svc: RunningService = await startService({ POOL_SIZE: String(POOL_SIZE), PROXY_WORKERS: String(PROXY_WORKERS), LOG_LEVEL: 'warn' });
+    const profileDir = process.env[PEERS_CPU_PROFILE_DIR_ENV];
+    const svc: RunningService = await startService({
+      POOL_SIZE: String(POOL_SIZE),
+      PROXY_WORKERS: String(PROXY_WORKERS),
+      LOG_LEVEL: 'warn',
+      ...(profileDir ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}` } : {}),
+    });
     stops.push(() => svc.stop());
     await svc.waitReady(POOL_SIZE, 180_000);
     const admin = await svc.login();
@@ -136,13 +155,14 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
           ]),
       },
     ];
+    const exitpoolWindows: ProfileWindow[] = [];
     const results = new Map<PathName, Measured>(paths.map((p) => [p.name, { requests: 0, failures: 0, ms: 0, latencies: [], cpu: new Map() }]));
     // Warm-up: circuits built, sessions placed, JIT warm on every path.
     for (const p of paths) await load(p, { ...o, roundMs: 2_000 }, host, { requests: 0, failures: 0, ms: 0, latencies: [], cpu: new Map() });
     for (let round = 0; round < o.rounds; round++) {
       // Each round starts with another path, so drift on the shared machine hits all of them.
       const order = paths.map((_, i) => paths[(i + round) % paths.length] as Path);
-      for (const p of order) await load(p, o, host, results.get(p.name) as Measured);
+      for (const p of order) await load(p, o, host, results.get(p.name) as Measured, p.name === 'exitpool' ? exitpoolWindows : undefined);
     }
 
     // The burst: one session, through the pool vs straight to the instance serving it.
@@ -161,10 +181,24 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
       haproxy: rssBytes(haproxy.pid),
       relay: rssBytes(relay.pid),
     };
-    return report(o, results, { pool: sorted(burstPool), direct: sorted(burstDirect) }, rss, haproxy.version);
+    const section = report(o, results, { pool: sorted(burstPool), direct: sorted(burstDirect) }, rss, haproxy.version);
+    if (profileDir) {
+      // The profiles are written when the processes exit.
+      for (const stop of stops.splice(0).reverse()) await stop().catch(() => undefined);
+      section.figures.push(supervisorProfileFigure(profileDir, svc.pid, exitpoolWindows));
+    }
+    return section;
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
   }
+}
+
+function supervisorProfileFigure(dir: string, pid: number, windows: ProfileWindow[]): Figure {
+  const file = fs.readdirSync(dir).find((f) => f.includes(`.${pid}.`) && f.endsWith('.cpuprofile'));
+  if (!file) return { name: 'supervisor CPU by concern (profiled run)', value: `no profile of PID ${pid} in ${dir}`, limit: '', withinLimit: null };
+  const { busyMs, byConcern } = concernsOf(path.join(dir, file), windows, SUPERVISOR_CONCERNS);
+  const shares = [...byConcern].sort((a, b) => b[1] - a[1]).map(([c, ms]) => `${c} ${((100 * ms) / busyMs).toFixed(0)} %`);
+  return { name: 'supervisor busy time by concern during exitpool’s rounds (profiled run)', value: `${shares.join('; ')} (profile: ${path.join(dir, file)})`, limit: '', withinLimit: null };
 }
 
 function report(
