@@ -10,6 +10,12 @@ import { RelayDirectory } from './relay-directory.js';
 
 /** After a failed SETCONF of a pin, the next attempt waits this long. */
 const PIN_RETRY_MS = 5_000;
+/**
+ * STREAM events are switched off only after they said nothing new for this long, so that a
+ * circuit change followed by a quick return does not make the subscription flap.
+ */
+export const STREAM_EVENTS_QUIET_MS = 5_000;
+const STREAM_EVENT = 'STREAM';
 
 const EMPTY_EXIT: ExitState = {
   exitIp: '',
@@ -54,6 +60,8 @@ export interface ExitControlHost {
 }
 
 export interface ExitControlOptions {
+  /** The events every control connection subscribes at its handshake (STREAM among them). */
+  events: readonly string[];
   pinExitRelay: boolean;
   rotationTimeoutMs: number;
   newnymCooldownMs?: number;
@@ -76,6 +84,14 @@ export class ExitControl {
   private pinRetryAt = 0;
   private baseline: NodeBaseline | undefined;
   private lastExit: ExitState = EMPTY_EXIT;
+  /**
+   * STREAM events on the current control connection: each request costs tor 4–5 of them and
+   * the supervisor their parsing, so they are on only while they can change the exit
+   * (ExitTracker.needsStreams). Every (re)connection subscribes them at its handshake.
+   */
+  private streamEvents: 'on' | 'off' | 'switching' = 'on';
+  private streamsQuietSince: number | undefined;
+  private streamEventCount = 0;
 
   constructor(
     private readonly host: ExitControlHost,
@@ -129,6 +145,9 @@ export class ExitControl {
         strictNodes: conf.get('StrictNodes'),
       };
     }
+    // The handshake of this connection subscribed STREAM events again.
+    this.streamEvents = 'on';
+    this.streamsQuietSince = undefined;
     const lists = await client.getInfo(['circuit-status', 'stream-status']);
     if (generation !== this.host.generation()) return;
     this.tracker.reseed(
@@ -145,9 +164,12 @@ export class ExitControl {
   }
 
   onStream(event: StreamInfo): void {
+    this.streamEventCount++;
     const exitMayHaveChanged = this.tracker.onStream(event);
-    if (event.status === 'CLOSED' || event.status === 'FAILED') this.closeIdleCircuits();
+    const ended = event.status === 'CLOSED' || event.status === 'FAILED';
+    if (ended) this.closeIdleCircuits();
     if (exitMayHaveChanged) this.refresh();
+    else if (ended) this.tuneStreamEvents();
   }
 
   /** Starts a rotation, or returns the one running. The caller checked that tor is ready. */
@@ -191,6 +213,66 @@ export class ExitControl {
       this.host.exitChanged(next);
     }
     this.maybePin(next);
+    this.tuneStreamEvents();
+  }
+
+  /** Whether STREAM events are subscribed now, and how many arrived so far (diagnostics and tests). */
+  get streamEventsState(): { following: boolean; received: number } {
+    return { following: this.streamEvents !== 'off', received: this.streamEventCount };
+  }
+
+  /**
+   * Subscribes STREAM events when the tracker needs them, at once, and unsubscribes once it has
+   * not needed them for STREAM_EVENTS_QUIET_MS. Off the request path: nothing waits for it.
+   */
+  private tuneStreamEvents(): void {
+    if (this.streamEvents === 'switching') return;
+    const client = this.host.client();
+    if (!client?.connected) return;
+    const wanted = this.tracker.needsStreams();
+    if (wanted) this.streamsQuietSince = undefined;
+    if (this.streamEvents === 'off') {
+      if (wanted) void this.switchStreamEvents(client, true);
+      return;
+    }
+    if (wanted) return;
+    const now = Date.now();
+    this.streamsQuietSince ??= now;
+    if (now - this.streamsQuietSince >= STREAM_EVENTS_QUIET_MS) void this.switchStreamEvents(client, false);
+  }
+
+  private async switchStreamEvents(client: TorControlClient, on: boolean): Promise<void> {
+    const generation = this.host.generation();
+    const current = (): boolean => generation === this.host.generation() && client === this.host.client();
+    this.streamEvents = 'switching';
+    const events = on ? this.options.events : this.options.events.filter((e) => e !== STREAM_EVENT);
+    try {
+      await client.command(`SETEVENTS ${events.join(' ')}`);
+      if (!current()) return;
+      if (on) {
+        // Streams that began while the events were off: which circuits carry them, and their exits.
+        const lists = await client.getInfo(['stream-status']);
+        if (!current()) return;
+        this.tracker.reseedStreams(parseLines(lists.get('stream-status') ?? '', parseStreamLine));
+      } else {
+        this.tracker.forgetStreams();
+      }
+      this.streamEvents = on ? 'on' : 'off';
+      this.host.log.debug(on ? 'stream events on: the exit may change' : 'stream events off: every circuit leaves through the confirmed exit');
+    } catch (error) {
+      // The subscription is as it was (a reconnect subscribes everything again).
+      if (current()) this.streamEvents = on ? 'off' : 'on';
+      this.host.log.debug('SETEVENTS failed', { error: (error as Error).message });
+      return;
+    } finally {
+      this.streamsQuietSince = undefined;
+    }
+    if (on) {
+      this.closeIdleCircuits();
+      this.refresh();
+    } else {
+      this.tuneStreamEvents();
+    }
   }
 
   private newDirectory(): RelayDirectory {

@@ -67,11 +67,17 @@ export class ExitTracker {
   private rotation: { retired: string | undefined; epoch: number | undefined } | undefined;
   /** While reseeding mid-rotation, listed circuits may predate the NEWNYM: they start retired. */
   private createRetired = false;
+  /**
+   * false while STREAM events are off (needsStreams()): which circuits carry streams is then
+   * unknown, so no circuit is taken as idle (none is closed) until streams are listed again.
+   */
+  private streamsKnown = true;
 
   /** Forget everything (a new tor process). */
   reset(): void {
     this.circuits.clear();
     this.streams.clear();
+    this.streamsKnown = true;
     this.confirmed = undefined;
     this.pinnedFingerprint = undefined;
     this.rotation = undefined;
@@ -91,6 +97,40 @@ export class ExitTracker {
     } finally {
       this.createRetired = false;
     }
+    this.streamsKnown = true;
+    for (const s of streams) this.onStream(s);
+  }
+
+  /**
+   * Whether STREAM events can change what is known: the exit is not confirmed yet, a rotation
+   * runs, a retired circuit still waits for its streams to end before it is closed, or a standing
+   * circuit leaves through another relay than the confirmed exit (tor may put the next stream on
+   * it). Otherwise every stream leaves through the confirmed exit and its events say nothing new
+   * (the steady state of a pinned exit), and the caller may unsubscribe from them.
+   */
+  needsStreams(): boolean {
+    const confirmed = this.confirmed;
+    if (this.rotation !== undefined || confirmed === undefined) return true;
+    for (const c of this.circuits.values()) {
+      if (!c.exitBearing || c.closeRequested) continue;
+      if (c.retired) return true;
+      if (c.status === 'BUILT' && c.exit !== undefined && c.exit.fingerprint !== confirmed.fingerprint) return true;
+    }
+    return false;
+  }
+
+  /** STREAM events are off: the streams known so far would go stale. */
+  forgetStreams(): void {
+    this.streams.clear();
+    for (const c of this.circuits.values()) c.streams.clear();
+    this.streamsKnown = false;
+  }
+
+  /** STREAM events are on again: the streams as tor lists them now (GETINFO stream-status). */
+  reseedStreams(streams: readonly StreamInfo[]): void {
+    this.streams.clear();
+    for (const c of this.circuits.values()) c.streams.clear();
+    this.streamsKnown = true;
     for (const s of streams) this.onStream(s);
   }
 
@@ -239,6 +279,7 @@ export class ExitTracker {
 
   private takeIdle(select: (c: TrackedCircuit) => boolean): string[] {
     const ids: string[] = [];
+    if (!this.streamsKnown) return ids;
     for (const c of this.circuits.values()) {
       if (!c.exitBearing || c.closeRequested || c.streams.size > 0 || !select(c)) continue;
       if (c.status !== 'BUILT' && c.status !== 'EXTENDED' && c.status !== 'LAUNCHED' && c.status !== 'GUARD_WAIT') continue;

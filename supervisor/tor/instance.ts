@@ -97,6 +97,7 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
         exitChanged: (exit) => this.emit('exit-changed', exit),
       },
       {
+        events: SUBSCRIBED_EVENTS,
         pinExitRelay: this.opts.pinExitRelay,
         rotationTimeoutMs: this.opts.rotationTimeoutMs,
         ...(this.opts.newnymCooldownMs !== undefined ? { newnymCooldownMs: this.opts.newnymCooldownMs } : {}),
@@ -138,6 +139,11 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
   /** false while the tor is ready but does not answer its control port (see probeLiveness). */
   get responsive(): boolean {
     return this.responsiveFlag;
+  }
+
+  /** Whether the instance follows tor's STREAM events now, and how many it received (diagnostics). */
+  get streamEvents(): { following: boolean; received: number } {
+    return this.exits.streamEventsState;
   }
 
   get exit(): ExitState {

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import type { Testnet } from '../../internal/testnet/index.js';
 import { childLogger } from '../../shared/logger.js';
 import { NotBootstrappedError } from '../../supervisor/tor/errors.js';
+import { STREAM_EVENTS_QUIET_MS } from '../../supervisor/tor/exit-control.js';
 import { TorInstance, type TorInstanceOptions } from '../../supervisor/tor/instance.js';
 import { curlThroughSocks } from '../support/clients/curl.js';
 import { sharedTestnet } from '../support/fixtures/testnet.js';
@@ -293,6 +294,35 @@ describe('tor instances on the private network (e2e)', function () {
     expect(g.exit.pinnedExit).to.not.equal(pinned!.fingerprint);
     const next = net.exits.find((e) => e.fingerprint === g.exit.pinnedExit)!;
     for (let n = 0; n < 5; n++) expect(await whoami(g)).to.equal(next.address);
+    await g.stop();
+  });
+
+  it('with exit pinning, stops following STREAM events once every circuit leaves through the confirmed exit, and follows them again for a rotation', async () => {
+    const g = await instance({ pinExitRelay: true });
+    await startReady(g);
+    await waitFor('pinned exit', () => g.exit.pinnedExit !== '', 10_000);
+    const pinned = net.exits.find((e) => e.fingerprint === g.exit.pinnedExit)!;
+    expect(await whoami(g)).to.equal(pinned.address);
+    await expectConfirmedExit(g, pinned.address);
+    // Under traffic, once STREAM_EVENTS_QUIET_MS passed with nothing new to learn from them.
+    const deadline = Date.now() + STREAM_EVENTS_QUIET_MS + 30_000;
+    while (g.streamEvents.following) {
+      if (Date.now() > deadline) throw new Error('STREAM events still followed');
+      expect(await whoami(g)).to.equal(pinned.address);
+    }
+    // tor itself stopped sending them: 10 requests, not one event.
+    const received = g.streamEvents.received;
+    for (let n = 0; n < 10; n++) expect(await whoami(g)).to.equal(pinned.address);
+    expect(g.streamEvents.received, 'STREAM events received after unsubscribing').to.equal(received);
+    expect(g.exit).to.include({ exitIp: pinned.address, exitConfirmed: true });
+    // A rotation needs them again: the new exit is confirmed by the traffic that follows.
+    const done = await g.rotate().done;
+    expect(done.ok).to.equal(true);
+    expect(g.streamEvents.following).to.equal(true);
+    await waitFor('new pin', () => g.exit.pinnedExit !== '' && g.exit.pinnedExit !== pinned.fingerprint, 10_000);
+    const next = net.exits.find((e) => e.fingerprint === g.exit.pinnedExit)!;
+    expect(await whoami(g)).to.equal(next.address);
+    await expectConfirmedExit(g, next.address);
     await g.stop();
   });
 

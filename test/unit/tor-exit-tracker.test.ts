@@ -258,3 +258,67 @@ describe('tor exit tracker', () => {
     );
   });
 });
+
+describe('tor exit tracker: when STREAM events are needed', () => {
+  it('needs them until an exit is confirmed, then not while every standing circuit leaves through it', () => {
+    const t = new ExitTracker();
+    expect(t.needsStreams(), 'nothing known').to.equal(true);
+    circ(t, 1, 'BUILT', EXIT_A);
+    expect(t.needsStreams(), 'inferred only').to.equal(true);
+    stream(t, 10, 'SENTCONNECT', 1);
+    stream(t, 10, 'SUCCEEDED', 1);
+    expect(t.needsStreams(), 'confirmed, one circuit').to.equal(false);
+    circ(t, 2, 'EXTENDED', EXIT_B);
+    expect(t.needsStreams(), 'a circuit still being built').to.equal(false);
+    circ(t, 2, 'BUILT', EXIT_B);
+    expect(t.needsStreams(), 'a standing circuit through another exit').to.equal(true);
+    circ(t, 2, 'CLOSED', EXIT_B);
+    circ(t, 3, 'BUILT', EXIT_A);
+    expect(t.needsStreams(), 'a second circuit through the same exit').to.equal(false);
+    circ(t, 4, 'BUILT', EXIT_C, 'BUILD_FLAGS=ONEHOP_TUNNEL PURPOSE=GENERAL');
+    expect(t.needsStreams(), 'a directory tunnel says nothing about the exit').to.equal(false);
+  });
+
+  it('needs them through a rotation and while a retired circuit waits for its streams to end', () => {
+    const t = new ExitTracker();
+    circ(t, 1, 'BUILT', EXIT_A);
+    stream(t, 10, 'SUCCEEDED', 1);
+    expect(t.needsStreams()).to.equal(false);
+    t.beginRotation();
+    expect(t.needsStreams(), 'rotating').to.equal(true);
+    t.markNewnym();
+    circ(t, 2, 'BUILT', EXIT_B);
+    expect(t.rotating).to.equal(false);
+    expect(t.takeRetiredIdleCircuits(), 'circuit 1 carries stream 10').to.deep.equal([]);
+    stream(t, 11, 'SUCCEEDED', 2);
+    expect(t.needsStreams(), 'retired circuit 1 still carries a stream').to.equal(true);
+    stream(t, 10, 'CLOSED', 1);
+    expect(t.takeRetiredIdleCircuits()).to.deep.equal(['1']);
+    expect(t.needsStreams(), 'circuit 1 asked to close').to.equal(false);
+  });
+
+  it('closes no circuit as idle while streams are not followed, and knows them again from a listing', () => {
+    const t = new ExitTracker();
+    circ(t, 1, 'BUILT', EXIT_A);
+    stream(t, 10, 'SUCCEEDED', 1);
+    t.forgetStreams();
+    t.beginRotation();
+    t.markNewnym();
+    expect(t.takeRetiredIdleCircuits(), 'streams unknown: circuit 1 may carry one').to.deep.equal([]);
+    t.reseedStreams([parseStreamLine('12 SUCCEEDED 1 127.0.0.1:8080')]);
+    expect(t.takeRetiredIdleCircuits(), 'stream 12 is on it').to.deep.equal([]);
+    t.reseedStreams([]);
+    expect(t.takeRetiredIdleCircuits()).to.deep.equal(['1']);
+  });
+
+  it('confirms an exit from a listed stream that succeeded while events were off', () => {
+    const t = new ExitTracker();
+    circ(t, 1, 'BUILT', EXIT_A);
+    stream(t, 10, 'SUCCEEDED', 1);
+    t.forgetStreams();
+    circ(t, 2, 'BUILT', EXIT_B);
+    expect(t.needsStreams()).to.equal(true);
+    t.reseedStreams([parseStreamLine('13 SUCCEEDED 2 127.0.0.1:8080')]);
+    expect(t.current()).to.deep.equal({ fingerprint: EXIT_B, nickname: 'xB', confirmed: true });
+  });
+});
