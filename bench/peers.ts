@@ -43,7 +43,8 @@ const REQUESTS_VS_DIRECT_BUDGET = 0.97;
 const POOL_SIZE = 4;
 const PROXY_WORKERS = 2;
 
-type PathName = 'direct' | 'haproxy' | 'bare relay' | 'exitpool';
+type PathName = 'direct' | 'haproxy' | 'bare relay' | 'exitpool' | 'exitpool, pinned exits';
+const EXITPOOL_PATHS = ['exitpool', 'exitpool, pinned exits'] as const;
 
 interface Measured {
   requests: number;
@@ -121,14 +122,19 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
   const stops: (() => Promise<unknown>)[] = [];
   try {
     const profileDir = process.env[PEERS_CPU_PROFILE_DIR_ENV];
-    const svc: RunningService = await startService({
+    const serviceEnv = {
       POOL_SIZE: String(POOL_SIZE),
       PROXY_WORKERS: String(PROXY_WORKERS),
       LOG_LEVEL: 'warn',
       ...(profileDir ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}` } : {}),
-    });
+    };
+    // The defaults, and PIN_EXIT_RELAY=1: a pinned exit lets the supervisor stop following every stream.
+    const svc: RunningService = await startService(serviceEnv);
     stops.push(() => svc.stop());
+    const pinnedSvc: RunningService = await startService({ ...serviceEnv, PIN_EXIT_RELAY: '1' });
+    stops.push(() => pinnedSvc.stop());
     await svc.waitReady(POOL_SIZE, 180_000);
+    await pinnedSvc.waitReady(POOL_SIZE, 180_000);
     const admin = await svc.login();
     const instances = (await (await svc.api('/api/instances', { bearer: admin })).json()) as InstanceView[];
     const sockets = instances.map((i) => i.socks_addr.replace(/^unix:/, ''));
@@ -136,6 +142,19 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
     stops.push(() => haproxy.stop());
     const relay: ChildServer = await startChildServer('bare-relay', sockets);
     stops.push(() => relay.stop());
+    const exitpoolPath = (name: PathName, service: RunningService): Path => {
+      const workers = serviceWorkers(service.pid);
+      return {
+        name,
+        options: (client) => ({ ...target, port: service.socksPort, username: `peer-${client}`, password: TEST_PROXY_TOKEN }),
+        processes: () =>
+          new Map<string, number>([
+            ['supervisor', service.pid],
+            ...workers.proxy.map((pid, i): [string, number] => [`proxy worker ${i + 1}`, pid]),
+            ...workers.api.map((pid): [string, number] => ['API worker', pid]),
+          ]),
+      };
+    };
     const workers = serviceWorkers(svc.pid);
     const host = `whoami.testnet:${svc.net.whoami.port}`;
     const target = { host: 'whoami.testnet', targetPort: svc.net.whoami.port };
@@ -144,25 +163,17 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
       { name: 'direct', options: () => ({ ...target, proxyPath: sockets[spread++ % sockets.length] as string }), processes: () => new Map() },
       { name: 'haproxy', options: () => ({ ...target, port: haproxy.port }), processes: () => new Map([['haproxy', haproxy.pid]]) },
       { name: 'bare relay', options: () => ({ ...target, port: relay.port }), processes: () => new Map([['bare relay', relay.pid]]) },
-      {
-        name: 'exitpool',
-        options: (client) => ({ ...target, port: svc.socksPort, username: `peer-${client}`, password: TEST_PROXY_TOKEN }),
-        processes: () =>
-          new Map<string, number>([
-            ['supervisor', svc.pid],
-            ...workers.proxy.map((pid, i): [string, number] => [`proxy worker ${i + 1}`, pid]),
-            ...workers.api.map((pid): [string, number] => ['API worker', pid]),
-          ]),
-      },
+      exitpoolPath('exitpool', svc),
+      exitpoolPath('exitpool, pinned exits', pinnedSvc),
     ];
-    const exitpoolWindows: ProfileWindow[] = [];
+    const windows = new Map<PathName, ProfileWindow[]>(EXITPOOL_PATHS.map((name) => [name, []]));
     const results = new Map<PathName, Measured>(paths.map((p) => [p.name, { requests: 0, failures: 0, ms: 0, latencies: [], cpu: new Map() }]));
     // Warm-up: circuits built, sessions placed, JIT warm on every path.
     for (const p of paths) await load(p, { ...o, roundMs: 2_000 }, host, { requests: 0, failures: 0, ms: 0, latencies: [], cpu: new Map() });
     for (let round = 0; round < o.rounds; round++) {
       // Each round starts with another path, so drift on the shared machine hits all of them.
       const order = paths.map((_, i) => paths[(i + round) % paths.length] as Path);
-      for (const p of order) await load(p, o, host, results.get(p.name) as Measured, p.name === 'exitpool' ? exitpoolWindows : undefined);
+      for (const p of order) await load(p, o, host, results.get(p.name) as Measured, windows.get(p.name));
     }
 
     // The burst: one session, through the pool vs straight to the instance serving it.
@@ -185,7 +196,8 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
     if (profileDir) {
       // The profiles are written when the processes exit.
       for (const stop of stops.splice(0).reverse()) await stop().catch(() => undefined);
-      section.figures.push(supervisorProfileFigure(profileDir, svc.pid, exitpoolWindows));
+      section.figures.push(supervisorProfileFigure('exitpool', profileDir, svc.pid, windows.get('exitpool') ?? []));
+      section.figures.push(supervisorProfileFigure('exitpool, pinned exits', profileDir, pinnedSvc.pid, windows.get('exitpool, pinned exits') ?? []));
     }
     return section;
   } finally {
@@ -193,12 +205,12 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
   }
 }
 
-function supervisorProfileFigure(dir: string, pid: number, windows: ProfileWindow[]): Figure {
+function supervisorProfileFigure(path_: PathName, dir: string, pid: number, windows: ProfileWindow[]): Figure {
   const file = fs.readdirSync(dir).find((f) => f.includes(`.${pid}.`) && f.endsWith('.cpuprofile'));
-  if (!file) return { name: 'supervisor CPU by concern (profiled run)', value: `no profile of PID ${pid} in ${dir}`, limit: '', withinLimit: null };
+  if (!file) return { name: `${path_}: supervisor busy time by concern (profiled run)`, value: `no profile of PID ${pid} in ${dir}`, limit: '', withinLimit: null };
   const { busyMs, byConcern } = concernsOf(path.join(dir, file), windows, SUPERVISOR_CONCERNS);
   const shares = [...byConcern].sort((a, b) => b[1] - a[1]).map(([c, ms]) => `${c} ${((100 * ms) / busyMs).toFixed(0)} %`);
-  return { name: 'supervisor busy time by concern during exitpool’s rounds (profiled run)', value: `${shares.join('; ')} (profile: ${path.join(dir, file)})`, limit: '', withinLimit: null };
+  return { name: `${path_}: supervisor busy time by concern during its rounds (profiled run)`, value: `${shares.join('; ')} (profile: ${path.join(dir, file)})`, limit: '', withinLimit: null };
 }
 
 function report(
@@ -213,26 +225,29 @@ function report(
   const cpuTotal = (name: PathName): number => [...m(name).cpu.values()].reduce((a, b) => a + b, 0);
   const perRequest = (name: PathName): number => us(cpuTotal(name), m(name).requests);
   const figures: Figure[] = [];
-  for (const name of ['direct', 'haproxy', 'bare relay', 'exitpool'] as const) {
+  const isExitpool = (name: PathName): boolean => (EXITPOOL_PATHS as readonly string[]).includes(name);
+  for (const name of ['direct', 'haproxy', 'bare relay', ...EXITPOOL_PATHS] as const) {
     const lat = sorted(m(name).latencies);
     const byProcess = [...m(name).cpu].map(([role, ms]) => `${role} ${us(ms, m(name).requests).toFixed(0)} µs`).join(', ');
     figures.push({
       name: `${name}: requests/s, latency p50 / p99`,
       value: `${rate(name).toFixed(0)}/s (${(rate(name) / rate('direct')).toFixed(2)} × direct), ${percentile(lat, 0.5).toFixed(1)} / ${percentile(lat, 0.99).toFixed(1)} ms${m(name).failures > 0 ? `, ${m(name).failures} failed` : ''}`,
-      limit: name === 'exitpool' ? `≥ ${REQUESTS_VS_DIRECT_BUDGET} × direct` : '',
-      withinLimit: name === 'exitpool' ? rate(name) >= REQUESTS_VS_DIRECT_BUDGET * rate('direct') : null,
+      limit: isExitpool(name) ? `≥ ${REQUESTS_VS_DIRECT_BUDGET} × direct` : '',
+      withinLimit: isExitpool(name) ? rate(name) >= REQUESTS_VS_DIRECT_BUDGET * rate('direct') : null,
     });
     if (name !== 'direct') {
       figures.push({
         name: `${name}: CPU per proxied request`,
         value: `${perRequest(name).toFixed(0)} µs${m(name).cpu.size > 1 ? ` (${byProcess})` : ''}`,
-        limit: name === 'exitpool' ? `≤ ${CPU_VS_BARE_RELAY_BUDGET} × bare relay (${(CPU_VS_BARE_RELAY_BUDGET * perRequest('bare relay')).toFixed(0)} µs)` : '',
-        withinLimit: name === 'exitpool' ? perRequest(name) <= CPU_VS_BARE_RELAY_BUDGET * perRequest('bare relay') : null,
+        limit: isExitpool(name) ? `≤ ${CPU_VS_BARE_RELAY_BUDGET} × bare relay (${(CPU_VS_BARE_RELAY_BUDGET * perRequest('bare relay')).toFixed(0)} µs)` : '',
+        withinLimit: isExitpool(name) ? perRequest(name) <= CPU_VS_BARE_RELAY_BUDGET * perRequest('bare relay') : null,
       });
     }
   }
-  const supervisorUs = us(m('exitpool').cpu.get('supervisor') ?? 0, m('exitpool').requests);
-  figures.push({ name: 'exitpool: supervisor CPU per proxied request', value: `${supervisorUs.toFixed(0)} µs`, limit: `≤ ${SUPERVISOR_CPU_BUDGET_US} µs`, withinLimit: supervisorUs <= SUPERVISOR_CPU_BUDGET_US });
+  for (const name of EXITPOOL_PATHS) {
+    const supervisorUs = us(m(name).cpu.get('supervisor') ?? 0, m(name).requests);
+    figures.push({ name: `${name}: supervisor CPU per proxied request`, value: `${supervisorUs.toFixed(0)} µs`, limit: `≤ ${SUPERVISOR_CPU_BUDGET_US} µs`, withinLimit: supervisorUs <= SUPERVISOR_CPU_BUDGET_US });
+  }
   const p50Pool = percentile(burst.pool, 0.5);
   const p50Direct = percentile(burst.direct, 0.5);
   figures.push({
@@ -250,7 +265,7 @@ function report(
   return {
     title: 'Next to the peers: HAProxy and a bare Node relay in front of the same tors',
     method: [
-      `The real service (the CLI, ${POOL_SIZE} instances on the private Tor network, ${PROXY_WORKERS} proxy workers) and, in front of the same ${POOL_SIZE} tor instances' SOCKS sockets: HAProxy (Debian's package, TCP mode, round robin), a bare Node relay in one process (round robin, pipes both ways, no parsing) and no proxy at all (the client spreads its connections over the ${POOL_SIZE} sockets itself).`,
+      `The real service (the CLI, ${POOL_SIZE} instances on the private Tor network, ${PROXY_WORKERS} proxy workers), once with the defaults and once with PIN_EXIT_RELAY=1 (each instance pinned to its exit, so the supervisor follows tor's STREAM events only until that exit is confirmed), and, in front of the same ${POOL_SIZE} tor instances' SOCKS sockets: HAProxy (Debian's package, TCP mode, round robin), a bare Node relay in one process (round robin, pipes both ways, no parsing) and no proxy at all (the client spreads its connections over the ${POOL_SIZE} sockets itself).`,
       `One load generator for all (this process, test/support/clients/socks5-client.ts): ${o.clients} concurrent clients, each in a closed loop of connect, SOCKS5 (exitpool: the proxy token, one session per client), CONNECT to the whoami server through an exit, GET, close.`,
       `${o.rounds} rounds of ${o.roundMs / 1000} s per path after a 2 s warm-up each, the paths' order rotated every round. CPU per proxied request is the CPU time each process of the path used over its rounds divided by the requests served (from /proc; the tors' CPU is not counted: every path shares them).`,
       `The burst: ${o.burst} connections started at once on one session, ${o.bursts} times, through the pool and straight to the instance serving that session, alternately; each time is from the burst's start to that request's response.`,

@@ -14,7 +14,7 @@ import { WorkerLoad } from './metrics/worker-load.js';
 import { Pool } from './pool/pool.js';
 import { TorPoolInstance } from './pool/tor-pool-instance.js';
 import { checkTorBinary } from './startup/tor-binary-check.js';
-import { attachWorker, invalidateRouteLeases, stateSnapshot } from './worker-ipc.js';
+import { attachWorker, flushProxyAccounting, invalidateRouteLeases, stateSnapshot } from './worker-ipc.js';
 
 /** The state snapshot for the live stream, and session expiry and statistics, run this often. */
 export const TICK_MS = 1000;
@@ -37,6 +37,7 @@ export interface ServiceOptions {
  */
 export class Service {
   private tickTimer: NodeJS.Timeout | null = null;
+  private ticking = false;
   private stopping: Promise<void> | null = null;
 
   private constructor(
@@ -154,6 +155,7 @@ export class Service {
           signInLimiter,
           // A listener is up while at least one proxy worker is (they share the sockets).
           proxyWorkersListening: () => workers.handles('proxy').length,
+          flushAccounting: () => flushProxyAccounting(workers, log),
           log,
         }),
     });
@@ -181,9 +183,19 @@ export class Service {
     return service;
   }
 
+  /**
+   * Expiry and rebalancing read `active` and `last_seen`: the workers' pending accounting (with
+   * the connections they routed from leases) comes in first. A tick still waiting skips the next.
+   */
   private tick(): void {
-    this.pool.tick();
-    this.workers.broadcast('state', stateSnapshot(this.pool), 'api');
+    if (this.ticking) return;
+    this.ticking = true;
+    void flushProxyAccounting(this.workers, this.log).finally(() => {
+      this.ticking = false;
+      if (this.stopping) return;
+      this.pool.tick();
+      this.workers.broadcast('state', stateSnapshot(this.pool), 'api');
+    });
   }
 
   stop(): Promise<void> {

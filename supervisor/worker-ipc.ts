@@ -24,6 +24,8 @@ export interface WorkerIpcDeps {
   signInLimiter: LocalSignInLimiter;
   /** Proxy workers whose listeners are up (they share the sockets: one is enough to serve). */
   proxyWorkersListening: () => number;
+  /** Brings in every proxy worker's pending accounting (flushProxyAccounting). */
+  flushAccounting: () => Promise<void>;
   log: Logger;
 }
 
@@ -57,8 +59,15 @@ export function workerRequestHandlers(h: WorkerHandle, d: WorkerIpcDeps): IpcHan
     'instances.list': () => pool.instanceViews(),
     'instances.get': ({ id }) => pool.instanceView(id),
     'instances.action': ({ id, action, wipe }) => settled(pool.instanceAction(id, action, wipe ?? true)),
-    'sessions.list': () => pool.sessionViews(),
-    'sessions.get': ({ key }) => pool.sessionView(key),
+    // Connections routed with leases travel in the workers' batches: bring them in first.
+    'sessions.list': async () => {
+      await d.flushAccounting();
+      return pool.sessionViews();
+    },
+    'sessions.get': async ({ key }) => {
+      await d.flushAccounting();
+      return pool.sessionView(key);
+    },
     'sessions.rotate': ({ key, newnym }) => settled(pool.rotateSession(key, newnym)),
     'sessions.failure': ({ key, report, reporter }) => settled(pool.reportFailure(key, report.kind, report.reason, reporter)),
     'sessions.delete': ({ key }) => settled(pool.deleteSession(key)),
@@ -107,6 +116,26 @@ export function attachWorker(h: WorkerHandle, d: WorkerIpcDeps): void {
     pool.workerGone(h.slot);
     d.load.forget(h.slot);
   });
+}
+
+/** How long a proxy worker may take to send its pending accounting when the supervisor asks. */
+export const ACCOUNTING_FLUSH_TIMEOUT_MS = 1000;
+
+/**
+ * Asks every live proxy worker for its pending accounting batch; resolves once each answered
+ * (its batch arrived first: one channel, in order), or gave up after ACCOUNTING_FLUSH_TIMEOUT_MS.
+ */
+export async function flushProxyAccounting(workers: WorkerManager, log: Logger): Promise<void> {
+  await Promise.all(
+    workers.liveHandles('proxy').map((h) =>
+      h.endpoint.request('accounting.flush', null, ACCOUNTING_FLUSH_TIMEOUT_MS).then(
+        () => undefined,
+        (e: unknown) => {
+          if (!(e instanceof IpcPeerGoneError)) log.debug('accounting flush not answered', { slot: h.slot, error: (e as Error).message });
+        },
+      ),
+    ),
+  );
 }
 
 /** Sends a route invalidation to every live proxy worker and waits for each to drop it (or be gone). */

@@ -8,8 +8,6 @@ export interface LeasedRouterOptions {
   /** The round trip to the supervisor's route(); rejects when it fails or times out. */
   ask(params: RouteParams): Promise<RouteResult>;
   defaultSession: DefaultSessionMode;
-  /** A connection was routed with a lease: its OpenedRoute waits in takeOpened() for the next batch. */
-  onOpened(): void;
   /** A round trip's duration, for the IPC histogram. */
   onRoundTrip(ms: number): void;
   log: Logger;
@@ -18,7 +16,8 @@ export interface LeasedRouterOptions {
 /**
  * The proxy worker's router (docs/architecture.md, "Route leases"). A session's route comes
  * with a lease: the key's later connections reuse it with no round trip, and are reported to
- * the supervisor as opened routes so that its counts stay exact. Connections of one key that
+ * the supervisor as opened routes (takeOpened(), with the accounting batch) so that its counts
+ * stay exact. Connections of one key that
  * arrive while its route is being asked for wait for that answer instead of asking again (a
  * burst on one session is one round trip). The supervisor drops leases with `invalidate()`
  * before the change that made them stale is answered.
@@ -43,7 +42,6 @@ export class LeasedRouter implements Router {
       const lease = this.leases.get(key);
       if (lease) {
         this.opened.push({ key, session: lease.sessionId, instance: lease.instanceId });
-        this.o.onOpened();
         return lease;
       }
       const inFlight = this.pending.get(key);

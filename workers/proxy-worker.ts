@@ -30,21 +30,21 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   let rtts: number[] = [];
   let stopping = false;
 
-  // Connections routed with a lease reach the supervisor in the next turn of the event loop, not
-  // with the next batch: `active` and `last_seen` stay as exact as when each one asked.
-  let flushSoon: NodeJS.Immediate | null = null;
+  // Connections routed with a lease travel with the batch; the supervisor asks for the batch
+  // (accounting.flush) before it reads or decides on sessions, so what it answers is exact.
   const router = new LeasedRouter({
     ask: (params) => endpoint.request('route', params, ROUTE_TIMEOUT_MS),
     defaultSession: config.defaultSession,
-    onOpened: () => {
-      flushSoon ??= setImmediate(flush);
-    },
     onRoundTrip: (ms) => {
       if (rtts.length < MAX_RTT_SAMPLES_PER_BATCH) rtts.push(ms);
     },
     log,
   });
   endpoint.handle('routes.invalidate', (invalidation) => ({ dropped: router.invalidate(invalidation) }));
+  endpoint.handle('accounting.flush', () => {
+    flush();
+    return null;
+  });
 
   const events = {
     connectionOpened(): void {
@@ -74,8 +74,6 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   const credentialRefusals = credentialRefusalLog(log);
   let reportedConnections = -1;
   function flush(): void {
-    if (flushSoon) clearImmediate(flushSoon);
-    flushSoon = null;
     const opened = router.takeOpened();
     const refused = budget.takeRefusedCount();
     const evicted = budget.takeEvictedCount();

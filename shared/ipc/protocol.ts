@@ -160,6 +160,11 @@ export interface SupervisorRequests extends MethodMap {
   'credentials.update.api': { params: ApiCredentialSnapshot; result: { version: number } };
   /** Proxy workers: drop route leases; answered once dropped, so the change is in force before the API answers. */
   'routes.invalidate': { params: RouteInvalidation; result: { dropped: number } };
+  /**
+   * Proxy workers: send the accounting batch now (its notice arrives before this answer), so
+   * that what the supervisor reads next counts every connection opened so far.
+   */
+  'accounting.flush': { params: null; result: null };
 }
 
 /**
@@ -193,7 +198,7 @@ export interface WorkerNotices extends NoticeMap {
   ready: { role: WorkerRole; pid: number };
   /** Finished connections since the last batch (proxy workers, every ACCOUNTING_FLUSH_MS). */
   accounting: {
-    /** Connections routed with a lease since the last batch (sent at once, not after ACCOUNTING_FLUSH_MS). */
+    /** Connections routed with a lease since the last batch (the supervisor asks for them before it reads sessions). */
     opened: OpenedRoute[];
     closes: CloseRecord[];
     released: ReleasedRoute[];
