@@ -141,3 +141,34 @@ describe('route leases on the private network (3 instances, 2 proxy workers)', f
     expect(Date.parse(fresh.created_at)).to.be.above(Date.parse(old.created_at));
   });
 });
+
+describe('route leases and SESSION_TTL=3s (2 instances)', function () {
+  this.timeout(240_000);
+  let api: HealApi;
+  const suite = withService({ POOL_SIZE: '2', SESSION_TTL: '3s' }, { ready: 2, readyTimeoutMs: 120_000 });
+  before(async () => {
+    api = await HealApi.signIn(suite.svc);
+  });
+
+  it('a session used only through leases lives on past its TTL while in use, and expires once idle for it', async () => {
+    const key = 'lease-ttl';
+    const first = await curlSocks(suite.svc.socksPort, key, TEST_PROXY_TOKEN, suite.svc.whoamiUrl);
+    expect(first.code, first.stderr).to.equal(0);
+    const created = (await api.session(key)).created_at;
+    // 9 s of use, one request a second: three TTLs, every request after the first from a lease.
+    const until = Date.now() + 9_000;
+    let sent = 1;
+    while (Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 1000));
+      const r = sent % 2 === 0 ? await curlSocks(suite.svc.socksPort, key, TEST_PROXY_TOKEN, suite.svc.whoamiUrl) : await curlHttp(suite.svc.httpPort, key, TEST_PROXY_TOKEN, suite.svc.whoamiUrl);
+      expect(r.code, r.stderr).to.equal(0);
+      sent++;
+    }
+    const alive = await api.session(key);
+    expect(alive.created_at, 'the same session throughout').to.equal(created);
+    expect(alive.requests).to.equal(sent);
+    // Idle: gone within the TTL and a tick or two.
+    const gone = await pollUntil('expired', async () => (await api.raw(`/api/sessions/${key}`)).status, 10_000, { until: (s) => s === 404 });
+    expect(gone).to.equal(404);
+  });
+});
