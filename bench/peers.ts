@@ -33,6 +33,9 @@ export interface PeersBenchOptions {
  */
 export const PEERS_CPU_PROFILE_DIR_ENV = 'PEERS_CPU_PROFILE_DIR';
 
+/** Node options for the services' processes, to compare runtime settings (V8 heap sizes) in one run's terms. */
+export const PEERS_NODE_OPTIONS_ENV = 'PEERS_NODE_OPTIONS';
+
 export const FULL_PEERS_OPTIONS: PeersBenchOptions = { clients: 32, roundMs: 15_000, rounds: 2, burst: 200, bursts: 3 };
 
 /** Issue 16's budgets, each against its reference in the same run. */
@@ -122,11 +125,12 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
   const stops: (() => Promise<unknown>)[] = [];
   try {
     const profileDir = process.env[PEERS_CPU_PROFILE_DIR_ENV];
+    const extraNodeOptions = process.env[PEERS_NODE_OPTIONS_ENV];
     const serviceEnv = {
       POOL_SIZE: String(POOL_SIZE),
       PROXY_WORKERS: String(PROXY_WORKERS),
       LOG_LEVEL: 'warn',
-      ...(profileDir ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}` } : {}),
+      ...(profileDir || extraNodeOptions ? { NODE_OPTIONS: [profileDir ? `--cpu-prof --cpu-prof-dir=${profileDir}` : '', extraNodeOptions ?? ''].join(' ').trim() } : {}),
     };
     // The defaults, and PIN_EXIT_RELAY=1: a pinned exit lets the supervisor stop following every stream.
     const svc: RunningService = await startService(serviceEnv);
