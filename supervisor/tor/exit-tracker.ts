@@ -157,7 +157,13 @@ export class ExitTracker {
     circuit.status = info.status;
     circuit.exitBearing = isExitBearing(info);
     if (info.path.length > 0) circuit.exit = info.path[info.path.length - 1];
-    if (info.status === 'BUILT' && circuit.builtOrder === undefined) circuit.builtOrder = this.order++;
+    if (info.status === 'BUILT' && circuit.builtOrder === undefined) {
+      circuit.builtOrder = this.order++;
+      // Streams not followed: tor may already carry traffic on this circuit, and its SUCCEEDED
+      // event will not come. The confirmation no longer holds; the newest circuit is the inference.
+      const other = circuit.exit !== undefined && this.confirmed !== undefined && circuit.exit.fingerprint !== this.confirmed.fingerprint;
+      if (!this.streamsKnown && other && circuit.exitBearing && !circuit.retired) this.confirmed = undefined;
+    }
     this.settleRotation();
   }
 

@@ -311,6 +311,19 @@ describe('tor exit tracker: when STREAM events are needed', () => {
     expect(t.takeRetiredIdleCircuits()).to.deep.equal(['1']);
   });
 
+  it('while streams are not followed, a new circuit through another relay ends the confirmation: it is the inference until a stream confirms', () => {
+    const t = new ExitTracker();
+    circ(t, 1, 'BUILT', EXIT_A);
+    stream(t, 10, 'SUCCEEDED', 1);
+    t.forgetStreams();
+    circ(t, 2, 'BUILT', EXIT_A);
+    expect(t.current(), 'same relay: still confirmed').to.deep.equal({ fingerprint: EXIT_A, nickname: 'xA', confirmed: true });
+    circ(t, 3, 'BUILT', EXIT_B);
+    expect(t.current(), 'tor may be using it already').to.deep.equal({ fingerprint: EXIT_B, nickname: 'xB', confirmed: false });
+    t.reseedStreams([parseStreamLine('14 SUCCEEDED 1 127.0.0.1:8080')]);
+    expect(t.current()).to.deep.equal({ fingerprint: EXIT_A, nickname: 'xA', confirmed: true });
+  });
+
   it('confirms an exit from a listed stream that succeeded while events were off', () => {
     const t = new ExitTracker();
     circ(t, 1, 'BUILT', EXIT_A);
