@@ -125,12 +125,12 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
   const stops: (() => Promise<unknown>)[] = [];
   try {
     const profileDir = process.env[PEERS_CPU_PROFILE_DIR_ENV];
-    const extraNodeOptions = process.env[PEERS_NODE_OPTIONS_ENV];
+    const nodeOptions = [profileDir ? `--cpu-prof --cpu-prof-dir=${profileDir}` : '', process.env[PEERS_NODE_OPTIONS_ENV] ?? ''].join(' ').trim();
     const serviceEnv = {
       POOL_SIZE: String(POOL_SIZE),
       PROXY_WORKERS: String(PROXY_WORKERS),
       LOG_LEVEL: 'warn',
-      ...(profileDir || extraNodeOptions ? { NODE_OPTIONS: [profileDir ? `--cpu-prof --cpu-prof-dir=${profileDir}` : '', extraNodeOptions ?? ''].join(' ').trim() } : {}),
+      ...(nodeOptions === '' ? {} : { NODE_OPTIONS: nodeOptions }),
     };
     // The defaults, and PIN_EXIT_RELAY=1: a pinned exit lets the supervisor stop following every stream.
     const svc: RunningService = await startService(serviceEnv);

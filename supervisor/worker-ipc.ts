@@ -4,7 +4,8 @@ import { signedInEvent } from '../shared/auth/auth-audit.js';
 import { ExitpoolError } from '../shared/errors/catalogue.js';
 import type { IpcHandlers } from '../shared/ipc/endpoint.js';
 import { IpcPeerGoneError } from '../shared/ipc/errors.js';
-import type { RouteInvalidation, StateSnapshot, WorkerRequests, WorkerRole } from '../shared/ipc/protocol.js';
+import type { Known } from '../shared/ipc/index.js';
+import type { RouteInvalidation, StateSnapshot, SupervisorRequests, WorkerRequests, WorkerRole } from '../shared/ipc/protocol.js';
 import type { AuditLog } from './audit/audit-log.js';
 import type { AuthOperations } from './auth-operations.js';
 import type { AuthStore } from './auth/auth-store.js';
@@ -122,36 +123,38 @@ export function attachWorker(h: WorkerHandle, d: WorkerIpcDeps): void {
 export const ACCOUNTING_FLUSH_TIMEOUT_MS = 1000;
 
 /**
- * Asks every live proxy worker for its pending accounting batch; resolves once each answered
- * (its batch arrived first: one channel, in order), or gave up after ACCOUNTING_FLUSH_TIMEOUT_MS.
+ * Sends one request to every live proxy worker and resolves once each answered. Never rejects:
+ * a worker that is gone is skipped (its successor starts with nothing pending and no lease),
+ * and one that fails or runs out of `timeoutMs` is logged at `level`.
  */
-export async function flushProxyAccounting(workers: WorkerManager, log: Logger): Promise<void> {
+async function askEveryProxyWorker<M extends Known<SupervisorRequests>>(
+  workers: WorkerManager,
+  method: M,
+  params: SupervisorRequests[M]['params'],
+  timeoutMs: number,
+  log: Logger,
+  level: 'debug' | 'warn',
+): Promise<void> {
   await Promise.all(
     workers.liveHandles('proxy').map((h) =>
-      h.endpoint.request('accounting.flush', null, ACCOUNTING_FLUSH_TIMEOUT_MS).then(
+      h.endpoint.request(method, params, timeoutMs).then(
         () => undefined,
         (e: unknown) => {
-          if (!(e instanceof IpcPeerGoneError)) log.debug('accounting flush not answered', { slot: h.slot, error: (e as Error).message });
+          if (!(e instanceof IpcPeerGoneError)) log[level](`${method} not answered by a proxy worker`, { slot: h.slot, error: (e as Error).message });
         },
       ),
     ),
   );
 }
 
-/** Sends a route invalidation to every live proxy worker and waits for each to drop it (or be gone). */
-export async function invalidateRouteLeases(workers: WorkerManager, invalidation: RouteInvalidation, log: Logger): Promise<void> {
-  await Promise.all(
-    workers.liveHandles('proxy').map((h) =>
-      h.endpoint.request('routes.invalidate', invalidation, LEASE_INVALIDATION_TIMEOUT_MS).then(
-        () => undefined,
-        (e: unknown) => {
-          // A worker that died took its leases with it; its successor starts without any.
-          if (e instanceof IpcPeerGoneError) return;
-          log.warn('route invalidation not acknowledged', { slot: h.slot, error: (e as Error).message });
-        },
-      ),
-    ),
-  );
+/** Brings in every proxy worker's pending accounting batch (it arrives before the answer: one channel, in order). */
+export function flushProxyAccounting(workers: WorkerManager, log: Logger): Promise<void> {
+  return askEveryProxyWorker(workers, 'accounting.flush', null, ACCOUNTING_FLUSH_TIMEOUT_MS, log, 'debug');
+}
+
+/** Has every proxy worker drop the leases an invalidation names (a slow one still applies it when it gets there). */
+export function invalidateRouteLeases(workers: WorkerManager, invalidation: RouteInvalidation, log: Logger): Promise<void> {
+  return askEveryProxyWorker(workers, 'routes.invalidate', invalidation, LEASE_INVALIDATION_TIMEOUT_MS, log, 'warn');
 }
 
 export function stateSnapshot(pool: Pool): StateSnapshot {

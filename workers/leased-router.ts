@@ -17,10 +17,10 @@ export interface LeasedRouterOptions {
  * The proxy worker's router (docs/architecture.md, "Route leases"). A session's route comes
  * with a lease: the key's later connections reuse it with no round trip, and are reported to
  * the supervisor as opened routes (takeOpened(), with the accounting batch) so that its counts
- * stay exact. Connections of one key that
- * arrive while its route is being asked for wait for that answer instead of asking again (a
- * burst on one session is one round trip). The supervisor drops leases with `invalidate()`
- * before the change that made them stale is answered.
+ * stay exact. Connections of one key that arrive while its route is being asked for wait for
+ * that answer instead of asking again (a burst on one session is one round trip). The
+ * supervisor drops leases with `invalidate()` before the change that made them stale is
+ * answered.
  *
  * An invalidation that arrives while a route request is out may concern that request's answer
  * (the channel is ordered, but both are delivered in one read): such an answer serves its one

@@ -48,7 +48,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
 
   const events = {
     connectionOpened(): void {
-      // The supervisor counted the connection when it routed it.
+      // Counted already: by the supervisor when it routed it, or as an opened record when the router used a lease.
     },
     connectionClosed(route: RouteGranted, _listener: ListenerKind, s: ConnectionStats): void {
       const failure = s.failure && stopping ? { ...s.failure, scored: false } : s.failure;

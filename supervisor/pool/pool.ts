@@ -87,7 +87,7 @@ export class Pool extends EventEmitter<PoolEvents> {
     this.floor = new RoutableFloorGuard(deps.config.minRoutable, deps.log);
     this.targetSize = deps.config.poolSize;
     this.listening = !(deps.waitForListeners ?? false);
-    this.leases = new RouteLeases(deps.sendInvalidation ?? (() => Promise.resolve()), deps.log);
+    this.leases = new RouteLeases(deps.sendInvalidation ?? (() => Promise.resolve()));
     this.sessions = new SessionTable({
       maxSessions: deps.config.maxSessions,
       ttlMs: deps.config.sessionTtlMs,
@@ -208,7 +208,12 @@ export class Pool extends EventEmitter<PoolEvents> {
     else open.set(session, { key, count: 1 });
   }
 
-  /** Leases on instances no longer in service are dropped (RouteLeases.routableNow). */
+  /**
+   * Leases on instances no longer in service are dropped (RouteLeases.routableNow). Every way
+   * out of service but one goes through moveOff (quarantine by health or by hand, drain,
+   * restart, retirement, unready, unresponsive); the one that does not is a rotation that keeps
+   * its sessions (rotateInstance). The tick checks again, as a safety net.
+   */
   private routabilityMayHaveChanged(): void {
     this.leases.routableNow(this.placement().routable);
   }
@@ -243,7 +248,6 @@ export class Pool extends EventEmitter<PoolEvents> {
         e.health.failure('transport', 'transport', r.failure?.scored ?? true, now, { occurredAt: r.endedAt, mayQuarantine });
       }
     }
-    this.routabilityMayHaveChanged();
   }
 
   /** Routes a worker granted but never used (the client left before its CONNECT): not requests. */
@@ -389,7 +393,6 @@ export class Pool extends EventEmitter<PoolEvents> {
         this.moveOff(e, 'drain');
         break;
     }
-    this.routabilityMayHaveChanged();
     return this.viewOfEntry(e);
   }
 
@@ -491,7 +494,6 @@ export class Pool extends EventEmitter<PoolEvents> {
       details: { kind, reason, scored, reporter: reporterKey(reporter) },
     });
     if (e) e.health.failure(kind, 'client', scored, now, { mayQuarantine: this.clientEvidenceMayQuarantine(e) });
-    this.routabilityMayHaveChanged();
     return { session: key, instance, kind, scored };
   }
 
@@ -553,7 +555,6 @@ export class Pool extends EventEmitter<PoolEvents> {
     // Mark every leaving instance first: sessions moved off one must not land on another that leaves too.
     const leaving = removing.map((id) => this.entries.get(id) as PoolEntry);
     for (const e of leaving) e.retiring = true;
-    this.routabilityMayHaveChanged();
     for (const e of leaving) void this.retire(e);
     if (adding.length > 0) this.grow();
     return { size, previous, adding, removing };

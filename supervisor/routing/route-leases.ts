@@ -1,10 +1,12 @@
-import type { Logger } from '../../shared/logger.js';
 import type { RouteInvalidation } from '../../shared/ipc/protocol.js';
 
 /** How long one proxy worker may take to acknowledge an invalidation before the API answers anyway. */
 export const LEASE_INVALIDATION_TIMEOUT_MS = 2000;
 
-/** Delivers an invalidation to every proxy worker; resolves once each acknowledged (or is gone). */
+/**
+ * Delivers an invalidation to every proxy worker; resolves once each acknowledged, is gone, or
+ * ran out of LEASE_INVALIDATION_TIMEOUT_MS (it reports that itself, per worker): never rejects.
+ */
 export type InvalidationSender = (invalidation: RouteInvalidation) => Promise<void>;
 
 /**
@@ -26,10 +28,7 @@ export class RouteLeases {
   private scheduled: NodeJS.Immediate | null = null;
   private readonly inFlight = new Set<Promise<void>>();
 
-  constructor(
-    private readonly send: InvalidationSender,
-    private readonly log: Logger,
-  ) {}
+  constructor(private readonly send: InvalidationSender) {}
 
   /** A lease on `instance` was granted. */
   granted(instance: number): void {
@@ -78,10 +77,7 @@ export class RouteLeases {
     const invalidation: RouteInvalidation = { keys: [...this.pendingKeys], instances: [...this.pendingInstances] };
     this.pendingKeys = new Set();
     this.pendingInstances = new Set();
-    const delivery = this.send(invalidation).catch((e: unknown) => {
-      // A worker that is slow to answer still applies it when it gets there (the channel is ordered).
-      this.log.warn('a proxy worker did not acknowledge a route invalidation in time', { keys: invalidation.keys.length, instances: invalidation.instances, error: (e as Error).message });
-    });
+    const delivery = this.send(invalidation);
     this.inFlight.add(delivery);
     void delivery.finally(() => this.inFlight.delete(delivery));
   }

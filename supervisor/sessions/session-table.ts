@@ -98,9 +98,7 @@ export class SessionTable {
         if (to === null) return { ok: false, reason: 'no_routable_instance' };
         if (to !== existing.instance) assignment = this.move(existing, to, 'unroutable');
       }
-      existing.lastSeen = now;
-      existing.active += 1;
-      this.touch(existing);
+      this.countConnection(existing, now);
       return { ok: true, session: existing, assignment };
     }
     const to = this.pick(placement, null);
@@ -132,10 +130,15 @@ export class SessionTable {
   attach(key: string, id: number, now: number): boolean {
     const s = this.sessions.get(key);
     if (!s || s.id !== id) return false;
+    this.countConnection(s, now);
+    return true;
+  }
+
+  /** One more live connection on `s`, seen now. */
+  private countConnection(s: Session, now: number): void {
     s.lastSeen = now;
     s.active += 1;
     this.touch(s);
-    return true;
   }
 
   /**

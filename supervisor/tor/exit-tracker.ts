@@ -90,15 +90,13 @@ export class ExitTracker {
    */
   reseed(circuits: readonly CircuitInfo[], streams: readonly StreamInfo[]): void {
     this.circuits.clear();
-    this.streams.clear();
     this.createRetired = this.rotation?.epoch !== undefined;
     try {
       for (const c of circuits) this.onCircuit(c);
     } finally {
       this.createRetired = false;
     }
-    this.streamsKnown = true;
-    for (const s of streams) this.onStream(s);
+    this.reseedStreams(streams);
   }
 
   /**
@@ -126,10 +124,9 @@ export class ExitTracker {
     this.streamsKnown = false;
   }
 
-  /** STREAM events are on again: the streams as tor lists them now (GETINFO stream-status). */
+  /** STREAM events are on again (or a reconnect): the streams as tor lists them now (GETINFO stream-status). */
   reseedStreams(streams: readonly StreamInfo[]): void {
-    this.streams.clear();
-    for (const c of this.circuits.values()) c.streams.clear();
+    this.forgetStreams();
     this.streamsKnown = true;
     for (const s of streams) this.onStream(s);
   }

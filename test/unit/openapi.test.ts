@@ -9,12 +9,12 @@ import { serviceVersion } from '../../shared/version.js';
 import { AUDIT_CAPACITY, AUDIT_DEFAULT_LIMIT, AuditLog } from '../../supervisor/audit/audit-log.js';
 import { AuthStore } from '../../supervisor/auth/auth-store.js';
 import { healthView, initialHealthState, reduceHealth, type HealthEvent, type HealthMachineState } from '../../supervisor/health/health-machine.js';
-import { Pool } from '../../supervisor/pool/pool.js';
+import type { Pool } from '../../supervisor/pool/pool.js';
 import { stateSnapshot } from '../../supervisor/worker-ipc.js';
 import type { Access } from '../../workers/api/access.js';
 import { authRoutes } from '../../workers/api/auth-routes.js';
 import { EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT, POOL_ROUTES } from '../../workers/api/route-table.js';
-import { fakeExit, FakeHealth, FakeInstance } from '../support/fakes/pool-parts.js';
+import { fakeExit, fakePool } from '../support/fakes/pool-parts.js';
 import { parse as parseYaml } from 'yaml';
 import { compileSchema, schemaViolations, type Schema } from '../support/parsers/openapi-schema.js';
 import {
@@ -188,33 +188,19 @@ describe('docs/openapi.yaml', () => {
     });
     after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
 
-    async function poolRig(env: Record<string, string>): Promise<{ pool: Pool; audit: AuditLog; instances: Map<number, FakeInstance> }> {
-      const config = loadConfig({ POOL_SIZE: '3', SPAWN_STAGGER: '0', ...env });
-      const audit = new AuditLog();
-      const instances = new Map<number, FakeInstance>();
-      const pool = new Pool({
-        config,
-        audit,
-        log: quietLogger(),
-        createInstance: (id) => {
-          const i = new FakeInstance(id);
-          instances.set(id, i);
-          return i;
-        },
-        createHealth: () => new FakeHealth(),
-      });
-      pool.start();
+    function poolRig(env: Record<string, string>): { pool: Pool; audit: AuditLog } {
+      const { pool, audit, instances } = fakePool({ POOL_SIZE: '3', ...env }, { readyAll: false });
       for (const i of instances.values()) {
         i.exitInfo = fakeExit(`127.0.0.${40 + i.id}`, { exitCountry: 'zz', exitNickname: `exit${i.id}` });
         i.setReady(true);
       }
-      return { pool, audit, instances };
+      return { pool, audit };
     }
 
     it('pool summary, instances, sessions, actions, events, statistics and the stream snapshot', async () => {
       const envs: Record<string, string>[] = [{}, { SESSION_PORT_BASE: '20000', AUTH_DISABLED: 'true' }];
       for (const env of envs) {
-        const { pool, audit } = await poolRig(env);
+        const { pool, audit } = poolRig(env);
         const r = pool.route({ key: 'alice', clientIp: '10.0.0.1', listener: 'socks' }, 0);
         if (!r.ok) throw new Error('not routed');
         pool.recordCloses([{ key: 'alice', session: pool.sessions.get('alice')?.id ?? null, instance: r.instance, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 12, endedAt: 0 }], 0);

@@ -1,43 +1,9 @@
 import { expect } from 'chai';
-import { loadConfig, type Config } from '../../shared/config/index.js';
-import { AuditLog } from '../../supervisor/audit/audit-log.js';
-import { Pool } from '../../supervisor/pool/pool.js';
 import type { RouteResult } from '../../shared/ipc/protocol.js';
-import { fakeExit, FakeHealth, FakeInstance } from '../support/fakes/pool-parts.js';
+import { fakeExit, fakePool, type FakePool } from '../support/fakes/pool-parts.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
-import { quietLogger } from '../support/fakes/quiet-logger.js';
 
-interface Rig {
-  pool: Pool;
-  instances: Map<number, FakeInstance>;
-  health: Map<number, FakeHealth>;
-  audit: AuditLog;
-}
-
-function rig(env: Record<string, string> = {}, readyAll = true): Rig {
-  const config: Config = loadConfig({ POOL_SIZE: '4', SPAWN_STAGGER: '0', ...env });
-  const instances = new Map<number, FakeInstance>();
-  const health = new Map<number, FakeHealth>();
-  const audit = new AuditLog();
-  const pool = new Pool({
-    config,
-    audit,
-    log: quietLogger(),
-    createInstance: (id) => {
-      const i = new FakeInstance(id);
-      instances.set(id, i);
-      return i;
-    },
-    createHealth: (id) => {
-      const h = new FakeHealth();
-      health.set(id, h);
-      return h;
-    },
-  });
-  pool.start();
-  if (readyAll) for (const i of instances.values()) i.setReady(true);
-  return { pool, instances, health, audit };
-}
+const rig = (env: Record<string, string> = {}, readyAll = true): FakePool => fakePool(env, { readyAll });
 
 function routed(r: RouteResult): number {
   if (!r.ok) throw new Error(`refused: ${r.reason}`);
@@ -376,21 +342,7 @@ describe('pool quarantine', () => {
 
 describe('pool waiting for its listeners', () => {
   it('serves only once MIN_READY are ready and the proxy listeners are up, in either order', () => {
-    const config = loadConfig({ POOL_SIZE: '2', SPAWN_STAGGER: '0' });
-    const instances = new Map<number, FakeInstance>();
-    const pool = new Pool({
-      config,
-      audit: new AuditLog(),
-      log: quietLogger(),
-      waitForListeners: true,
-      createInstance: (id) => {
-        const i = new FakeInstance(id);
-        instances.set(id, i);
-        return i;
-      },
-      createHealth: () => new FakeHealth(),
-    });
-    pool.start();
+    const { pool, instances } = fakePool({ POOL_SIZE: '2' }, { readyAll: false, waitForListeners: true });
     instances.get(0)!.setReady(true);
     expect(pool.isServing).to.equal(false);
     expect(pool.summary().routable).to.equal(0);

@@ -1,13 +1,11 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { loadConfig } from '../../shared/config/index.js';
 import type { RouteInvalidation, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
-import { AuditLog } from '../../supervisor/audit/audit-log.js';
-import { Pool } from '../../supervisor/pool/pool.js';
+import type { Pool } from '../../supervisor/pool/pool.js';
 import { RouteLeases } from '../../supervisor/routing/route-leases.js';
 import { LeasedRouter } from '../../workers/leased-router.js';
 import type { RouteDecision, RouteRequest } from '../../workers/proxy/proxy-types.js';
-import { FakeHealth, FakeInstance } from '../support/fakes/pool-parts.js';
+import { fakePool, type FakePool } from '../support/fakes/pool-parts.js';
 import { quietLogger } from '../support/fakes/quiet-logger.js';
 
 /** A supervisor whose answers the test releases one by one. */
@@ -194,7 +192,7 @@ describe('route leases: the supervisor’s invalidations', () => {
     const leases = new RouteLeases((inv) => {
       sent.push(inv);
       return new Promise<void>((r) => (ack = r));
-    }, quietLogger());
+    });
     leases.granted(1);
     leases.granted(2);
     leases.sessionChanged('a');
@@ -216,42 +214,38 @@ describe('route leases: the supervisor’s invalidations', () => {
     leases.stop();
   });
 
-  it('settles at once when nothing is pending, and does not fail when a worker never answers', async () => {
-    const leases = new RouteLeases(() => Promise.reject(new Error('not acknowledged')), quietLogger());
+  it('settles at once when nothing was sent, and waits only for what was sent before it was asked', async () => {
+    const acks: Array<() => void> = [];
+    const leases = new RouteLeases(() => new Promise<void>((r) => acks.push(r)));
+    let first = false;
     await leases.settled();
     leases.sessionChanged('x');
-    await leases.settled();
+    const firstSettled = leases.settled().then(() => (first = true));
+    expect(acks).to.have.length(1);
+    leases.sessionChanged('y');
+    await tick();
+    expect(acks, 'y went out in its own turn').to.have.length(2);
+    acks[0]?.();
+    await firstSettled;
+    expect(first).to.equal(true);
+    let second = false;
+    const secondSettled = leases.settled().then(() => (second = true));
+    await tick();
+    expect(second, 'y is not acknowledged yet').to.equal(false);
+    acks[1]?.();
+    await secondSettled;
     leases.stop();
   });
 });
 
 describe('route leases: the pool grants them and counts what they route', () => {
-  function rig(): { pool: Pool; sent: RouteInvalidation[]; instances: Map<number, FakeInstance>; health: Map<number, FakeHealth> } {
+  function rig(env: Record<string, string> = {}): FakePool & { sent: RouteInvalidation[] } {
     const sent: RouteInvalidation[] = [];
-    const instances = new Map<number, FakeInstance>();
-    const health = new Map<number, FakeHealth>();
-    const pool = new Pool({
-      config: loadConfig({ POOL_SIZE: '3', SPAWN_STAGGER: '0' }),
-      audit: new AuditLog(),
-      log: quietLogger(),
-      createInstance: (id) => {
-        const i = new FakeInstance(id);
-        instances.set(id, i);
-        return i;
-      },
-      createHealth: (id) => {
-        const h = new FakeHealth();
-        health.set(id, h);
-        return h;
-      },
-      sendInvalidation: (inv) => {
-        sent.push(inv);
-        return Promise.resolve();
-      },
-    });
-    pool.start();
-    for (const i of instances.values()) i.setReady(true);
-    return { pool, sent, instances, health };
+    const sendInvalidation = (inv: RouteInvalidation): Promise<void> => {
+      sent.push(inv);
+      return Promise.resolve();
+    };
+    return { ...fakePool({ POOL_SIZE: '3', ...env }, { sendInvalidation }), sent };
   }
   const route = (pool: Pool, key: string | null, worker = 1): Extract<RouteResult, { ok: true }> => {
     const r = pool.route({ key, clientIp: '10.0.0.9', listener: 'socks' }, worker);
@@ -301,22 +295,27 @@ describe('route leases: the pool grants them and counts what they route', () => 
   it('leases the session DEFAULT_SESSION=ip gives, never a DEFAULT_SESSION=random route', () => {
     const { pool } = rig();
     expect(pool.route({ key: null, clientIp: '10.0.0.9', listener: 'socks' }, 1)).to.include({ lease: true, key: 'ip:10.0.0.9' });
-    const random = new Pool({
-      config: loadConfig({ POOL_SIZE: '1', SPAWN_STAGGER: '0', DEFAULT_SESSION: 'random' }),
-      audit: new AuditLog(),
-      log: quietLogger(),
-      createInstance: (id) => {
-        const i = new FakeInstance(id);
-        queueMicrotask(() => i.setReady(true));
-        return i;
-      },
-      createHealth: () => new FakeHealth(),
-    });
-    random.start();
-    return Promise.resolve().then(() => {
-      expect(random.route({ key: null, clientIp: '10.0.0.9', listener: 'socks' }, 1)).to.include({ lease: false, key: null, session: null });
-      pool.stop().catch(() => undefined);
-      random.stop().catch(() => undefined);
-    });
+    const { pool: random } = rig({ DEFAULT_SESSION: 'random' });
+    expect(random.route({ key: null, clientIp: '10.0.0.9', listener: 'socks' }, 1)).to.include({ lease: false, key: null, session: null });
+    pool.stop().catch(() => undefined);
+    random.stop().catch(() => undefined);
+  });
+
+  it('drops the leases on an instance that leaves service without its sessions moving (rotation with DRAIN_ON_ROTATE off, nowhere to go)', async () => {
+    const { pool, sent } = rig({ DRAIN_ON_ROTATE: 'false' });
+    const r = route(pool, 'k');
+    await pool.instanceAction(r.instance, 'rotate');
+    await pool.leasesSettled();
+    expect(sent.flatMap((s) => s.instances)).to.deep.equal([r.instance]);
+    expect(sent.flatMap((s) => s.keys), 'the session itself did not move').to.deep.equal([]);
+    // Drain every instance: the last one's sessions have nowhere to go, its leases still go.
+    const s = route(pool, 'stays');
+    for (const id of [0, 1, 2].filter((x) => x !== s.instance)) await pool.instanceAction(id, 'drain');
+    sent.length = 0;
+    await pool.instanceAction(s.instance, 'drain');
+    await pool.leasesSettled();
+    expect(pool.sessionView('stays').instance, 'nowhere to go').to.equal(s.instance);
+    expect(sent.flatMap((x) => x.instances)).to.include(s.instance);
+    pool.stop().catch(() => undefined);
   });
 });

@@ -259,6 +259,15 @@ describe('tor exit tracker', () => {
   });
 });
 
+/** Circuit 1 through EXIT_A confirmed by stream 10, then STREAM events switched off. */
+function confirmedThenUnfollowed(): ExitTracker {
+  const t = new ExitTracker();
+  circ(t, 1, 'BUILT', EXIT_A);
+  stream(t, 10, 'SUCCEEDED', 1);
+  t.forgetStreams();
+  return t;
+}
+
 describe('tor exit tracker: when STREAM events are needed', () => {
   it('needs them until an exit is confirmed, then not while every standing circuit leaves through it', () => {
     const t = new ExitTracker();
@@ -298,10 +307,7 @@ describe('tor exit tracker: when STREAM events are needed', () => {
   });
 
   it('closes no circuit as idle while streams are not followed, and knows them again from a listing', () => {
-    const t = new ExitTracker();
-    circ(t, 1, 'BUILT', EXIT_A);
-    stream(t, 10, 'SUCCEEDED', 1);
-    t.forgetStreams();
+    const t = confirmedThenUnfollowed();
     t.beginRotation();
     t.markNewnym();
     expect(t.takeRetiredIdleCircuits(), 'streams unknown: circuit 1 may carry one').to.deep.equal([]);
@@ -312,10 +318,7 @@ describe('tor exit tracker: when STREAM events are needed', () => {
   });
 
   it('while streams are not followed, a new circuit through another relay ends the confirmation: it is the inference until a stream confirms', () => {
-    const t = new ExitTracker();
-    circ(t, 1, 'BUILT', EXIT_A);
-    stream(t, 10, 'SUCCEEDED', 1);
-    t.forgetStreams();
+    const t = confirmedThenUnfollowed();
     circ(t, 2, 'BUILT', EXIT_A);
     expect(t.current(), 'same relay: still confirmed').to.deep.equal({ fingerprint: EXIT_A, nickname: 'xA', confirmed: true });
     circ(t, 3, 'BUILT', EXIT_B);
@@ -325,10 +328,7 @@ describe('tor exit tracker: when STREAM events are needed', () => {
   });
 
   it('confirms an exit from a listed stream that succeeded while events were off', () => {
-    const t = new ExitTracker();
-    circ(t, 1, 'BUILT', EXIT_A);
-    stream(t, 10, 'SUCCEEDED', 1);
-    t.forgetStreams();
+    const t = confirmedThenUnfollowed();
     circ(t, 2, 'BUILT', EXIT_B);
     expect(t.needsStreams()).to.equal(true);
     t.reseedStreams([parseStreamLine('13 SUCCEEDED 2 127.0.0.1:8080')]);

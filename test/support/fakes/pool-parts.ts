@@ -2,6 +2,10 @@ import { EventEmitter } from 'node:events';
 import type { HealthView } from '../../../shared/api/views.js';
 import type { FailureKind, FailureOptions, FailureSource, HealthTracker } from '../../../supervisor/pool/health-tracker.js';
 import type { ExitState, PoolInstance, PoolInstanceEvents } from '../../../supervisor/pool/pool-instance.js';
+import { loadConfig } from '../../../shared/config/index.js';
+import { AuditLog } from '../../../supervisor/audit/audit-log.js';
+import { Pool, type PoolDeps } from '../../../supervisor/pool/pool.js';
+import { quietLogger } from './quiet-logger.js';
 
 /** An exit as an instance knows it, with what a test does not care about left empty. */
 export function fakeExit(exitIp: string, fields: Partial<ExitState> = {}): ExitState {
@@ -146,4 +150,42 @@ export class FakeHealth implements HealthTracker {
   lifetime(): { transport: number; client: number; byKind: Record<string, number>; remediations: number } {
     return { transport: 0, client: 0, byKind: {}, remediations: 0 };
   }
+}
+
+/** A pool over FakeInstance and FakeHealth, started, with the fakes by instance id. */
+export interface FakePool {
+  pool: Pool;
+  instances: Map<number, FakeInstance>;
+  health: Map<number, FakeHealth>;
+  audit: AuditLog;
+}
+
+/**
+ * A pool of fakes configured by `env` on top of POOL_SIZE=4 and no spawn stagger; every
+ * instance is ready unless `readyAll` is false.
+ */
+export function fakePool(env: Record<string, string> = {}, options: { readyAll?: boolean } & Pick<PoolDeps, 'waitForListeners' | 'sendInvalidation'> = {}): FakePool {
+  const instances = new Map<number, FakeInstance>();
+  const health = new Map<number, FakeHealth>();
+  const audit = new AuditLog();
+  const pool = new Pool({
+    config: loadConfig({ POOL_SIZE: '4', SPAWN_STAGGER: '0', ...env }),
+    audit,
+    log: quietLogger(),
+    ...(options.waitForListeners === undefined ? {} : { waitForListeners: options.waitForListeners }),
+    ...(options.sendInvalidation === undefined ? {} : { sendInvalidation: options.sendInvalidation }),
+    createInstance: (id) => {
+      const i = new FakeInstance(id);
+      instances.set(id, i);
+      return i;
+    },
+    createHealth: (id) => {
+      const h = new FakeHealth();
+      health.set(id, h);
+      return h;
+    },
+  });
+  pool.start();
+  if (options.readyAll ?? true) for (const i of instances.values()) i.setReady(true);
+  return { pool, instances, health, audit };
 }
