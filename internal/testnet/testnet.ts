@@ -79,6 +79,8 @@ export interface TestnetExit {
   readonly address: string;
   /** Lower-case code, as tor's GETINFO ip-to-country answers it. */
   readonly country: string;
+  /** Fingerprints of the exits it declares as family (FAMILY_EXITS), empty for the others. */
+  readonly family: readonly string[];
 }
 
 export interface TestnetNode {
@@ -192,7 +194,13 @@ class RunningTestnet implements Testnet {
   get exits(): readonly TestnetExit[] {
     return this.started
       .filter((n) => n.plan.role === 'exit')
-      .map((n) => ({ nickname: n.plan.nickname, fingerprint: n.fingerprint, address: n.plan.address, country: n.plan.country ?? '??' }));
+      .map((n, _i, exits) => ({
+        nickname: n.plan.nickname,
+        fingerprint: n.fingerprint,
+        address: n.plan.address,
+        country: n.plan.country ?? '??',
+        family: n.plan.familyExits.map((i) => exits.find((e) => e.plan.index === i)?.fingerprint ?? ''),
+      }));
   }
 
   get nodes(): readonly TestnetNode[] {
@@ -305,6 +313,7 @@ class RunningTestnet implements Testnet {
         files,
         exitFingerprints: fingerprintsOf('exit'),
         guardFingerprints: fingerprintsOf('relay'),
+        familyFingerprints: node.familyExits.map((i) => fingerprintsOf('exit')[i] as string),
         owningPid: process.pid,
       });
       await writeFile(nodeTorrcPath(node), renderTorrc(lines));

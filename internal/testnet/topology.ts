@@ -19,6 +19,8 @@ export interface NodePlan {
   readonly dirPort: number;
   /** Country the custom GeoIP file gives this relay's address (exits only). */
   readonly country: string | undefined;
+  /** Indices of the other exits this exit declares as its family (MyFamily); empty for most. */
+  readonly familyExits: readonly number[];
   readonly dir: string;
 }
 
@@ -35,18 +37,45 @@ export const MIN_EXITS = 4;
 export const MAX_EXITS = 30;
 export const MAX_RELAYS = 8;
 export const DEFAULT_RELAYS = 3;
-export const DEFAULT_EXITS = 4;
+/**
+ * Eight exits: enough for a pool of 4 to get 4 distinct /24s after the shared block and the
+ * family below are counted once, and for rotations to avoid a session's last 5 exits.
+ */
+export const DEFAULT_EXITS = 8;
+/** These two exits share one /24 (the exit-distinctness unit `subnet` must keep them apart). */
+export const SHARED_BLOCK_EXITS: readonly [number, number] = [0, 1];
+/** These two exits declare each other as family (MyFamily): the unit `family` keeps them apart. */
+export const FAMILY_EXITS: readonly [number, number] = [2, 3];
 export const DEFAULT_EXIT_COUNTRIES: readonly string[] = ['de', 'nl', 'us', 'se', 'fr', 'ch', 'ca', 'jp'];
 
 /** Every network owns this many consecutive ports from its base; blocks are this far apart. */
 export const PORT_BLOCK_SIZE = 100;
 const FIRST_NODE_PORT_OFFSET = 10;
 
-// Authorities share 127.0.0.1 (the DirAuthority address); relays get 127.0.0.2…9 and exits
-// 127.0.0.11 upwards, so a destination can tell exits apart by source address.
+// Authorities share 127.0.0.1 (the DirAuthority address); relays get 127.0.0.2…9. Exits get
+// their own /24 each, 127.20.0.1, 127.21.0.1, … (except SHARED_BLOCK_EXITS, which share
+// 127.20.0.0/24), so a destination tells exits apart by source address and the pool's
+// distinctness by /24 has something to keep apart. Linux routes all of 127/8 to lo.
 const AUTHORITY_ADDRESS = '127.0.0.1';
 const FIRST_RELAY_HOST = 2;
-const FIRST_EXIT_HOST = 11;
+const FIRST_EXIT_BLOCK = 20;
+
+/** The loopback address of exit `i`: its published OR address and its outgoing source address. */
+export function exitAddress(i: number): string {
+  const [first, second] = SHARED_BLOCK_EXITS;
+  if (i === second) return `127.${FIRST_EXIT_BLOCK + first}.0.2`;
+  // Blocks stay consecutive: the exit after the shared pair takes the next /24.
+  const block = i > second ? i - 1 : i;
+  return `127.${FIRST_EXIT_BLOCK + block}.0.1`;
+}
+
+function familyOf(i: number, exits: number): number[] {
+  const [a, b] = FAMILY_EXITS;
+  if (exits <= Math.max(a, b)) return [];
+  if (i === a) return [b];
+  if (i === b) return [a];
+  return [];
+}
 
 export interface TopologyInput {
   readonly basePort: number;
@@ -83,7 +112,7 @@ export function planTopology(input: TopologyInput): TestnetPlan {
   validateTopology(input);
   const { basePort, relays, exits, exitCountries, workDir } = input;
   const nodes: NodePlan[] = [];
-  const add = (role: NodeRole, index: number, address: string, country: string | undefined): void => {
+  const add = (role: NodeRole, index: number, address: string, country: string | undefined, familyExits: number[] = []): void => {
     const slot = nodes.length;
     const nickname = `tn${role === 'authority' ? 'auth' : role}${index}`;
     nodes.push({
@@ -94,6 +123,7 @@ export function planTopology(input: TopologyInput): TestnetPlan {
       orPort: basePort + FIRST_NODE_PORT_OFFSET + 2 * slot,
       dirPort: basePort + FIRST_NODE_PORT_OFFSET + 2 * slot + 1,
       country,
+      familyExits,
       dir: path.join(workDir, nickname),
     });
   };
@@ -101,7 +131,7 @@ export function planTopology(input: TopologyInput): TestnetPlan {
   for (let i = 0; i < relays; i++) add('relay', i, `127.0.0.${FIRST_RELAY_HOST + i}`, undefined);
   for (let i = 0; i < exits; i++) {
     const country = (exitCountries[i % exitCountries.length] ?? 'de').toLowerCase();
-    add('exit', i, `127.0.0.${FIRST_EXIT_HOST + i}`, country);
+    add('exit', i, exitAddress(i), country, familyOf(i, exits));
   }
   return { basePort, dnsPort: basePort, whoamiPort: basePort + 1, nodes };
 }

@@ -53,6 +53,8 @@ export interface NodeTorrcInput {
   readonly files: SharedFiles;
   readonly exitFingerprints: readonly string[];
   readonly guardFingerprints: readonly string[];
+  /** Fingerprints this node declares as its family (MyFamily); each member declares this one too. */
+  readonly familyFingerprints?: readonly string[];
   /** tor exits on its own when this process dies: the safety net if Node is killed. */
   readonly owningPid: number;
 }
@@ -138,6 +140,8 @@ export function nodeTorrcLines(input: NodeTorrcInput): string[] {
     // Safe only because the shim refuses every non-loopback destination before the syscall.
     lines.push('ExitRelay 1', 'ExitPolicy accept *:*', 'ExitPolicyRejectPrivate 0', 'ExitPolicyRejectLocalInterfaces 0', 'IPv6Exit 0');
   }
+  const family = input.familyFingerprints ?? [];
+  if (family.length > 0) lines.push(`MyFamily ${family.map((f) => `$${f.toUpperCase()}`).join(',')}`);
   return lines;
 }
 

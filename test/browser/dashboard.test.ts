@@ -175,7 +175,7 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     await goTo(page, 'Instances');
     const rows = await pollUntil('two ready instances with exits', async () => {
       const r = await instanceRows(page);
-      return r.length === 2 && r.every((x) => x.ready && /^127\.0\.0\.\d+$/.test(x.exit)) ? r : undefined;
+      return r.length === 2 && r.every((x) => x.ready && /^127\.\d+\.\d+\.\d+$/.test(x.exit)) ? r : undefined;
     }, 120_000);
     expect(rows.map((r) => r.id)).to.deep.equal([0, 1]);
     // Traffic confirms exits and gives the other views something to show.

@@ -2,7 +2,21 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import '../support/fixtures/fuzz-runs.js';
 import { InvalidTestnetOptionsError } from '../../internal/testnet/errors.js';
-import { MAX_EXITS, MAX_RELAYS, MIN_EXITS, planTopology, plannedEndpoints, portSpan, PORT_BLOCK_SIZE } from '../../internal/testnet/topology.js';
+import {
+  DEFAULT_EXIT_COUNTRIES,
+  DEFAULT_EXITS,
+  exitAddress,
+  FAMILY_EXITS,
+  MAX_EXITS,
+  MAX_RELAYS,
+  MIN_EXITS,
+  planTopology,
+  plannedEndpoints,
+  portSpan,
+  PORT_BLOCK_SIZE,
+  SHARED_BLOCK_EXITS,
+  type NodePlan,
+} from '../../internal/testnet/topology.js';
 import { networkMembershipLines, nodeTorrcLines, torrcValue, type AuthorityIdentity, type SharedFiles } from '../../internal/testnet/torrc.js';
 
 const files: SharedFiles = { geoipFile: '/w/geoip', geoip6File: '/w/geoip6', resolvConfFile: '/w/resolv.conf', bandwidthFile: '/w/bandwidth' };
@@ -19,10 +33,11 @@ const authorities: AuthorityIdentity[] = [0, 1, 2].map((i) => ({
 describe('testnet topology and torrc', () => {
   const plan = planTopology({ basePort: 20000, relays: 3, exits: 4, exitCountries: ['de', 'NL', 'us', 'se'], workDir: '/w' });
 
-  it('plans 3 authorities, the relays and the exits, exits on their own 127.0.0.11+ with their countries', () => {
+  it('plans 3 authorities, the relays and the exits, exits in their own /24s (but one shared pair) with their countries', () => {
     expect(plan.nodes.map((n) => n.role)).to.deep.equal(['authority', 'authority', 'authority', 'relay', 'relay', 'relay', 'exit', 'exit', 'exit', 'exit']);
     const exits = plan.nodes.filter((n) => n.role === 'exit');
-    expect(exits.map((e) => e.address)).to.deep.equal(['127.0.0.11', '127.0.0.12', '127.0.0.13', '127.0.0.14']);
+    expect(exits.map((e) => e.address)).to.deep.equal(['127.20.0.1', '127.20.0.2', '127.21.0.1', '127.22.0.1']);
+    expect(exits.map((e) => e.familyExits)).to.deep.equal([[], [], [3], [2]]);
     expect(exits.map((e) => e.country)).to.deep.equal(['de', 'nl', 'us', 'se']);
     expect(plan.nodes.every((n) => n.dirPort === n.orPort + 1), 'every node serves a DirPort').to.equal(true);
     expect(plan.dnsPort).to.equal(20000);
@@ -43,6 +58,28 @@ describe('testnet topology and torrc', () => {
           portSpan(relays, exits) <= PORT_BLOCK_SIZE &&
           addresses.size === relays + exits
         );
+      }),
+    );
+  });
+
+  it('gives the default network 8 exits in 7 /24s, one shared /24, one declared family and at least 3 countries', () => {
+    const big = planTopology({ basePort: 20000, relays: 3, exits: DEFAULT_EXITS, exitCountries: DEFAULT_EXIT_COUNTRIES, workDir: '/w' });
+    const exits = big.nodes.filter((n) => n.role === 'exit');
+    expect(exits).to.have.length.of.at.least(8);
+    const blocks = exits.map((e) => e.address.split('.').slice(0, 3).join('.'));
+    expect(new Set(blocks).size).to.equal(exits.length - 1);
+    expect(blocks[SHARED_BLOCK_EXITS[0]]).to.equal(blocks[SHARED_BLOCK_EXITS[1]]);
+    expect(exits[FAMILY_EXITS[0]]?.familyExits).to.deep.equal([FAMILY_EXITS[1]]);
+    expect(new Set(exits.map((e) => e.country)).size).to.be.at.least(3);
+    const lines = nodeTorrcLines({ node: exits[FAMILY_EXITS[0]] as NodePlan, authorities, files, exitFingerprints: [], guardFingerprints: [], familyFingerprints: [fp('f')], owningPid: 1 });
+    expect(lines).to.include(`MyFamily $${fp('F')}`);
+  });
+
+  it('gives every exit a distinct address in 127/8 for any size (property)', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: MIN_EXITS, max: MAX_EXITS }), (exits) => {
+        const addresses = Array.from({ length: exits }, (_, i) => exitAddress(i));
+        return new Set(addresses).size === exits && addresses.every((a) => /^127\.\d{1,3}\.0\.[12]$/.test(a) && Number(a.split('.')[1]) < 256);
       }),
     );
   });

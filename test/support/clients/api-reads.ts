@@ -52,7 +52,7 @@ export function instanceWhen(svc: RunningService, id: number, bearer: string, wh
 /** Exit IP a whoami answer names (the body is the caller's address and a newline). */
 export function whoamiIp(body: string | null): string {
   const ip = (body ?? '').trim();
-  if (!/^127\.0\.0\.\d+$/.test(ip)) throw new Error(`not a whoami answer: ${JSON.stringify(body)}`);
+  if (!/^127\.\d+\.\d+\.\d+$/.test(ip)) throw new Error(`not a whoami answer: ${JSON.stringify(body)}`);
   return ip;
 }
 
