@@ -12,6 +12,7 @@ import { InstanceHealth } from './health/instance-health.js';
 import { PoolMetrics } from './metrics/pool-metrics.js';
 import { WorkerLoad } from './metrics/worker-load.js';
 import { Pool } from './pool/pool.js';
+import { ExitAssignments } from './exits/exit-assignments.js';
 import { TorPoolInstance } from './pool/tor-pool-instance.js';
 import { checkTorBinary } from './startup/tor-binary-check.js';
 import { attachWorker, flushProxyAccounting, invalidateRouteLeases, stateSnapshot } from './worker-ipc.js';
@@ -75,14 +76,28 @@ export class Service {
     }
 
     const audit = new AuditLog();
+    // PIN_EXIT_RELAY: the supervisor assigns each instance its exit (supervisor/exits/README.md).
+    const exits = config.pinExitRelay
+      ? new ExitAssignments({
+          unit: config.exitDistinct,
+          banTtlMs: config.exitBanTtlMs,
+          exitNodes: config.torExitNodes,
+          strictNodes: config.torStrictNodes,
+          audit,
+          log: log.child({ component: 'exits' }),
+        })
+      : undefined;
+    exits?.start();
     const pool: Pool = new Pool({
       config,
       waitForListeners: true,
       audit,
       log,
       sendInvalidation: (invalidation) => invalidateRouteLeases(workers, invalidation, log),
+      ...(exits ? { exits } : {}),
       createInstance: (id) =>
-        new TorPoolInstance({
+        new TorPoolInstance(
+          {
           index: id,
           dataDir: config.dataDir,
           socksPort: instanceSocksPort(config, id),
@@ -100,7 +115,9 @@ export class Service {
           ...(options.defaultsTorrc ? { defaultsTorrc: options.defaultsTorrc } : {}),
           ...(options.expectedTorWarnings ? { expectedWarnings: options.expectedTorWarnings } : {}),
           log: log.child({ instance: id }),
-        }),
+          },
+          exits,
+        ),
       createHealth: (id, instance) =>
         new InstanceHealth({
           id,
@@ -113,7 +130,7 @@ export class Service {
             waitUntilReady: (timeoutMs) => instance.whenReady(timeoutMs),
           },
           onQuarantine: ({ cause }) => {
-            if (cause !== 'manual') pool.quarantined(id);
+            if (cause !== 'manual') pool.quarantined(id, cause);
           },
           onAudit: (e) => audit.record({ type: e.type, instance: id, message: e.message, details: e.details }),
         }),
@@ -127,6 +144,8 @@ export class Service {
       totals: () => pool.totalsNow(),
       sessionCount: () => pool.sessions.size,
       routableCount: () => pool.placement().routable.length,
+      exitCounts: () =>
+        exits ? { inUse: exits.assignedCount(), banned: exits.bans.list(Date.now()).length, eligible: exits.eligibleCount(), catalog: exits.catalog.size } : null,
       workerRestarts: () => workers.restarts,
       workers: () =>
         workers.handles().flatMap((h) => {
@@ -147,6 +166,7 @@ export class Service {
       attach: (h) =>
         attachWorker(h, {
           pool,
+          exits,
           load,
           audit,
           metrics,

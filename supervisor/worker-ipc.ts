@@ -13,10 +13,14 @@ import type { WorkerHandle, WorkerManager } from './cluster/worker-manager.js';
 import type { PoolMetrics } from './metrics/pool-metrics.js';
 import type { WorkerLoad } from './metrics/worker-load.js';
 import type { Pool } from './pool/pool.js';
+import type { ExitAssignments } from './exits/exit-assignments.js';
+import { exitsViewOf, liftBan } from './exits/exits-view.js';
 import { LEASE_INVALIDATION_TIMEOUT_MS } from './routing/route-leases.js';
 
 export interface WorkerIpcDeps {
   pool: Pool;
+  /** The exit catalog and assignments; undefined when PIN_EXIT_RELAY is off. */
+  exits: ExitAssignments | undefined;
   load: WorkerLoad;
   audit: AuditLog;
   metrics: PoolMetrics;
@@ -72,6 +76,8 @@ export function workerRequestHandlers(h: WorkerHandle, d: WorkerIpcDeps): IpcHan
     'sessions.rotate': ({ key, newnym }) => settled(pool.rotateSession(key, newnym)),
     'sessions.failure': ({ key, report, reporter }) => settled(pool.reportFailure(key, report.kind, report.reason, reporter)),
     'sessions.delete': ({ key }) => settled(pool.deleteSession(key)),
+    'exits.list': () => exitsViewOf(d.exits, pool.instanceIds(), Date.now()),
+    'exits.unban': ({ fingerprint }) => liftBan(d.exits, fingerprint),
     'events.recent': ({ limit, types }) => d.audit.recent(limit, types),
     'stats.history': ({ range }) => pool.stats.series(range),
     'metrics.text': () => d.metrics.text(),

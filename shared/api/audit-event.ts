@@ -1,5 +1,5 @@
 /** Audit event types (docs/api.md, "Audit event"). */
-export type AuditType = 'assignment' | 'rotate' | 'quarantine' | 'remediation' | 'restart' | 'resize' | 'instance' | 'auth';
+export type AuditType = 'assignment' | 'rotate' | 'quarantine' | 'remediation' | 'restart' | 'resize' | 'instance' | 'auth' | 'exit';
 export const AUDIT_TYPES: readonly AuditType[] = [
   'assignment',
   'rotate',
@@ -9,6 +9,7 @@ export const AUDIT_TYPES: readonly AuditType[] = [
   'resize',
   'instance',
   'auth',
+  'exit',
 ];
 
 /** One audit-log record as the API returns it (documented in docs/api.md). */

@@ -62,6 +62,66 @@ export interface InstanceView {
   rotating: boolean;
   /** An addition of ours: false while its tor does not answer its control port (frozen); out of service meanwhile. */
   responsive: boolean;
+  /** An addition of ours: the exit the supervisor assigned (PIN_EXIT_RELAY), or null. */
+  assigned_exit: ExitAssignmentView | null;
+  /** An addition of ours: why the instance has no exit of its own ('' when it has). */
+  exit_shortage: string;
+}
+
+/** An instance's assigned exit (docs/api.md, "Exits"). */
+export interface ExitAssignmentView {
+  fingerprint: string;
+  nickname: string;
+  address: string;
+  country: string;
+  /** The /24 (IPv4) or /48 (IPv6) of its address. */
+  block: string;
+  /** Smallest fingerprint of its declared family; its own when it has none. */
+  family: string;
+  /** false when it shares EXIT_DISTINCT's unit with another instance's exit (too few exits). */
+  distinct: boolean;
+}
+
+/** One exit of the catalog (GET /api/exits). */
+export interface ExitView {
+  fingerprint: string;
+  nickname: string;
+  address: string;
+  country: string;
+  bandwidth: number;
+  block: string;
+  family: string;
+  /** Instances assigned this exit. */
+  instances: number[];
+  banned: ExitBanView | null;
+}
+
+export interface ExitBanView {
+  fingerprint: string;
+  address: string;
+  nickname: string;
+  cause: string;
+  reason: string;
+  since: string;
+  until: string;
+}
+
+/** GET /api/exits. */
+export interface ExitsView {
+  /** EXIT_DISTINCT. */
+  distinct_by: string;
+  /** PIN_EXIT_RELAY: false when tor picks its own exits (nothing is assigned). */
+  assigning: boolean;
+  updated_at: string | null;
+  eligible: number;
+  /** How many instances can have an exit of their own (distinct units among the eligible). */
+  capacity: number;
+  in_use: number;
+  /** Human-readable shortages per instance, empty while every instance has its own exit. */
+  shortages: { instance: number; reason: string }[];
+  exits: ExitView[];
+  /** Bans in force, including those of exits no longer in the catalog. */
+  bans: ExitBanView[];
 }
 
 export interface SessionRotateResult {
@@ -69,6 +129,10 @@ export interface SessionRotateResult {
   instance: number;
   exit_ip: string;
   exit_confirmed: boolean;
+  /** An addition of ours: false when no exit outside the session's recent exits could be found. */
+  new_exit: boolean;
+  /** Why new_exit is false ('' when it is true). */
+  exit_note: string;
 }
 
 export interface FailureResult {
@@ -121,5 +185,10 @@ export interface SessionView {
   bytes_down: number;
   active: number;
   session_port?: number;
+  /** An addition of ours: the exit IP its instance last confirmed ('' while unknown) and its country. */
+  exit_ip: string;
+  exit_country: string;
+  /** Exit IPs it left through before (newest last, EXIT_HISTORY of them): a rotation avoids them. */
+  recent_exits: string[];
 }
 

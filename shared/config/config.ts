@@ -21,6 +21,11 @@ export interface Config {
   clientReportBudget: RateLimit;
   failureWindowMs: number;
   pinExitRelay: boolean;
+  /** What two instances' exits must not share: relay, subnet (/24, /48) or family. */
+  exitDistinct: 'relay' | 'subnet' | 'family';
+  /** Exits a session remembers; a rotation avoids them and their /24s. */
+  exitHistory: number;
+  exitBanTtlMs: number;
   torMaxCircuitDirtinessMs: number;
   torConflux: boolean;
   torExitNodes: string[];

@@ -6,6 +6,7 @@ import type { TokenCreateRequest } from '../auth/token-request.js';
 import type { FailureReport } from '../health/failure-kind.js';
 import type {
   FailureResult,
+  ExitsView,
   InstanceView,
   PoolRotateResult,
   PoolSummary,
@@ -138,6 +139,8 @@ export interface WorkerRequests extends MethodMap {
   'sessions.failure': { params: { key: string; report: FailureReport; reporter: FailureReporter }; result: FailureResult };
   'sessions.delete': { params: { key: string }; result: null };
   /** types: only these audit types (all when absent). */
+  'exits.list': { params: null; result: ExitsView };
+  'exits.unban': { params: { fingerprint: string }; result: null };
   'events.recent': { params: { limit: number; types?: AuditType[] }; result: AuditEvent[] };
   'stats.history': { params: { range: 'fine' | 'long' }; result: StatsSample[] };
   'metrics.text': { params: null; result: { contentType: string; text: string } };

@@ -10,6 +10,8 @@ export interface MetricsSource {
   totals(): { requests: number; failures: number; bytesUp: number; bytesDown: number };
   sessionCount(): number;
   routableCount(): number;
+  /** The exit catalog's figures; null when exits are not assigned (PIN_EXIT_RELAY off). */
+  exitCounts?(): { inUse: number; banned: number; eligible: number; catalog: number } | null;
   workerRestarts(): number;
   /** The workers running now. */
   workers(): WorkerSample[];
@@ -66,6 +68,11 @@ export class PoolMetrics {
     });
     gauge('pool_quarantine_score', 'Failure score that quarantines an instance', [], (g) => g.set(source.quarantineScore()));
     gauge('pool_sessions', 'Sessions in the table', [], (g) => g.set(source.sessionCount()));
+    const exits = (): { inUse: number; banned: number; eligible: number; catalog: number } => source.exitCounts?.() ?? { inUse: 0, banned: 0, eligible: 0, catalog: 0 };
+    gauge('pool_exits_in_use', 'Distinct exit relays assigned to instances', [], (g) => g.set(exits().inUse));
+    gauge('pool_exits_banned', 'Exit relays banned (EXIT_BAN_TTL) after a quarantine, or unreachable', [], (g) => g.set(exits().banned));
+    gauge('pool_exits_eligible', 'Exit relays an instance could be assigned now (usable, not banned, within TOR_EXIT_NODES when strict)', [], (g) => g.set(exits().eligible));
+    gauge('pool_exits_catalog', 'Usable exit relays in the consensus', [], (g) => g.set(exits().catalog));
     counter('pool_instance_failures_total', 'Failures per instance by source (transport or client)', ['instance', 'source'], (c) => {
       for (const i of source.instanceViews()) {
         const l = source.lifetime(i.id);

@@ -22,6 +22,22 @@ export interface PoolInstanceEvents {
   responsive: [];
 }
 
+/** What a rotation must respect besides the pool's distinctness. */
+export interface RotationRequest {
+  /** Exit addresses the new exit must not have, nor share a /24 with (a session's recent exits). */
+  avoid?: readonly string[];
+  /** Why (audit): api, session, sweep, ladder, exit_gone… */
+  why: string;
+}
+
+/** What a rotation is heading for. */
+export interface RotationPlan {
+  /** Fingerprint of the newly assigned exit; '' when tor chooses (no assignment, or none eligible). */
+  exit: string;
+  /** Why the new exit is not a distinct, fresh one ('' when it is): reported, never hidden. */
+  shortage: string;
+}
+
 /**
  * What the pool and the health ladder need of one supervised tor instance. Reads are cached
  * state: nothing here waits on a control port, so routing never does either.
@@ -44,8 +60,12 @@ export interface PoolInstance extends EventEmitter<PoolInstanceEvents> {
   exit(): ExitState;
   start(): Promise<void>;
   stop(): Promise<void>;
-  /** Starts a rotation (NEWNYM, close idle old circuits); resolves once it has begun. Throws NotBootstrappedError before bootstrap. */
-  rotate(): Promise<void>;
+  /**
+   * Starts a rotation to a new exit (a newly assigned one, or NEWNYM when none is assigned);
+   * resolves once it has begun, with what it is rotating to. Throws NotBootstrappedError before
+   * bootstrap.
+   */
+  rotate(request?: RotationRequest): Promise<RotationPlan>;
   /** The remediation ladder's first rung: a new circuit, resolved once a new exit is known (rejects when the rotation fails). */
   newCircuit(): Promise<void>;
   /** Restarts the process; resolves once the new process is spawned (not bootstrapped). */

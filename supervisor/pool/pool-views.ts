@@ -1,4 +1,4 @@
-import type { InstanceView, PoolSummary } from '../../shared/api/views.js';
+import type { ExitAssignmentView, InstanceView, PoolSummary } from '../../shared/api/views.js';
 import { formatDuration, type Config } from '../../shared/config/index.js';
 import { serviceVersion } from '../../shared/version.js';
 import type { PoolEntry } from './pool-entry.js';
@@ -21,7 +21,7 @@ export function exitFieldsOf(x: ExitState): Pick<InstanceView, 'exit_ip' | 'exit
   };
 }
 
-export function instanceViewOf(e: PoolEntry, sessionsOn: number): InstanceView {
+export function instanceViewOf(e: PoolEntry, sessionsOn: number, assigned: ExitAssignmentView | null = null, shortage = ''): InstanceView {
   const i = e.instance;
   return {
     id: i.id,
@@ -44,6 +44,8 @@ export function instanceViewOf(e: PoolEntry, sessionsOn: number): InstanceView {
     draining: e.draining,
     rotating: i.rotating(),
     responsive: i.responsive(),
+    assigned_exit: assigned,
+    exit_shortage: shortage,
   };
 }
 

@@ -7,20 +7,29 @@ import { ExitpoolError } from '../../shared/errors/catalogue.js';
 import { resolveSessionKey } from '../../shared/api/session-key.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import { RouteLeases, type InvalidationSender } from '../routing/route-leases.js';
-import { viewOf } from '../sessions/session.js';
+import type { ExitAssignments } from '../exits/exit-assignments.js';
+import { addressBlock } from '../exits/exit-relay.js';
+import type { QuarantineCause } from '../health/health-machine.js';
+import { viewOf, type Session } from '../sessions/session.js';
 import { SessionTable, type Assignment, type Placement } from '../sessions/session-table.js';
 import { StatsHistory } from '../stats/stats-history.js';
 import { PendingSuccesses } from './pending-successes.js';
 import { dependsOnClient, ReportBudget, reporterKey, RoutableFloorGuard, type Reporter } from './client-evidence.js';
 import type { FailureKind, HealthTracker } from './health-tracker.js';
 import type { PoolEntry } from './pool-entry.js';
-import type { PoolInstance } from './pool-instance.js';
+import type { PoolInstance, RotationPlan } from './pool-instance.js';
 import { exitFieldsOf, instanceViewOf, poolSummaryOf } from './pool-views.js';
 
 /** Weight of the newest dial latency in an instance's moving average. */
 const LATENCY_EWMA_WEIGHT = 0.2;
 /** A pool-rotate sweep waits at most this long for one instance's new exit before moving on. */
 export const SWEEP_STEP_TIMEOUT_MS = 60_000;
+/**
+ * A session rotation that finds no ready instance on a fresh exit assigns one to an idle
+ * instance and waits this long for it (usually well under a second) before settling for less.
+ */
+export const FRESH_EXIT_WAIT_MS = 15_000;
+
 
 export interface PoolDeps {
   config: Config;
@@ -33,6 +42,8 @@ export interface PoolDeps {
   waitForListeners?: boolean;
   /** Delivers route invalidations to the proxy workers; absent: no worker holds leases (tests of the pool alone). */
   sendInvalidation?: InvalidationSender;
+  /** The exit catalog, assignments and bans (PIN_EXIT_RELAY); absent: tor picks its own exits. */
+  exits?: ExitAssignments;
 }
 
 /** Where a worker dials an instance: its Unix socket when it has one. */
@@ -88,6 +99,7 @@ export class Pool extends EventEmitter<PoolEvents> {
     this.targetSize = deps.config.poolSize;
     this.listening = !(deps.waitForListeners ?? false);
     this.leases = new RouteLeases(deps.sendInvalidation ?? (() => Promise.resolve()));
+    if (deps.exits) deps.exits.onExitGone = (ids) => this.exitsGone(ids);
     this.sessions = new SessionTable({
       maxSessions: deps.config.maxSessions,
       ttlMs: deps.config.sessionTtlMs,
@@ -244,6 +256,7 @@ export class Pool extends EventEmitter<PoolEvents> {
         else e.health.success(now, r.endedAt);
       } else {
         e.failures += 1;
+        if (r.failure?.scored ?? true) e.lastFailureKind = 'transport';
         const mayQuarantine = !dependsOnClient(r.failure) || this.clientEvidenceMayQuarantine(e);
         e.health.failure('transport', 'transport', r.failure?.scored ?? true, now, { occurredAt: r.endedAt, mayQuarantine });
       }
@@ -300,7 +313,10 @@ export class Pool extends EventEmitter<PoolEvents> {
     const moved = this.sessions.rebalance(placement);
     if (moved.length === 0) return;
     const byTarget = new Map<number, number>();
-    for (const a of moved) byTarget.set(a.to, (byTarget.get(a.to) ?? 0) + 1);
+    for (const a of moved) {
+      byTarget.set(a.to, (byTarget.get(a.to) ?? 0) + 1);
+      if (a.from !== null) this.noteLeftExit(a.key, this.exitIpOf(a.from));
+    }
     for (const [to, count] of byTarget) {
       this.deps.audit.record({
         type: 'assignment',
@@ -344,17 +360,18 @@ export class Pool extends EventEmitter<PoolEvents> {
   }
 
   private viewOfEntry(e: PoolEntry): InstanceView {
-    return instanceViewOf(e, this.sessions.countOn(e.instance.id));
+    const id = e.instance.id;
+    return instanceViewOf(e, this.sessions.countOn(id), this.deps.exits?.assignment(id) ?? null, this.deps.exits?.shortageOf(id) ?? '');
   }
 
   sessionViews(): SessionView[] {
-    return [...this.sessions.all()].map(viewOf);
+    return [...this.sessions.all()].map((s) => viewOf(s, this.entries.get(s.instance)?.instance.exit()));
   }
 
   sessionView(key: string): SessionView {
     const s = this.sessions.get(key);
     if (!s) throw noSuchSession();
-    const view = viewOf(s);
+    const view = viewOf(s, this.entries.get(s.instance)?.instance.exit());
     const base = this.deps.config.sessionPortBase;
     if (base !== null) view.session_port = base + s.instance;
     return view;
@@ -396,14 +413,35 @@ export class Pool extends EventEmitter<PoolEvents> {
     return this.viewOfEntry(e);
   }
 
-  /** Throws EXITPOOL_NOT_BOOTSTRAPPED (the instance's NotBootstrappedError) before bootstrap. */
-  private async rotateInstance(e: PoolEntry, by: 'api' | 'session' | 'sweep'): Promise<void> {
+  /**
+   * A new exit for the instance (a newly assigned one, avoiding `avoid` too, or a new circuit
+   * when none qualifies: said in the audit). Throws EXITPOOL_NOT_BOOTSTRAPPED (the instance's
+   * NotBootstrappedError) before bootstrap.
+   */
+  private async rotateInstance(e: PoolEntry, by: 'api' | 'session' | 'sweep' | 'exit_gone', avoid?: readonly string[]): Promise<RotationPlan> {
     const id = e.instance.id;
-    await e.instance.rotate();
+    const leaving = e.instance.exit().exitIp;
+    const plan = await e.instance.rotate({ why: by, ...(avoid ? { avoid } : {}) });
     e.health.rotationStarted(this.now());
     this.routabilityMayHaveChanged();
-    this.deps.audit.record({ type: 'rotate', instance: id, message: `instance ${id} rotating to a new circuit`, details: { by } });
-    if (this.deps.config.drainOnRotate) this.moveOff(e, 'rotate');
+    const to = plan.exit === '' ? 'a new circuit' : `exit ${plan.exit}`;
+    this.deps.audit.record({
+      type: 'rotate',
+      instance: id,
+      message: `instance ${id} rotating to ${to}${plan.shortage ? ` (${plan.shortage})` : ''}`,
+      details: { by, exit: plan.exit, shortage: plan.shortage },
+    });
+    if (this.deps.config.drainOnRotate) this.moveOff(e, 'rotate', leaving);
+    return plan;
+  }
+
+  /** Instances whose assigned exit left the consensus: each moves to a newly assigned one. */
+  private exitsGone(ids: readonly number[]): void {
+    for (const id of ids) {
+      const e = this.entries.get(id);
+      if (!e || !e.instance.ready() || e.retiring) continue;
+      this.rotateInstance(e, 'exit_gone').catch((err: unknown) => this.deps.log.warn('replacing an exit that left the consensus failed', { instance: id, error: (err as Error).message }));
+    }
   }
 
   /** Called by the instance wiring when a rotation ends (new exit known or abandoned). */
@@ -412,18 +450,30 @@ export class Pool extends EventEmitter<PoolEvents> {
     if (e) e.health.rotationEnded(this.now());
   }
 
-  /** Health moved an instance to quarantine on its own (scoring): its sessions move at once. */
-  quarantined(id: number): void {
+  /**
+   * Health moved an instance to quarantine on its own (scoring): its sessions move at once, and
+   * an exit burnt by captchas, blocks or a run of transport failures is banned for EXIT_BAN_TTL.
+   */
+  quarantined(id: number, cause: QuarantineCause = 'score'): void {
     const e = this.entries.get(id);
-    if (e) this.moveOff(e, 'quarantine');
+    if (!e) return;
+    const kind = e.lastFailureKind;
+    const fingerprint = e.instance.exit().exitFingerprint || this.deps.exits?.current(id) || '';
+    if (this.deps.exits && (kind === 'captcha' || kind === 'blocked' || kind === 'transport') && fingerprint !== '') {
+      this.deps.exits.banAssigned(id, kind, `instance ${id} quarantined (${cause}) after ${kind} failures`, fingerprint);
+    }
+    this.moveOff(e, 'quarantine');
   }
 
-  private moveOff(e: PoolEntry, reason: 'rotate' | 'drain' | 'quarantine' | 'retired' | 'unroutable'): Assignment[] {
+  private moveOff(e: PoolEntry, reason: 'rotate' | 'drain' | 'quarantine' | 'retired' | 'unroutable', leavingIp = e.instance.exit().exitIp): Assignment[] {
     // A quarantine blames the exit (a captcha, a block): another instance on that same exit relay
     // would hand the sessions the same burnt address, so prefer instances on a different one.
-    const placement = reason === 'quarantine' ? this.rotationTargets(e.instance.id) : this.placement();
+    const placement = reason === 'quarantine' ? this.rotationTargets(e.instance.id, [leavingIp].filter((ip) => ip !== '')).placement : this.placement();
     const moved = this.sessions.moveOff(e.instance.id, placement, reason);
-    for (const a of moved) this.auditAssignment(a);
+    for (const a of moved) {
+      this.noteLeftExit(a.key, leavingIp);
+      this.auditAssignment(a);
+    }
     // Sessions that found nowhere to go stay; their leases on this instance must still go.
     this.routabilityMayHaveChanged();
     return moved;
@@ -437,38 +487,102 @@ export class Pool extends EventEmitter<PoolEvents> {
 
   // ---- session actions ----
 
+  /**
+   * Moves the session to an instance whose exit is none of its recent ones (nor in their /24s),
+   * assigning a fresh exit to an idle instance when no ready one qualifies; says so in the
+   * result and the audit when nothing fresh exists.
+   */
   async rotateSession(key: string, newnym: boolean): Promise<SessionRotateResult> {
     const s = this.sessions.get(key);
     if (!s) throw noSuchSession();
     const vacated = s.instance;
-    const moved = this.sessions.rotate(key, this.rotationTargets(vacated));
+    const leavingIp = this.exitIpOf(vacated);
+    const avoid = [...s.recentExits, leavingIp].filter((ip) => ip !== '');
+    let targets = this.rotationTargets(vacated, avoid);
+    if (!targets.fresh && this.deps.exits) {
+      const idle = await this.freshExitOnIdleInstance(vacated, avoid);
+      if (idle !== null) targets = { placement: { routable: [idle], lastResort: null }, fresh: true };
+    }
+    // The session may have been deleted or moved while a fresh exit was being assigned.
+    if (this.sessions.get(key) !== s) throw noSuchSession();
+    let note = '';
+    const moved = this.sessions.rotate(key, targets.placement);
     if (moved) {
-      this.deps.audit.record({ type: 'rotate', session: key, instance: moved.to, message: `session rotated from instance ${moved.from} to ${moved.to}`, details: { from: moved.from, to: moved.to, newnym } });
+      this.noteLeftExit(key, leavingIp);
+      if (!targets.fresh) note = `no instance on an exit outside the session's last ${this.deps.config.exitHistory} exits: moved to one that may repeat an exit`;
+      this.deps.audit.record({
+        type: 'rotate',
+        session: key,
+        instance: moved.to,
+        message: `session rotated from instance ${moved.from} to ${moved.to}${note ? ` (${note})` : ''}`,
+        details: { from: moved.from, to: moved.to, newnym, new_exit: targets.fresh },
+      });
       const old = this.entries.get(vacated);
       if (newnym && old?.instance.ready()) {
         this.rotateInstance(old, 'session').catch((err: unknown) => this.deps.log.warn('newnym after session rotate failed', { instance: vacated, error: (err as Error).message }));
       }
     } else {
-      // Nowhere else to go: the session stays and its instance gets a new circuit instead.
+      // Nowhere else to go: the session stays and its instance gets a new exit (or circuit) instead.
       const e = this.entries.get(s.instance);
       if (!e || !e.instance.ready()) throw new ExitpoolError('EXITPOOL_NO_ROUTABLE_INSTANCE', 'no routable instance to rotate to');
-      await this.rotateInstance(e, 'session');
+      const plan = await this.rotateInstance(e, 'session', avoid);
+      this.noteLeftExit(key, leavingIp);
+      note = plan.shortage;
+      if (this.deps.exits && plan.exit === '' && note === '') note = 'no exit could be assigned: a new circuit within the same selection';
     }
     const e = this.entries.get(s.instance) as PoolEntry;
     const { exit_ip, exit_confirmed } = exitFieldsOf(e.instance.exit());
-    return { session: key, instance: s.instance, exit_ip, exit_confirmed };
+    return { session: key, instance: s.instance, exit_ip, exit_confirmed, new_exit: note === '', exit_note: note };
+  }
+
+  /** The exit IP an instance last knew ('' while unknown). */
+  private exitIpOf(id: number): string {
+    return this.entries.get(id)?.instance.exit().exitIp ?? '';
+  }
+
+  /** Remembers the exit a session was moved away from (EXIT_HISTORY of them, newest last). */
+  private noteLeftExit(key: string, ip: string): void {
+    const s: Session | undefined = this.sessions.get(key);
+    const keep = this.deps.config.exitHistory;
+    if (!s || ip === '' || keep === 0) return;
+    s.recentExits = [...s.recentExits.filter((x) => x !== ip), ip].slice(-keep);
   }
 
   /**
-   * Where a rotated or quarantined session may go: other routable instances, preferring those
-   * whose exit differs from the one being left (two instances can happen to share an exit relay).
+   * Assigns an idle routable instance (no sessions) a fresh exit avoiding `avoid`, and waits
+   * (FRESH_EXIT_WAIT_MS at most) until it serves through it. Returns its id, or null.
    */
-  private rotationTargets(from: number): Placement {
-    const placement = this.placement();
-    const others = placement.routable.filter((id) => id !== from);
-    const leaving = this.entries.get(from)?.instance.exit().exitIp ?? '';
-    const fresh = leaving === '' ? others : others.filter((id) => (this.entries.get(id) as PoolEntry).instance.exit().exitIp !== leaving);
-    return { routable: fresh.length > 0 ? fresh : others, lastResort: null };
+  private async freshExitOnIdleInstance(from: number, avoid: readonly string[]): Promise<number | null> {
+    const idle = this.placement()
+      .routable.filter((id) => id !== from && this.sessions.countOn(id) === 0)
+      .map((id) => this.entries.get(id) as PoolEntry);
+    const e = idle[Math.floor(Math.random() * idle.length)];
+    if (!e) return null;
+    const plan = await this.rotateInstance(e, 'session', avoid);
+    if (plan.exit === '') return null;
+    await this.waitRotationEnd(e.instance, FRESH_EXIT_WAIT_MS);
+    return this.isRoutable(e) && this.isFresh(e.instance.id, avoid) ? e.instance.id : null;
+  }
+
+  /** Its exit is known and is none of `avoid`, nor in one of their /24s. */
+  private isFresh(id: number, avoid: readonly string[]): boolean {
+    const ip = this.exitIpOf(id);
+    if (ip === '') return false;
+    const blocks = new Set(avoid.map(addressBlock));
+    return !avoid.includes(ip) && !blocks.has(addressBlock(ip));
+  }
+
+  /**
+   * Where a rotated or quarantined session may go: other routable instances whose exit is none
+   * of `avoid` nor in their /24s (`fresh`); failing that, those whose exit IP is at least not
+   * one of `avoid`; failing that, any other.
+   */
+  private rotationTargets(from: number, avoid: readonly string[]): { placement: Placement; fresh: boolean } {
+    const others = this.placement().routable.filter((id) => id !== from);
+    const fresh = others.filter((id) => this.isFresh(id, avoid));
+    if (fresh.length > 0) return { placement: { routable: fresh, lastResort: null }, fresh: true };
+    const otherIp = others.filter((id) => !avoid.includes(this.exitIpOf(id)));
+    return { placement: { routable: otherIp.length > 0 ? otherIp : others, lastResort: null }, fresh: false };
   }
 
   /**
@@ -493,6 +607,7 @@ export class Pool extends EventEmitter<PoolEvents> {
       message: `failure reported on instance ${instance}: ${kind}${reason ? ` (${reason})` : ''}${scored ? '' : ' (not scored: over CLIENT_REPORT_BUDGET)'}`,
       details: { kind, reason, scored, reporter: reporterKey(reporter) },
     });
+    if (e && scored) e.lastFailureKind = kind;
     if (e) e.health.failure(kind, 'client', scored, now, { mayQuarantine: this.clientEvidenceMayQuarantine(e) });
     return { session: key, instance, kind, scored };
   }
@@ -630,6 +745,7 @@ export class Pool extends EventEmitter<PoolEvents> {
       await e.instance.stop();
     } finally {
       this.entries.delete(id);
+      this.deps.exits?.release(id);
       this.pendingSuccesses.forgetInstance(id);
       this.deps.audit.record({ type: 'instance', instance: id, message: `instance ${id} removed` });
       this.emit('instances-changed', this.instanceIds());
@@ -648,6 +764,7 @@ export class Pool extends EventEmitter<PoolEvents> {
   async stop(): Promise<void> {
     this.stopped = true;
     this.leases.stop();
+    this.deps.exits?.stop();
     if (this.growTimer) clearTimeout(this.growTimer);
     for (const e of this.entries.values()) e.health.stop();
     await Promise.all([...this.entries.values()].map((e) => e.instance.stop()));

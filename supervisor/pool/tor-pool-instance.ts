@@ -1,11 +1,17 @@
 import { EventEmitter } from 'node:events';
+import type { ExitSteering } from '../exits/exit-assignments.js';
 import { TorInstance } from '../tor/instance.js';
-import type { TorInstanceOptions } from '../tor/instance-types.js';
-import type { ExitState, PoolInstance, PoolInstanceEvents } from './pool-instance.js';
+import type { RotationOutcome, TorInstanceOptions } from '../tor/instance-types.js';
+import type { ExitState, PoolInstance, PoolInstanceEvents, RotationPlan, RotationRequest } from './pool-instance.js';
+
+/** Exits tried in a row for a freshly bootstrapped instance before it serves on tor's own choice. */
+const ASSIGN_ATTEMPTS = 3;
 
 /**
  * The pool's view of one supervised tor (supervisor/tor/instance.ts): cached reads, and the
- * lifecycle events the pool and health need ('ready', 'unready', 'rotated').
+ * lifecycle events the pool and health need ('ready', 'unready', 'rotated'). With exit steering
+ * (PIN_EXIT_RELAY), a bootstrapped tor is pinned to the exit the supervisor assigns before it
+ * counts as ready, and every rotation moves it to a newly assigned exit.
  */
 export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements PoolInstance {
   readonly id: number;
@@ -13,21 +19,60 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
   readonly socksPort: number;
   readonly socksPath: string | null;
   readonly tor: TorInstance;
+  /** This tor process runs on its assigned exit (or on tor's choice when none could be assigned). */
+  private exitSettled = false;
+  private settleRun = 0;
 
-  constructor(options: TorInstanceOptions) {
+  constructor(
+    options: TorInstanceOptions,
+    private readonly steering?: ExitSteering,
+  ) {
     super();
     this.id = options.index;
-    this.tor = new TorInstance(options);
+    this.tor = new TorInstance(steering ? { ...options, pinExitRelay: false } : options);
     const socks = this.tor.socksEndpoint;
     this.socksPath = socks.kind === 'unix' ? socks.path : null;
     this.socksPort = socks.kind === 'tcp' ? socks.port : (options.socksPort ?? 0);
-    this.tor.on('ready', () => this.emit('ready'));
+    this.tor.on('ready', () => {
+      if (this.steering) void this.settleExit(this.steering);
+      else this.emit('ready');
+    });
     this.tor.on('state', ({ lifecycle, previous }) => {
-      if (previous === 'ready' && lifecycle !== 'ready') this.emit('unready');
+      if (previous !== 'ready' || lifecycle === 'ready') return;
+      this.settleRun++;
+      const wasReady = !this.steering || this.exitSettled;
+      this.exitSettled = false;
+      if (wasReady) this.emit('unready');
     });
     this.tor.on('exit-changed', () => this.emit('exit'));
     this.tor.on('unresponsive', ({ silentForMs }) => this.emit('unresponsive', silentForMs));
     this.tor.on('responsive', () => this.emit('responsive'));
+  }
+
+  /**
+   * Pins a freshly bootstrapped tor to its assigned exit (the one it kept across a keep-state
+   * restart, or a new one), trying another when no circuit through it can be built; then ready.
+   */
+  private async settleExit(steering: ExitSteering): Promise<void> {
+    const run = ++this.settleRun;
+    const stale = (): boolean => run !== this.settleRun || !this.tor.ready;
+    try {
+      await steering.ensureCatalog((keys) => this.tor.getInfo(keys));
+    } catch {
+      // No catalog yet: the choice below finds none and the instance serves on tor's own exits.
+    }
+    for (let attempt = 0; attempt < ASSIGN_ATTEMPTS && !stale(); attempt++) {
+      const pinned = this.tor.exit.pinnedExit;
+      if (pinned !== '' && steering.current(this.id) === pinned) break;
+      const next = steering.next(this.id, { fresh: attempt > 0, why: attempt > 0 ? 'retry' : 'bootstrap' });
+      if (!next.ok) break;
+      const outcome = await this.tor.rotate(next.relay.fingerprint).done;
+      if (stale() || outcome.ok) break;
+      if (outcome.reason === 'timeout') steering.unreachable(this.id, next.relay.fingerprint);
+    }
+    if (stale()) return;
+    this.exitSettled = true;
+    this.emit('ready');
   }
 
   pid(): number | null {
@@ -37,7 +82,7 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
     return this.tor.running;
   }
   ready(): boolean {
-    return this.tor.ready;
+    return this.tor.ready && (!this.steering || this.exitSettled);
   }
   bootstrap(): number {
     return this.tor.bootstrap;
@@ -60,12 +105,19 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
   stop(): Promise<void> {
     return this.tor.stop();
   }
-  async rotate(): Promise<void> {
-    const ticket = this.tor.rotate(); // throws NotBootstrappedError before bootstrap
-    void ticket.done.then(() => this.emit('rotated'));
+  async rotate(request: RotationRequest = { why: 'rotate' }): Promise<RotationPlan> {
+    const { target, plan } = this.planRotation(request);
+    const ticket = this.tor.rotate(target); // throws NotBootstrappedError before bootstrap
+    void ticket.done.then((outcome) => {
+      this.rotationEnded(target, outcome);
+      this.emit('rotated');
+    });
+    return plan;
   }
   async newCircuit(): Promise<void> {
-    const outcome = await this.tor.rotate().done;
+    const { target } = this.planRotation({ why: 'ladder' });
+    const outcome = await this.tor.rotate(target).done;
+    this.rotationEnded(target, outcome);
     this.emit('rotated');
     if (!outcome.ok) throw new Error(`rotation ${outcome.reason}`);
   }
@@ -74,5 +126,18 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
   }
   whenReady(timeoutMs: number): Promise<void> {
     return this.tor.whenReady(timeoutMs);
+  }
+
+  /** A rotation's exit: newly assigned (steering), or tor's NEWNYM when nothing else qualifies. */
+  private planRotation(request: RotationRequest): { target: string | undefined; plan: RotationPlan } {
+    if (!this.steering) return { target: undefined, plan: { exit: '', shortage: '' } };
+    if (!this.tor.ready) return { target: undefined, plan: { exit: '', shortage: '' } }; // tor.rotate throws
+    const next = this.steering.next(this.id, { fresh: true, why: request.why, ...(request.avoid ? { avoid: { addresses: request.avoid } } : {}) });
+    if (!next.ok) return { target: undefined, plan: { exit: '', shortage: next.note } };
+    return { target: next.relay.fingerprint, plan: { exit: next.relay.fingerprint, shortage: next.note } };
+  }
+
+  private rotationEnded(target: string | undefined, outcome: RotationOutcome): void {
+    if (target !== undefined && !outcome.ok && outcome.reason === 'timeout') this.steering?.unreachable(this.id, target);
   }
 }

@@ -117,6 +117,7 @@ export class SessionTable {
       bytesUp: 0,
       bytesDown: 0,
       active: 1,
+      recentExits: [],
     };
     this.sessions.set(key, session);
     this.index(key, to);

@@ -22,9 +22,17 @@ export interface Session {
    * client's rotation clears it; a rebalance keeps it.
    */
   displaced?: { from: number; burnt: boolean };
+  /** Exit IPs it was moved away from, newest last (at most EXIT_HISTORY): rotations avoid them. */
+  recentExits: string[];
 }
 
-export function viewOf(s: Session): SessionView {
+/** Its exit, as the instance serving it knows it. */
+export interface SessionExit {
+  exitIp: string;
+  exitCountry: string;
+}
+
+export function viewOf(s: Session, exit: SessionExit = { exitIp: '', exitCountry: '' }): SessionView {
   return {
     key: s.key,
     instance: s.instance,
@@ -35,5 +43,8 @@ export function viewOf(s: Session): SessionView {
     bytes_up: s.bytesUp,
     bytes_down: s.bytesDown,
     active: s.active,
+    exit_ip: exit.exitIp,
+    exit_country: exit.exitCountry,
+    recent_exits: [...s.recentExits],
   };
 }

@@ -30,6 +30,8 @@ const EMPTY_EXIT: ExitState = {
 
 interface ActiveRotation {
   id: number;
+  /** The relay to pin (an assignment), or undefined for NEWNYM within the configured selection. */
+  target: string | undefined;
   ticket: RotationTicket;
   startedAt: number;
   sent: boolean;
@@ -154,7 +156,7 @@ export class ExitControl {
       parseLines(lists.get('circuit-status') ?? '', parseCircuitLine),
       parseLines(lists.get('stream-status') ?? '', parseStreamLine),
     );
-    if (this.options.pinExitRelay && this.pinnedFingerprint) await this.applyPin(client, this.pinnedFingerprint);
+    if (this.pinnedFingerprint) await this.applyPin(client, this.pinnedFingerprint);
   }
 
   onCircuit(event: CircuitInfo): void {
@@ -172,9 +174,14 @@ export class ExitControl {
     else if (ended) this.tuneStreamEvents();
   }
 
-  /** Starts a rotation, or returns the one running. The caller checked that tor is ready. */
-  rotate(): RotationTicket {
-    if (this.rotation) return this.rotation.ticket;
+  /**
+   * Starts a rotation, or returns the one running. The caller checked that tor is ready. With
+   * `target`, tor is pinned to that relay (no NEWNYM: SETCONF of ExitNodes abandons every
+   * circuit by itself), and a running rotation to another target is superseded.
+   */
+  rotate(target?: string): RotationTicket {
+    if (this.rotation && (target === undefined || this.rotation.target === target)) return this.rotation.ticket;
+    if (this.rotation) this.finishRotation(this.rotation, { ok: false, reason: 'failed', error: new Error('superseded by a new exit assignment') });
     let resolveSent!: (outcome: NewnymOutcome) => void;
     let resolveDone!: (outcome: RotationOutcome) => void;
     const ticket: RotationTicket = {
@@ -184,6 +191,7 @@ export class ExitControl {
     };
     const rotation: ActiveRotation = {
       id: ticket.id,
+      target,
       ticket,
       startedAt: Date.now(),
       sent: false,
@@ -194,7 +202,7 @@ export class ExitControl {
     };
     this.rotation = rotation;
     this.tracker.beginRotation();
-    this.host.log.info('rotation started', { rotation: rotation.id, cooldownMs: this.cooldown.msUntilAllowed(Date.now()) });
+    this.host.log.info('rotation started', { rotation: rotation.id, ...(target ? { target } : { cooldownMs: this.cooldown.msUntilAllowed(Date.now()) }) });
     this.refresh();
     void this.performRotation(rotation, this.host.generation());
     return ticket;
@@ -299,6 +307,16 @@ export class ExitControl {
   private async performRotation(rotation: ActiveRotation, generation: number): Promise<void> {
     const current = (): boolean => !rotation.finished && generation === this.host.generation();
     try {
+      if (rotation.target !== undefined) {
+        const client = this.host.client();
+        if (!client) throw new Error('no control connection');
+        // Retire first: every circuit seen from here on is one tor built after the change.
+        this.tracker.markNewnym();
+        await this.applyPin(client, rotation.target);
+        if (!current()) return;
+        this.markSent(rotation);
+        return;
+      }
       const waitMs = this.cooldown.msUntilAllowed(Date.now());
       if (waitMs > 0 && !(await this.host.delays.wait(waitMs))) return;
       if (!current()) return;
@@ -308,18 +326,23 @@ export class ExitControl {
       if (!current()) return;
       this.tracker.markNewnym();
       await client.signal('NEWNYM');
-      const at = Date.now();
-      this.cooldown.markSent(at);
+      this.cooldown.markSent(Date.now());
       if (!current()) return;
-      rotation.sent = true;
-      rotation.resolveSent({ ok: true, at, waitedMs: at - rotation.startedAt });
-      rotation.timer = setTimeout(() => this.finishRotation(rotation, { ok: false, reason: 'timeout' }), this.options.rotationTimeoutMs);
-      this.closeIdleCircuits();
-      this.refresh();
+      this.markSent(rotation);
     } catch (error) {
       this.host.log.warn('rotation failed', { rotation: rotation.id, error: (error as Error).message });
       this.finishRotation(rotation, { ok: false, reason: 'failed', error: error as Error });
     }
+  }
+
+  /** The change went out (NEWNYM or the new pin): the rotation now waits for a circuit that names its exit. */
+  private markSent(rotation: ActiveRotation): void {
+    const at = Date.now();
+    rotation.sent = true;
+    rotation.resolveSent({ ok: true, at, waitedMs: at - rotation.startedAt });
+    rotation.timer = setTimeout(() => this.finishRotation(rotation, { ok: false, reason: 'timeout' }), this.options.rotationTimeoutMs);
+    this.closeIdleCircuits();
+    this.refresh();
   }
 
   private finishRotation(rotation: ActiveRotation, outcome: RotationOutcome): void {

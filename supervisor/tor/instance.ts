@@ -242,10 +242,14 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
    * effect at once for the pool: `rotating` is true, exitIp empty and retiredExitIp set until a
    * new exit is known. NEWNYM itself waits out tor's cooldown in the background; the ticket's
    * promises report when it was sent and when the new exit is known.
+   *
+   * With `exit` (a fingerprint: the supervisor's assignment) tor is pinned to that relay instead
+   * (`SETCONF ExitNodes`, which makes tor abandon every circuit it has): no NEWNYM, so no
+   * cooldown; the rotation ends when a circuit through it is built.
    */
-  rotate(): RotationTicket {
+  rotate(exit?: string): RotationTicket {
     if (!this.readyFlag || !this.client) throw new NotBootstrappedError(this.index, this.bootstrapPercent);
-    return this.exits.rotate();
+    return this.exits.rotate(exit);
   }
 
   /**

@@ -240,7 +240,7 @@ describe('API pool, instances, sessions, events and statistics', function () {
     it('POST /api/sessions/{key}/rotate answers where it went; newnym is true/1/false/0', async () => {
       const r = await post('/api/sessions/alice/rotate', undefined, h.storeProxyToken);
       expect(r.status).to.equal(200);
-      expect(r.json()).to.deep.equal({ session: 'alice', instance: 1, exit_ip: '127.0.0.31', exit_confirmed: true });
+      expect(r.json()).to.deep.equal({ session: 'alice', instance: 1, exit_ip: '127.0.0.31', exit_confirmed: true, new_exit: true, exit_note: '' });
       const flags: [string, boolean][] = [['', false], ['?newnym=true', true], ['?newnym=1', true], ['?newnym=false', false], ['?newnym=0', false]];
       for (const [q, newnym] of flags) {
         expect((await post(`/api/sessions/alice/rotate${q}`, undefined, h.storeProxyToken)).status).to.equal(200);

@@ -47,6 +47,8 @@ function instance(id: number, over: Partial<InstanceView> = {}): InstanceView {
     draining: false,
     rotating: false,
     responsive: true,
+    assigned_exit: null,
+    exit_shortage: '',
     health: {
       state: 'healthy',
       failures_in_window: 0,

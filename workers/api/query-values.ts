@@ -24,6 +24,12 @@ export function instanceId(value: unknown): number {
   return Number(value);
 }
 
+/** A relay fingerprint: 40 hexadecimal digits, optionally after `$`. */
+export function exitFingerprint(value: unknown): string {
+  if (typeof value !== 'string' || !/^\$?[0-9A-Fa-f]{40}$/.test(value)) throw badRequest('fingerprint must be 40 hexadecimal digits');
+  return value.replace(/^\$/, '').toUpperCase();
+}
+
 /** Session keys are what a SOCKS5 username can carry: 1 to 255 bytes. */
 export function sessionKey(value: unknown): string {
   if (typeof value !== 'string' || value.length === 0 || sessionKeyTooLong(value)) {

@@ -6,7 +6,7 @@ import { IP_SESSION_PREFIX, isAddressSessionKey } from '../../shared/api/session
 import { hasScope } from '../../shared/auth/principal.js';
 import type { Access, Principal } from './access.js';
 import { HttpError, badRequest } from './http-error.js';
-import { auditTypesQuery, booleanQuery, instanceId, integerQuery, sessionKey } from './query-values.js';
+import { auditTypesQuery, booleanQuery, exitFingerprint, instanceId, integerQuery, sessionKey } from './query-values.js';
 
 /** Audit ring bounds, mirrored from the supervisor's constants (asserted equal in a test). */
 export const EVENTS_DEFAULT_LIMIT = 100;
@@ -102,6 +102,17 @@ export const POOL_ROUTES: readonly ApiRoute[] = [
   {
     method: 'POST', path: '/api/pool/rotate', access: 'admin', summary: 'sweep a new circuit over every instance',
     handler: async ({ ipc }) => ok(await ipc.request('pool.rotate', null)),
+  },
+  {
+    method: 'GET', path: '/api/exits', access: 'admin', summary: 'exit catalog, assignments and bans',
+    handler: async ({ ipc }) => ok(await ipc.request('exits.list', null)),
+  },
+  {
+    method: 'DELETE', path: '/api/exits/:fingerprint/ban', access: 'admin', summary: 'lift an exit ban',
+    handler: async ({ req, ipc }) => {
+      await ipc.request('exits.unban', { fingerprint: exitFingerprint(req.params.fingerprint) });
+      return { status: 204 };
+    },
   },
   {
     method: 'GET', path: '/api/instances', access: 'admin', summary: 'list instances',

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { HealthView } from '../../../shared/api/views.js';
 import type { FailureKind, FailureOptions, FailureSource, HealthTracker } from '../../../supervisor/pool/health-tracker.js';
-import type { ExitState, PoolInstance, PoolInstanceEvents } from '../../../supervisor/pool/pool-instance.js';
+import type { ExitState, PoolInstance, PoolInstanceEvents, RotationPlan } from '../../../supervisor/pool/pool-instance.js';
 import { loadConfig } from '../../../shared/config/index.js';
 import { AuditLog } from '../../../supervisor/audit/audit-log.js';
 import { Pool, type PoolDeps } from '../../../supervisor/pool/pool.js';
@@ -66,7 +66,7 @@ export class FakeInstance extends EventEmitter<PoolInstanceEvents> implements Po
   async stop(): Promise<void> {
     this.stopped = true;
   }
-  async rotate(): Promise<void> {
+  async rotate(): Promise<RotationPlan> {
     if (!this.isReady) {
       const e = new Error('not bootstrapped');
       e.name = 'NotBootstrappedError';
@@ -75,6 +75,7 @@ export class FakeInstance extends EventEmitter<PoolInstanceEvents> implements Po
     this.rotations += 1;
     this.isRotating = true;
     this.exitInfo = { ...this.exitInfo, retiredExitIp: this.exitInfo.exitIp, exitIp: '' };
+    return { exit: '', shortage: '' };
   }
   newCircuitCalls = 0;
   async newCircuit(): Promise<void> {

@@ -200,7 +200,7 @@ export class FakeSupervisorIpc {
       const s = session(key);
       if (!s) return refuse('EXITPOOL_NO_SUCH_SESSION', 'no such session');
       const to = d().instances.find((i) => i.id !== s.instance && i.ready) ?? instance(s.instance);
-      return { session: key, instance: to?.id ?? s.instance, exit_ip: to?.exit_ip ?? '', exit_confirmed: to?.exit_confirmed ?? false };
+      return { session: key, instance: to?.id ?? s.instance, exit_ip: to?.exit_ip ?? '', exit_confirmed: to?.exit_confirmed ?? false, new_exit: true, exit_note: '' };
     });
     this.on('sessions.failure', ({ key, report }) => {
       const s = session(key);
@@ -269,6 +269,8 @@ export function cannedInstance(id: number, overrides: Partial<PoolInstanceView> 
     draining: false,
     rotating: false,
     responsive: true,
+    assigned_exit: null,
+    exit_shortage: '',
     ...overrides,
   };
 }
@@ -319,6 +321,9 @@ export function cannedData(): CannedData {
     bytes_up: 400,
     bytes_down: 8000,
     active: 1,
+    exit_ip: '',
+    exit_country: '',
+    recent_exits: [],
   });
   const events: AuditEvent[] = [5, 4, 3, 2, 1].map((id) => ({
     id,

@@ -1,0 +1,270 @@
+import type { Logger } from '../../shared/logger.js';
+import type { AuditLog } from '../audit/audit-log.js';
+import type { GetInfo } from '../tor/relay-directory.js';
+import { ExitBans, type BanCause, type ExitBan } from './exit-bans.js';
+import { ExitCatalog } from './exit-catalog.js';
+import { chooseExit } from './exit-choice.js';
+import { addressBlock, distinctKeys, type DistinctUnit, type ExitRelay } from './exit-relay.js';
+import { matchesNodeList } from './node-selection.js';
+
+/** How often the catalog is read again from a running instance (consensuses change hourly). */
+export const EXIT_CATALOG_REFRESH_MS = 60_000;
+/** An assigned exit through which no circuit could be built is kept from every instance this long. */
+export const UNREACHABLE_EXIT_BAN_MS = 10 * 60_000;
+
+export interface ExitAssignmentsOptions {
+  unit: DistinctUnit;
+  banTtlMs: number;
+  /** TOR_EXIT_NODES, normalised; empty = every exit. */
+  exitNodes: readonly string[];
+  strictNodes: boolean;
+  audit: AuditLog;
+  log: Logger;
+  now?: () => number;
+  random?: () => number;
+}
+
+/** Exits (or their addresses and blocks) a choice must not land on: a session's recent exits. */
+export interface ExitAvoidance {
+  addresses: readonly string[];
+}
+
+/** The outcome of asking for an instance's next exit. */
+export type NextExit =
+  | { ok: true; relay: ExitRelay; distinct: boolean; note: string }
+  | { ok: false; note: string };
+
+/** What the instance wiring (TorPoolInstance) needs: which exit to pin next. */
+export interface ExitSteering {
+  /** Reads the catalog through this getInfo unless it has been read already. */
+  ensureCatalog(getInfo: GetInfo): Promise<void>;
+  /** Chooses and records the exit instance `id` leaves through next; never its current one when `fresh`. */
+  next(id: number, options: { fresh: boolean; avoid?: ExitAvoidance; why: string }): NextExit;
+  /** The fingerprint instance `id` is assigned now, if any. */
+  current(id: number): string | undefined;
+  /** The assignment did not work (no circuit through the exit): banned briefly, chosen again elsewhere. */
+  unreachable(id: number, fingerprint: string): void;
+}
+
+/** An instance's assignment as the API shows it. */
+export interface AssignmentView {
+  fingerprint: string;
+  nickname: string;
+  address: string;
+  country: string;
+  block: string;
+  family: string;
+  /** false when it shares EXIT_DISTINCT's unit with another instance (too few exits). */
+  distinct: boolean;
+}
+
+/**
+ * The pool's exits: the catalog, which instance is assigned which exit (distinct by
+ * EXIT_DISTINCT while the catalog allows), bans, and the choice of a new exit for a rotation.
+ * Every read is from memory; the catalog is refreshed in the background.
+ */
+export class ExitAssignments implements ExitSteering {
+  readonly catalog = new ExitCatalog();
+  readonly bans = new ExitBans();
+  private readonly assigned = new Map<number, { relay: ExitRelay; distinct: boolean }>();
+  /** Instances whose last request for an exit found none: the shortage the API reports. */
+  private readonly shortage = new Map<number, string>();
+  private refreshing: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly now: () => number;
+  private readonly random: () => number;
+  private source: GetInfo | undefined;
+  /** Called with the instances whose assigned exit left the consensus (the pool rotates them). */
+  onExitGone: (ids: number[]) => void = () => undefined;
+
+  constructor(private readonly options: ExitAssignmentsOptions) {
+    this.now = options.now ?? Date.now;
+    this.random = options.random ?? Math.random;
+  }
+
+  get unit(): DistinctUnit {
+    return this.options.unit;
+  }
+
+  /** Refreshes the catalog every EXIT_CATALOG_REFRESH_MS through the last control port that read it. */
+  start(): void {
+    this.timer ??= setInterval(() => {
+      if (this.source) void this.refresh(this.source).catch(() => undefined);
+    }, EXIT_CATALOG_REFRESH_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  async ensureCatalog(getInfo: GetInfo): Promise<void> {
+    this.source = getInfo;
+    if (this.catalog.updatedAt > 0) return;
+    await this.refresh(getInfo);
+  }
+
+  /** Reads the catalog again (one read at a time); instances whose exit left are reported. */
+  refresh(getInfo: GetInfo): Promise<void> {
+    this.refreshing ??= (async () => {
+      try {
+        const gone = new Set(await this.catalog.refresh(getInfo, this.now()));
+        const affected = [...this.assigned].filter(([, a]) => gone.has(a.relay.fingerprint)).map(([id]) => id);
+        if (affected.length > 0) {
+          for (const id of affected) {
+            const a = this.assigned.get(id) as { relay: ExitRelay };
+            this.audit(id, `exit ${a.relay.nickname} (${a.relay.address}) of instance ${id} left the consensus`, { fingerprint: a.relay.fingerprint, reason: 'left_consensus' });
+          }
+          this.onExitGone(affected);
+        }
+      } catch (error) {
+        this.options.log.warn('reading the exit catalog failed', { error: (error as Error).message });
+        throw error;
+      } finally {
+        this.refreshing = undefined;
+      }
+    })();
+    return this.refreshing;
+  }
+
+  next(id: number, options: { fresh: boolean; avoid?: ExitAvoidance; why: string }): NextExit {
+    const now = this.now();
+    const current = this.assigned.get(id)?.relay;
+    const avoidAddresses = new Set(options.avoid?.addresses ?? []);
+    const avoidBlocks = new Set([...avoidAddresses].map(addressBlock));
+    if (options.fresh && current) {
+      avoidAddresses.add(current.address);
+    }
+    const taken = [...this.assigned].filter(([other]) => other !== id).map(([, a]) => a.relay);
+    const nodes = this.options.exitNodes;
+    const choice = chooseExit({
+      exits: this.catalog.all(),
+      taken,
+      unit: this.options.unit,
+      excluded: (e) =>
+        this.bans.isBanned(e, now) ||
+        avoidAddresses.has(e.address) ||
+        avoidBlocks.has(e.block) ||
+        (options.fresh && current !== undefined && e.fingerprint === current.fingerprint),
+      ...(nodes.length > 0 ? { preferred: (e: ExitRelay) => matchesNodeList(e, nodes), strict: this.options.strictNodes } : {}),
+      random: this.random,
+    });
+    if (!choice.ok) {
+      const note =
+        this.catalog.size === 0
+          ? 'the exit catalog is empty'
+          : `no eligible exit: ${this.catalog.size} in the catalog, ${this.bans.list(now).length} banned${avoidAddresses.size > 0 ? `, ${avoidAddresses.size} recently used avoided` : ''}`;
+      this.shortage.set(id, note);
+      this.audit(id, `no new exit for instance ${id} (${options.why}): ${note}`, { reason: 'no_eligible_exit', why: options.why });
+      return { ok: false, note };
+    }
+    const { relay, distinct } = choice;
+    const note = distinct ? '' : `every eligible exit shares its ${this.options.unit === 'subnet' ? '/24' : this.options.unit} with another instance's`;
+    if (distinct) this.shortage.delete(id);
+    else this.shortage.set(id, note);
+    this.assigned.set(id, { relay, distinct });
+    this.audit(id, `instance ${id} assigned exit ${relay.nickname} (${relay.address}, ${relay.country || '??'})${distinct ? '' : ` — ${note}`}`, {
+      fingerprint: relay.fingerprint,
+      address: relay.address,
+      block: relay.block,
+      family: relay.family,
+      country: relay.country,
+      distinct,
+      why: options.why,
+      from: current?.fingerprint ?? null,
+    });
+    return { ok: true, relay, distinct, note };
+  }
+
+  current(id: number): string | undefined {
+    return this.assigned.get(id)?.relay.fingerprint;
+  }
+
+  unreachable(id: number, fingerprint: string): void {
+    const relay = this.catalog.get(fingerprint) ?? this.assigned.get(id)?.relay;
+    if (!relay) return;
+    this.banRelay(relay, 'unreachable', `no circuit could be built through it for instance ${id}`, UNREACHABLE_EXIT_BAN_MS, id);
+  }
+
+  /** Bans the exit instance `id` was assigned (a quarantine for captcha, block or transport failures). */
+  banAssigned(id: number, cause: BanCause, reason: string, exitFingerprint: string): ExitBan | undefined {
+    const relay = this.catalog.get(exitFingerprint) ?? this.assigned.get(id)?.relay;
+    if (!relay) return undefined;
+    return this.banRelay(relay, cause, reason, this.options.banTtlMs, id);
+  }
+
+  private banRelay(relay: ExitRelay, cause: BanCause, reason: string, ttlMs: number, id: number | null): ExitBan {
+    const ban = this.bans.ban(relay, cause, reason, this.now(), ttlMs);
+    this.audit(id, `exit ${relay.nickname} (${relay.address}) banned until ${new Date(ban.until).toISOString()}: ${reason}`, {
+      fingerprint: relay.fingerprint,
+      address: relay.address,
+      cause,
+      until: new Date(ban.until).toISOString(),
+    });
+    return ban;
+  }
+
+  /** Lifts a ban by hand; false when there was none. */
+  liftBan(fingerprint: string): boolean {
+    const lifted = this.bans.lift(fingerprint);
+    if (lifted) this.audit(null, `ban of exit ${fingerprint} lifted`, { fingerprint });
+    return lifted;
+  }
+
+  /** The instance left the pool (or is restarting afresh): its exit is free for others. */
+  release(id: number): void {
+    this.assigned.delete(id);
+    this.shortage.delete(id);
+  }
+
+  assignment(id: number): AssignmentView | undefined {
+    const a = this.assigned.get(id);
+    if (!a) return undefined;
+    const { fingerprint, nickname, address, country, block, family } = a.relay;
+    return { fingerprint, nickname, address, country, block, family, distinct: a.distinct };
+  }
+
+  shortageOf(id: number): string {
+    return this.shortage.get(id) ?? '';
+  }
+
+  /** Assigned exits in use by more than one instance's unit: 0 while the catalog is big enough. */
+  assignedCount(): number {
+    return new Set([...this.assigned.values()].map((a) => a.relay.fingerprint)).size;
+  }
+
+  /** Exits an instance could be assigned now (usable, not banned, within TOR_EXIT_NODES when strict). */
+  eligibleCount(): number {
+    return this.eligible().length;
+  }
+
+  /** Distinct units (EXIT_DISTINCT) among the eligible exits: how many instances can have their own. */
+  distinctCapacity(): number {
+    // Greedy count of exits that share no unit with one counted before: a lower bound of the capacity.
+    const used = new Set<string>();
+    let n = 0;
+    for (const e of this.eligible()) {
+      const keys = distinctKeys(e, this.options.unit);
+      if (keys.some((k) => used.has(k))) continue;
+      for (const k of keys) used.add(k);
+      n++;
+    }
+    return n;
+  }
+
+  private eligible(): ExitRelay[] {
+    const now = this.now();
+    const nodes = this.options.exitNodes;
+    const strict = nodes.length > 0 && this.options.strictNodes;
+    return this.catalog.all().filter((e) => !this.bans.isBanned(e, now) && (!strict || matchesNodeList(e, nodes)));
+  }
+
+  assignedInstances(fingerprint: string): number[] {
+    return [...this.assigned].filter(([, a]) => a.relay.fingerprint === fingerprint).map(([id]) => id);
+  }
+
+  private audit(instance: number | null, message: string, details: Record<string, unknown>): void {
+    this.options.audit.record({ type: 'exit', instance, message, details });
+  }
+}

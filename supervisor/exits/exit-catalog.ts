@@ -1,0 +1,141 @@
+import type { GetInfo } from '../tor/relay-directory.js';
+import { parseConsensusEntries, parseFamilyDeclaration, type ConsensusEntry, type FamilyDeclaration } from './consensus-entries.js';
+import { addressBlock, type ExitRelay } from './exit-relay.js';
+
+/** GETINFO keys per command when fetching microdescriptors or countries: bounded replies. */
+const KEYS_PER_COMMAND = 256;
+
+/** A relay the pool may use as an exit: an Exit that is Running and Valid, and not a BadExit. */
+export function isUsableExit(entry: Pick<ConsensusEntry, 'flags'>): boolean {
+  const flags = new Set(entry.flags);
+  return flags.has('Exit') && flags.has('Running') && flags.has('Valid') && !flags.has('BadExit');
+}
+
+/**
+ * Families from the microdescriptors: two relays are one family when each lists the other (tor's
+ * rule: a one-sided claim proves nothing) or both carry one family id. Returns fingerprint → the
+ * smallest fingerprint of its family.
+ */
+export function familiesOf(fingerprints: readonly string[], declarations: ReadonlyMap<string, FamilyDeclaration>): Map<string, string> {
+  const parent = new Map<string, string>(fingerprints.map((fp) => [fp, fp]));
+  const find = (fp: string): string => {
+    let root = fp;
+    while (parent.get(root) !== root) root = parent.get(root) as string;
+    parent.set(fp, root);
+    return root;
+  };
+  const union = (a: string, b: string): void => {
+    const ra = find(a);
+    const rb = find(b);
+    if (ra === rb) return;
+    if (ra < rb) parent.set(rb, ra);
+    else parent.set(ra, rb);
+  };
+  const byId = new Map<string, string>();
+  for (const fp of fingerprints) {
+    const declared = declarations.get(fp);
+    if (!declared) continue;
+    for (const member of declared.members) {
+      if (member !== fp && parent.has(member) && declarations.get(member)?.members.includes(fp)) union(fp, member);
+    }
+    for (const id of declared.ids) {
+      const first = byId.get(id);
+      if (first === undefined) byId.set(id, fp);
+      else union(first, fp);
+    }
+  }
+  return new Map(fingerprints.map((fp) => [fp, find(fp)]));
+}
+
+export function buildExits(
+  entries: readonly ConsensusEntry[],
+  declarations: ReadonlyMap<string, FamilyDeclaration>,
+  countries: ReadonlyMap<string, string>,
+): ExitRelay[] {
+  const usable = entries.filter(isUsableExit);
+  const families = familiesOf(
+    usable.map((e) => e.fingerprint),
+    declarations,
+  );
+  return usable.map((e) => ({
+    fingerprint: e.fingerprint,
+    nickname: e.nickname,
+    address: e.address,
+    country: countries.get(e.address) ?? '',
+    bandwidth: Math.max(1, e.bandwidth),
+    block: addressBlock(e.address),
+    family: families.get(e.fingerprint) ?? e.fingerprint,
+  }));
+}
+
+/**
+ * Every usable exit of the consensus the running instances use, read from one instance's control
+ * port (`ns/all`, `md/id/…` for families, `ip-to-country/…`). Microdescriptors and countries
+ * are cached between refreshes: only relays new to the consensus cost a lookup.
+ */
+export class ExitCatalog {
+  private exits: ExitRelay[] = [];
+  private readonly byFingerprint = new Map<string, ExitRelay>();
+  private readonly declarations = new Map<string, FamilyDeclaration>();
+  private readonly countries = new Map<string, string>();
+  private refreshedAt = 0;
+
+  all(): readonly ExitRelay[] {
+    return this.exits;
+  }
+
+  get(fingerprint: string): ExitRelay | undefined {
+    return this.byFingerprint.get(fingerprint);
+  }
+
+  get size(): number {
+    return this.exits.length;
+  }
+
+  /** When the catalog was last read (ms since the epoch; 0 = never). */
+  get updatedAt(): number {
+    return this.refreshedAt;
+  }
+
+  /** Reads the consensus again; resolves with the fingerprints that left it. */
+  async refresh(getInfo: GetInfo, now: number): Promise<string[]> {
+    const consensus = await getInfo(['ns/all']);
+    const entries = parseConsensusEntries(consensus.get('ns/all') ?? '');
+    const usable = entries.filter(isUsableExit);
+    const missingMd = usable.map((e) => e.fingerprint).filter((fp) => !this.declarations.has(fp));
+    for (const keys of chunks(missingMd.map((fp) => `md/id/${fp}`))) {
+      const answers = await getInfo(keys);
+      for (const key of keys) this.declarations.set(key.slice('md/id/'.length), parseFamilyDeclaration(answers.get(key) ?? ''));
+    }
+    const missingCountries = [...new Set(usable.map((e) => e.address))].filter((a) => !this.countries.has(a));
+    for (const keys of chunks(missingCountries.map((a) => `ip-to-country/${a}`))) {
+      const answers = await getInfo(keys);
+      for (const key of keys) {
+        const cc = (answers.get(key) ?? '').trim().toLowerCase();
+        this.countries.set(key.slice('ip-to-country/'.length), /^[a-z]{2}$/.test(cc) && cc !== '??' ? cc : '');
+      }
+    }
+    return this.replace(buildExits(usable, this.declarations, this.countries), now);
+  }
+
+  /** Replaces the catalog (refresh, or tests); resolves with the fingerprints that left it. */
+  replace(exits: readonly ExitRelay[], now: number): string[] {
+    const next = new Map(exits.map((e) => [e.fingerprint, e]));
+    const gone = [...this.byFingerprint.keys()].filter((fp) => !next.has(fp));
+    this.exits = [...exits];
+    this.byFingerprint.clear();
+    for (const [fp, e] of next) this.byFingerprint.set(fp, e);
+    // Relays gone from the consensus: their cached lookups go too, so the caches stay bounded.
+    for (const fp of [...this.declarations.keys()]) if (!next.has(fp)) this.declarations.delete(fp);
+    const addresses = new Set(exits.map((e) => e.address));
+    for (const a of [...this.countries.keys()]) if (!addresses.has(a)) this.countries.delete(a);
+    this.refreshedAt = now;
+    return gone;
+  }
+}
+
+function chunks<T>(items: readonly T[]): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += KEYS_PER_COMMAND) out.push(items.slice(i, i + KEYS_PER_COMMAND));
+  return out;
+}

@@ -1,0 +1,51 @@
+import { distinctKeys, type DistinctUnit, type ExitRelay } from './exit-relay.js';
+
+export interface ExitChoiceInput {
+  readonly exits: readonly ExitRelay[];
+  /** Exits the other instances are assigned: the choice keeps its distance from them (`unit`). */
+  readonly taken: readonly ExitRelay[];
+  readonly unit: DistinctUnit;
+  /** Banned, or explicitly unwanted (a session's recent exits, the exit being left). */
+  readonly excluded: (relay: ExitRelay) => boolean;
+  /** TOR_EXIT_NODES: exits it names are preferred, or required when `strict`. */
+  readonly preferred?: (relay: ExitRelay) => boolean;
+  readonly strict?: boolean;
+  /** Uniform in [0, 1). */
+  readonly random: () => number;
+}
+
+export type ExitChoice =
+  | { ok: true; relay: ExitRelay; distinct: boolean }
+  | { ok: false; reason: 'no_eligible_exit' };
+
+/**
+ * Chooses an exit, bandwidth-weighted among the eligible: not excluded, within TOR_EXIT_NODES
+ * (when strict; otherwise only while it names any eligible exit), and sharing no `unit` with an
+ * exit another instance holds. When every eligible exit shares one, the least-shared is chosen
+ * and `distinct` is false, so the caller reports the shortage instead of hiding it.
+ */
+export function chooseExit(input: ExitChoiceInput): ExitChoice {
+  let eligible = input.exits.filter((e) => !input.excluded(e));
+  if (input.preferred) {
+    const named = eligible.filter(input.preferred);
+    eligible = named.length > 0 || input.strict ? named : eligible;
+  }
+  if (eligible.length === 0) return { ok: false, reason: 'no_eligible_exit' };
+  const used = new Map<string, number>();
+  for (const t of input.taken) for (const k of distinctKeys(t, input.unit)) used.set(k, (used.get(k) ?? 0) + 1);
+  const sharing = (e: ExitRelay): number => distinctKeys(e, input.unit).reduce((n, k) => n + (used.get(k) ?? 0), 0);
+  const fresh = eligible.filter((e) => sharing(e) === 0);
+  if (fresh.length > 0) return { ok: true, relay: weightedPick(fresh, input.random), distinct: true };
+  const least = Math.min(...eligible.map(sharing));
+  return { ok: true, relay: weightedPick(eligible.filter((e) => sharing(e) === least), input.random), distinct: false };
+}
+
+function weightedPick(exits: readonly ExitRelay[], random: () => number): ExitRelay {
+  const total = exits.reduce((sum, e) => sum + e.bandwidth, 0);
+  let point = random() * total;
+  for (const e of exits) {
+    point -= e.bandwidth;
+    if (point < 0) return e;
+  }
+  return exits[exits.length - 1] as ExitRelay;
+}

@@ -1,0 +1,56 @@
+import type { ExitBanView, ExitsView } from '../../shared/api/views.js';
+import { ExitpoolError } from '../../shared/errors/catalogue.js';
+import type { ExitAssignments } from './exit-assignments.js';
+import type { ExitBan } from './exit-bans.js';
+
+const FINGERPRINT = /^\$?([0-9A-Fa-f]{40})$/;
+
+/** GET /api/exits: the catalog with assignments and bans; an empty, non-assigning view when PIN_EXIT_RELAY is off. */
+export function exitsViewOf(exits: ExitAssignments | undefined, instanceIds: readonly number[], now: number): ExitsView {
+  if (!exits) {
+    return { distinct_by: 'relay', assigning: false, updated_at: null, eligible: 0, capacity: 0, in_use: 0, shortages: [], exits: [], bans: [] };
+  }
+  const bans = exits.bans.list(now);
+  const banOf = new Map(bans.map((b) => [b.fingerprint, b]));
+  const shortages = instanceIds.flatMap((id) => {
+    const reason = exits.shortageOf(id);
+    return reason === '' ? [] : [{ instance: id, reason }];
+  });
+  return {
+    distinct_by: exits.unit,
+    assigning: true,
+    updated_at: exits.catalog.updatedAt > 0 ? new Date(exits.catalog.updatedAt).toISOString() : null,
+    eligible: exits.eligibleCount(),
+    capacity: exits.distinctCapacity(),
+    in_use: exits.assignedCount(),
+    shortages,
+    exits: exits.catalog
+      .all()
+      .map((e) => {
+        const ban = banOf.get(e.fingerprint) ?? bans.find((b) => b.address === e.address);
+        return { ...e, instances: exits.assignedInstances(e.fingerprint), banned: ban ? banViewOf(ban) : null };
+      })
+      .sort((a, b) => b.instances.length - a.instances.length || a.nickname.localeCompare(b.nickname)),
+    bans: bans.map(banViewOf),
+  };
+}
+
+function banViewOf(b: ExitBan): ExitBanView {
+  return {
+    fingerprint: b.fingerprint,
+    address: b.address,
+    nickname: b.nickname,
+    cause: b.cause,
+    reason: b.reason,
+    since: new Date(b.since).toISOString(),
+    until: new Date(b.until).toISOString(),
+  };
+}
+
+/** DELETE /api/exits/{fingerprint}/ban. The fingerprint is checked here too: the supervisor trusts no worker's input. */
+export function liftBan(exits: ExitAssignments | undefined, fingerprint: string): null {
+  const fp = FINGERPRINT.exec(fingerprint)?.[1]?.toUpperCase();
+  if (!fp) throw new ExitpoolError('EXITPOOL_INVALID_REQUEST', 'fingerprint must be 40 hexadecimal digits');
+  if (!exits || !exits.liftBan(fp)) throw new ExitpoolError('EXITPOOL_NO_SUCH_BAN', `exit ${fp} is not banned`);
+  return null;
+}

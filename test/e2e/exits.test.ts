@@ -1,0 +1,159 @@
+/**
+ * Exits, not instances (issue 17), end to end on the private network: its 8 exits sit in 7
+ * /24s (two share one, two declare one family) in 8 countries. The pool assigns each instance
+ * its own exit, a session rotation leaves through an exit none of its last EXIT_HISTORY,
+ * a captcha quarantine bans the exit, and a catalog too small for distinct exits says so.
+ */
+import { expect } from 'chai';
+import type { ExitsView, InstanceView, SessionRotateResult } from '../../shared/api/views.js';
+import { addressBlock } from '../../supervisor/exits/exit-relay.js';
+import { HealApi } from '../support/clients/api-client.js';
+import { exitIpOf, fetchThroughSession } from '../support/clients/session-fetch.js';
+import { startService, TEST_PROXY_TOKEN, withService, type RunningService } from '../support/fixtures/service.js';
+import { pollUntil } from '../support/waiting.js';
+
+const READY_TIMEOUT_MS = 120_000;
+const EXIT_HISTORY = 5;
+
+/** Sends requests under fresh keys until every instance has served one; returns instance → the IP whoami saw. */
+async function exitIpsByInstance(svc: RunningService, api: HealApi, size: number, prefix: string): Promise<Map<number, string>> {
+  const seen = new Map<number, string>();
+  for (let i = 0; i < 40 && seen.size < size; i++) {
+    const key = `${prefix}-${i}`;
+    const ip = await exitIpOf(svc, key);
+    const instance = (await api.session(key)).instance;
+    const before = seen.get(instance);
+    if (before !== undefined) expect(ip, `instance ${instance} left through two exits`).to.equal(before);
+    seen.set(instance, ip);
+  }
+  expect(seen.size, 'every instance served a request').to.equal(size);
+  return seen;
+}
+
+describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (private network)', function () {
+  this.timeout(600_000);
+
+  it('serves a pool of 4 through 4 distinct IPs in distinct /24s, over several restarts', async () => {
+    for (let run = 0; run < 3; run++) {
+      const svc = await startService({ POOL_SIZE: '4' });
+      try {
+        await svc.waitReady(4, READY_TIMEOUT_MS);
+        const api = await HealApi.signIn(svc);
+        await pollUntil('4 instances ready', () => api.pool(), READY_TIMEOUT_MS, { until: (p) => p.ready === 4 && p.routable === 4 });
+        const ips = [...(await exitIpsByInstance(svc, api, 4, `distinct-${run}`)).values()];
+        expect(new Set(ips).size, `run ${run}: ${ips.join(' ')}`).to.equal(4);
+        expect(new Set(ips.map(addressBlock)).size, `run ${run}: /24s of ${ips.join(' ')}`).to.equal(4);
+        const instances = await api.instances();
+        for (const i of instances) {
+          expect(i.assigned_exit, `instance ${i.id}`).to.not.equal(null);
+          expect(i.assigned_exit?.distinct).to.equal(true);
+          expect(i.pinned_exit).to.equal(i.assigned_exit?.fingerprint);
+          expect(i.exit_shortage).to.equal('');
+        }
+        const exits = await api.json<ExitsView>('/api/exits');
+        expect(exits).to.deep.include({ assigning: true, distinct_by: 'subnet', in_use: 4, eligible: 8, capacity: 7 });
+        expect(exits.shortages).to.deep.equal([]);
+        expect(exits.exits.filter((e) => e.instances.length > 0)).to.have.lengthOf(4);
+        const metrics = (await api.metricsText()).text;
+        expect(metrics).to.match(/^pool_exits_in_use 4$/m);
+        expect(metrics).to.match(/^pool_exits_eligible 8$/m);
+        expect(metrics).to.match(/^pool_exits_banned 0$/m);
+      } catch (error) {
+        await svc.stop();
+        throw error;
+      }
+      expect(await svc.stop(), `run ${run}: a clean shutdown`).to.equal(0);
+    }
+  });
+
+  describe('with one service of 4', () => {
+    const suite = withService({ POOL_SIZE: '4', CLIENT_REPORT_BUDGET: '1000/1m', FAILURE_WINDOW: '60s', REMEDIATION_BACKOFF_BASE: '2s' }, { ready: 4, readyTimeoutMs: READY_TIMEOUT_MS });
+    let api: HealApi;
+    before(async () => {
+      api = await HealApi.signIn(suite.svc);
+      await pollUntil('4 routable', () => api.pool(), READY_TIMEOUT_MS, { until: (p) => p.routable === 4 });
+    });
+    afterEach(() => suite.svc?.net.whoami.clearBehaviours());
+
+    it('moves a session to a new IP on each of 30 rotations, never one of its last 5 nor their /24s', async () => {
+      const key = 'rotating-30';
+      const history: string[] = [await exitIpOf(suite.svc, key)];
+      for (let i = 0; i < 30; i++) {
+        const r = await api.json<SessionRotateResult>(`/api/sessions/${key}/rotate`, { method: 'POST', bearer: TEST_PROXY_TOKEN });
+        expect(r.new_exit, `rotation ${i}: ${r.exit_note}`).to.equal(true);
+        const ip = await exitIpOf(suite.svc, key);
+        const recent = history.slice(-EXIT_HISTORY);
+        expect(recent, `rotation ${i} left through ${ip}`).to.not.include(ip);
+        expect(recent.map(addressBlock), `rotation ${i}: /24 of ${ip}`).to.not.include(addressBlock(ip));
+        history.push(ip);
+      }
+      const s = await api.session(key);
+      expect(s.recent_exits).to.deep.equal(history.slice(-EXIT_HISTORY - 1, -1).slice(-EXIT_HISTORY));
+      expect(s.exit_ip).to.equal(history.at(-1));
+      // The session view tells a proxy token its own exit.
+      const asProxy = await api.json<{ exit_ip: string }>(`/api/sessions/${key}`, { bearer: TEST_PROXY_TOKEN });
+      expect(asProxy.exit_ip).to.equal(history.at(-1));
+    });
+
+    it('bans an exit that two captcha reports quarantined: no instance leaves through it again within the ban', async () => {
+      const key = 'burnt-exit';
+      const ip = await exitIpOf(suite.svc, key);
+      const instance = (await api.session(key)).instance;
+      const fingerprint = (await api.instance(instance)).assigned_exit?.fingerprint as string;
+      suite.svc.net.whoami.setBehaviour(ip, 'captcha');
+      for (let i = 0; i < 2; i++) {
+        expect((await fetchThroughSession(suite.svc, key)).kind).to.equal('captcha');
+        await api.reportFailure(key, { kind: 'captcha' });
+      }
+      const exits = await pollUntil('the exit banned', () => api.json<ExitsView>('/api/exits'), 10_000, { until: (v) => v.bans.some((b) => b.fingerprint === fingerprint) });
+      const ban = exits.bans.find((b) => b.fingerprint === fingerprint);
+      expect(ban).to.deep.include({ address: ip, cause: 'captcha' });
+      expect(Date.parse(ban?.until ?? '') - Date.now()).to.be.greaterThan(60 * 60_000);
+      expect((await api.metricsText()).text).to.match(/^pool_exits_banned 1$/m);
+      // The session moved at once, off the burnt exit.
+      const moved = await exitIpOf(suite.svc, key);
+      expect(moved).to.not.equal(ip);
+      // The ladder's new-circuit rung gives the quarantined instance another exit, never the banned one.
+      await pollUntil('the instance back with another exit', () => api.instance(instance), 90_000, {
+        until: (v: InstanceView) => ['healthy', 'probation', 'degraded'].includes(v.health.state) && v.assigned_exit !== null && v.assigned_exit.fingerprint !== fingerprint,
+      });
+      const events = await api.events(200);
+      expect(events.some((e) => e.type === 'exit' && e.details.cause === 'captcha' && e.details.fingerprint === fingerprint)).to.equal(true);
+      for (const round of [0, 1]) {
+        if (round === 1) await api.rotatePool();
+        const seen = await exitIpsByInstance(suite.svc, api, 4, `after-ban-${round}`);
+        expect([...seen.values()], `round ${round}`).to.not.include(ip);
+        for (const i of await api.instances()) expect(i.assigned_exit?.fingerprint, `instance ${i.id}`).to.not.equal(fingerprint);
+      }
+      // An operator can lift the ban.
+      const lifted = await api.raw(`/api/exits/${fingerprint}/ban`, { method: 'DELETE' });
+      expect(lifted.status).to.equal(204);
+      expect((await api.json<ExitsView>('/api/exits')).bans.map((b) => b.fingerprint)).to.not.include(fingerprint);
+      expect((await api.raw(`/api/exits/${fingerprint}/ban`, { method: 'DELETE' })).status).to.equal(404);
+      expect((await api.raw('/api/exits/not-a-fingerprint/ban', { method: 'DELETE' })).status).to.equal(400);
+      expect((await api.raw(`/api/exits/${fingerprint}/ban`, { method: 'DELETE', bearer: TEST_PROXY_TOKEN })).status).to.equal(403);
+    });
+  });
+
+  it('reports the shortage when the catalog has fewer eligible exits than instances, rather than hiding it', async () => {
+    // de and nl are the two exits that share one /24: only one instance can have it to itself.
+    const svc = await startService({ POOL_SIZE: '2', TOR_EXIT_NODES: '{de},{nl}', TOR_STRICT_NODES: '1' });
+    try {
+      await svc.waitReady(2, READY_TIMEOUT_MS);
+      const api = await HealApi.signIn(svc);
+      await pollUntil('2 instances ready', () => api.pool(), READY_TIMEOUT_MS, { until: (p) => p.ready === 2 });
+      const exits = await pollUntil('the shortage reported', () => api.json<ExitsView>('/api/exits'), 30_000, { until: (v) => v.shortages.length === 1 });
+      expect(exits.eligible).to.equal(2);
+      expect(exits.capacity).to.equal(1);
+      expect(exits.shortages[0]?.reason).to.match(/shares its \/24/);
+      const instances = await api.instances();
+      expect(instances.filter((i) => i.assigned_exit?.distinct === false)).to.have.lengthOf(1);
+      expect(instances.map((i) => i.assigned_exit?.country).sort()).to.deep.equal(['de', 'nl']);
+      expect((await api.events(100)).some((e) => e.type === 'exit' && e.details.distinct === false)).to.equal(true);
+    } catch (error) {
+      await svc.stop();
+      throw error;
+    }
+    expect(await svc.stop(), 'a clean shutdown').to.equal(0);
+  });
+});

@@ -1,0 +1,249 @@
+import { expect } from 'chai';
+import fc from 'fast-check';
+import '../support/fixtures/fuzz-runs.js';
+import { AuditLog } from '../../supervisor/audit/audit-log.js';
+import { parseConsensusEntries, parseFamilyDeclaration } from '../../supervisor/exits/consensus-entries.js';
+import { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
+import { ExitBans } from '../../supervisor/exits/exit-bans.js';
+import { buildExits, ExitCatalog, familiesOf } from '../../supervisor/exits/exit-catalog.js';
+import { chooseExit } from '../../supervisor/exits/exit-choice.js';
+import { addressBlock, distinctKeys, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
+import { exitsViewOf, liftBan } from '../../supervisor/exits/exits-view.js';
+import { matchesNodeList } from '../../supervisor/exits/node-selection.js';
+import { logger } from '../../shared/logger.js';
+
+const fp = (c: string): string => c.repeat(40).toUpperCase();
+const identity = (hex: string): string => Buffer.from(hex, 'hex').toString('base64').replace(/=+$/, '');
+
+function nsEntry(nick: string, hex: string, address: string, flags: string, bandwidth = 1000): string {
+  return `r ${nick} ${identity(hex)} ge3oVQks6xT1oVCYixQ9wofjjhA 2038-01-01 00:00:00 ${address} 9001 0\ns ${flags}\nw Bandwidth=${bandwidth}\n`;
+}
+
+function relay(c: string, address: string, over: Partial<ExitRelay> = {}): ExitRelay {
+  return { fingerprint: fp(c), nickname: `n${c}`, address, country: 'de', bandwidth: 1000, block: addressBlock(address), family: fp(c), ...over };
+}
+
+describe('exit catalog: parsing the consensus and microdescriptors', () => {
+  it('reads every entry of ns/all with address, flags and weight, skipping a malformed one', () => {
+    const text =
+      nsEntry('exitA', fp('a'), '127.20.0.1', 'Exit Fast Running Stable Valid', 2000) +
+      'r broken line\ns Exit\n' +
+      nsEntry('middle', fp('b'), '127.0.0.2', 'Fast Guard Running Valid');
+    const entries = parseConsensusEntries(text);
+    expect(entries.map((e) => [e.nickname, e.fingerprint, e.address, e.bandwidth])).to.deep.equal([
+      ['exitA', fp('a'), '127.20.0.1', 2000],
+      ['middle', fp('b'), '127.0.0.2', 1000],
+    ]);
+  });
+
+  it('never throws on arbitrary text, and finds every well-formed entry among garbage (property)', () => {
+    fc.assert(
+      fc.property(fc.string(), fc.array(fc.tuple(fc.stringMatching(/^[A-Za-z0-9]{1,19}$/), fc.stringMatching(/^[0-9A-F]{40}$/)), { maxLength: 5 }), (garbage, relays) => {
+        const text = relays.map(([nick, hex]) => nsEntry(nick, hex, '127.20.0.1', 'Exit Running Valid')).join(garbage.replace(/(^|\n)r /g, '$1x ') + '\n');
+        const entries = parseConsensusEntries(text);
+        return entries.length === relays.length && entries.every((e, i) => e.fingerprint === relays[i]?.[1]);
+      }),
+    );
+    fc.assert(fc.property(fc.string(), (text) => Array.isArray(parseConsensusEntries(text))));
+  });
+
+  it('reads family lines (fingerprints only) and family ids from a microdescriptor', () => {
+    const md = `onion-key\nfamily $${fp('a')} $${fp('b').toLowerCase()}=nick somenick\nfamily-ids ed25519:abc\np accept 1-65535\n`;
+    expect(parseFamilyDeclaration(md)).to.deep.equal({ members: [fp('a'), fp('b')], ids: ['ed25519:abc'] });
+    fc.assert(fc.property(fc.string(), (text) => Array.isArray(parseFamilyDeclaration(text).members)));
+  });
+
+  it('makes relays one family only when each declares the other, or they share a family id', () => {
+    const decl = new Map([
+      [fp('a'), { members: [fp('a'), fp('b')], ids: [] }],
+      [fp('b'), { members: [fp('a'), fp('b')], ids: [] }],
+      [fp('c'), { members: [fp('a')], ids: [] }], // one-sided claim
+      [fp('d'), { members: [], ids: ['x'] }],
+      [fp('e'), { members: [], ids: ['x'] }],
+    ]);
+    const fam = familiesOf([fp('a'), fp('b'), fp('c'), fp('d'), fp('e')], decl);
+    expect(fam.get(fp('b'))).to.equal(fp('a'));
+    expect(fam.get(fp('c'))).to.equal(fp('c'));
+    expect(fam.get(fp('e'))).to.equal(fp('d'));
+  });
+
+  it('keeps only usable exits (Exit, Running, Valid, not BadExit), with /24 blocks and countries', () => {
+    const entries = parseConsensusEntries(
+      nsEntry('good', fp('a'), '127.20.0.1', 'Exit Running Valid') +
+        nsEntry('bad', fp('b'), '127.21.0.1', 'BadExit Exit Running Valid') +
+        nsEntry('down', fp('c'), '127.22.0.1', 'Exit Valid') +
+        nsEntry('v6', fp('d'), '2001:db8:1:2::5', 'Exit Running Valid', 0),
+    );
+    const exits = buildExits(entries, new Map(), new Map([['127.20.0.1', 'de']]));
+    expect(exits.map((e) => [e.nickname, e.block, e.country, e.bandwidth])).to.deep.equal([
+      ['good', '127.20.0.0/24', 'de', 1000],
+      ['v6', '2001:db8:1::/48', '', 1],
+    ]);
+  });
+
+  it('refreshes through GETINFO, fetching microdescriptors and countries only for relays new to it', async () => {
+    const asked: string[][] = [];
+    let consensus = nsEntry('a', fp('a'), '127.20.0.1', 'Exit Running Valid') + nsEntry('b', fp('b'), '127.21.0.1', 'Exit Running Valid');
+    const getInfo = async (keys: readonly string[]): Promise<Map<string, string>> => {
+      asked.push([...keys]);
+      return new Map(keys.map((k) => [k, k === 'ns/all' ? consensus : k.startsWith('ip-to-country/') ? 'nl' : 'p accept 1-65535']));
+    };
+    const catalog = new ExitCatalog();
+    expect(await catalog.refresh(getInfo, 1)).to.deep.equal([]);
+    expect(catalog.all().map((e) => e.country)).to.deep.equal(['nl', 'nl']);
+    consensus = nsEntry('a', fp('a'), '127.20.0.1', 'Exit Running Valid');
+    asked.length = 0;
+    expect(await catalog.refresh(getInfo, 2)).to.deep.equal([fp('b')]);
+    expect(asked).to.deep.equal([['ns/all']]);
+    expect(catalog.updatedAt).to.equal(2);
+  });
+});
+
+describe('exit choice', () => {
+  const exits = [relay('a', '10.0.0.1'), relay('b', '10.0.0.2'), relay('c', '10.0.1.1', { family: fp('d') }), relay('d', '10.0.2.1')];
+
+  it('keeps instances apart by relay, /24 or family as configured', () => {
+    const taken = [exits[0] as ExitRelay, exits[3] as ExitRelay];
+    const pick = (unit: 'relay' | 'subnet' | 'family'): string[] => {
+      const seen = new Set<string>();
+      for (let i = 0; i < 50; i++) {
+        const c = chooseExit({ exits, taken, unit, excluded: () => false, random: () => i / 50 });
+        if (c.ok && c.distinct) seen.add(c.relay.nickname);
+      }
+      return [...seen].sort();
+    };
+    expect(pick('relay')).to.deep.equal(['nb', 'nc']);
+    expect(pick('subnet')).to.deep.equal(['nc']);
+    expect(pick('family')).to.deep.equal([]);
+  });
+
+  it('reports a shortage (distinct false) with the least-shared exit instead of failing', () => {
+    const c = chooseExit({ exits: exits.slice(0, 2), taken: exits.slice(0, 1), unit: 'subnet', excluded: () => false, random: () => 0 });
+    expect(c).to.deep.include({ ok: true, distinct: false });
+    expect(chooseExit({ exits, taken: [], unit: 'relay', excluded: () => true, random: () => 0 })).to.deep.equal({ ok: false, reason: 'no_eligible_exit' });
+  });
+
+  it('weights by bandwidth, and honours TOR_EXIT_NODES (strict or as a preference)', () => {
+    const heavy = [relay('a', '10.0.0.1', { bandwidth: 9000 }), relay('b', '10.1.0.1', { bandwidth: 1000 })];
+    let a = 0;
+    for (let i = 0; i < 100; i++) {
+      const c = chooseExit({ exits: heavy, taken: [], unit: 'subnet', excluded: () => false, random: () => i / 100 });
+      if (c.ok && c.relay.nickname === 'na') a++;
+    }
+    expect(a).to.equal(90);
+    const nl = (e: ExitRelay): boolean => matchesNodeList(e, ['{nl}']);
+    expect(chooseExit({ exits: heavy, taken: [], unit: 'subnet', excluded: () => false, preferred: nl, strict: true, random: () => 0 }).ok).to.equal(false);
+    expect(chooseExit({ exits: heavy, taken: [], unit: 'subnet', excluded: () => false, preferred: nl, strict: false, random: () => 0 }).ok).to.equal(true);
+  });
+
+  it('never picks an excluded exit and always picks a distinct one when one exists (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ c: fc.constantFrom(...'0123456789abcdef'), block: fc.integer({ min: 0, max: 5 }), bw: fc.integer({ min: 1, max: 5000 }) }), { minLength: 1, maxLength: 12 }),
+        fc.integer({ min: 0, max: 4 }),
+        fc.double({ min: 0, max: 0.999, noNaN: true }),
+        (specs, takenCount, r) => {
+          const all = [...new Map(specs.map((s) => [s.c, relay(s.c, `10.0.${s.block}.${s.c.charCodeAt(0)}`, { bandwidth: s.bw })])).values()];
+          const taken = all.slice(0, takenCount);
+          const excluded = (e: ExitRelay): boolean => e.fingerprint === all[all.length - 1]?.fingerprint;
+          const c = chooseExit({ exits: all, taken, unit: 'subnet', excluded, random: () => r });
+          const used = new Set(taken.flatMap((t) => distinctKeys(t, 'subnet')));
+          const distinctExists = all.some((e) => !excluded(e) && distinctKeys(e, 'subnet').every((k) => !used.has(k)));
+          if (!c.ok) return all.every(excluded);
+          return !excluded(c.relay) && c.distinct === distinctExists;
+        },
+      ),
+    );
+  });
+
+  it('matches node lists by country, fingerprint, nickname and CIDR', () => {
+    const r = relay('a', '127.20.0.1', { nickname: 'Exit1', country: 'de' });
+    expect(matchesNodeList(r, ['{de}'])).to.equal(true);
+    expect(matchesNodeList(r, [`$${fp('a')}`])).to.equal(true);
+    expect(matchesNodeList(r, [`$${fp('a')}~other`])).to.equal(false);
+    expect(matchesNodeList(r, ['exit1'])).to.equal(true);
+    expect(matchesNodeList(r, ['127.20.0.0/16'])).to.equal(true);
+    expect(matchesNodeList(r, ['127.21.0.0/16'])).to.equal(false);
+    expect(matchesNodeList(r, ['0.0.0.0/0'])).to.equal(true);
+  });
+});
+
+describe('exit bans and assignments', () => {
+  it('bans by fingerprint and address until the TTL, lists and lifts them', () => {
+    const bans = new ExitBans();
+    bans.ban({ fingerprint: fp('a'), address: '10.0.0.1', nickname: 'a' }, 'captcha', 'two captchas', 1000, 500);
+    expect(bans.isBanned({ fingerprint: fp('a'), address: '9.9.9.9' }, 1200)).to.equal(true);
+    expect(bans.isBanned({ fingerprint: fp('b'), address: '10.0.0.1' }, 1200), 're-keyed relay on the burnt address').to.equal(true);
+    expect(bans.isBanned({ fingerprint: fp('a'), address: '10.0.0.1' }, 1500)).to.equal(false);
+    expect(bans.list(1500)).to.deep.equal([]);
+    bans.ban({ fingerprint: fp('a'), address: '10.0.0.1', nickname: 'a' }, 'blocked', 'x', 2000, 500);
+    expect(bans.lift(fp('a'))).to.equal(true);
+    expect(bans.lift(fp('a'))).to.equal(false);
+  });
+
+  function assignments(exits: ExitRelay[], now = { t: 0 }): ExitAssignments {
+    const a = new ExitAssignments({ unit: 'subnet', banTtlMs: 1000, exitNodes: [], strictNodes: false, audit: new AuditLog(), log: logger(), now: () => now.t, random: () => 0 });
+    a.catalog.replace(exits, 1);
+    return a;
+  }
+
+  it('gives instances distinct /24s, a fresh exit on rotation, and reports the shortage', () => {
+    const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.0.0.2'), relay('c', '10.1.0.1')]);
+    const first = a.next(0, { fresh: false, why: 'bootstrap' });
+    const second = a.next(1, { fresh: false, why: 'bootstrap' });
+    expect(first.ok && second.ok && first.relay.block !== second.relay.block).to.equal(true);
+    const third = a.next(2, { fresh: false, why: 'bootstrap' });
+    expect(third).to.deep.include({ ok: true, distinct: false });
+    expect(a.shortageOf(2)).to.match(/shares its \/24/);
+    const before = a.current(0);
+    const rotated = a.next(0, { fresh: true, why: 'api' });
+    expect(rotated.ok && rotated.relay.fingerprint !== before).to.equal(true);
+    expect(a.assignedCount()).to.be.at.most(3);
+  });
+
+  it('never assigns a banned exit while the ban holds, and says so when nothing is left', () => {
+    const now = { t: 0 };
+    const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.1.0.1')], now);
+    a.banAssigned(0, 'captcha', 'x', fp('a'));
+    for (let i = 0; i < 5; i++) {
+      const n = a.next(0, { fresh: false, why: 'bootstrap' });
+      expect(n.ok && n.relay.fingerprint).to.equal(fp('b'));
+    }
+    a.banAssigned(0, 'blocked', 'y', fp('b'));
+    const none = a.next(0, { fresh: false, why: 'ladder' });
+    expect(none.ok).to.equal(false);
+    now.t = 2000; // the bans expired
+    expect(a.next(0, { fresh: false, why: 'ladder' }).ok).to.equal(true);
+  });
+
+  it('avoids a session\'s recent exits and their /24s', () => {
+    const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.0.0.2'), relay('c', '10.1.0.1')]);
+    for (let i = 0; i < 5; i++) {
+      const n = a.next(i, { fresh: true, why: 'session', avoid: { addresses: ['10.0.0.1'] } });
+      expect(n.ok && n.relay.address).to.equal('10.1.0.1');
+    }
+  });
+
+  it('reports instances whose exit left the consensus', async () => {
+    const a = assignments([relay('a', '10.0.0.1')]);
+    a.next(3, { fresh: false, why: 'bootstrap' });
+    const gone: number[][] = [];
+    a.onExitGone = (ids) => gone.push(ids);
+    await a.refresh(async (keys) => new Map(keys.map((k) => [k, ''])));
+    expect(gone).to.deep.equal([[3]]);
+  });
+
+  it('views the catalog for the API and lifts bans only for a well-formed, banned fingerprint', () => {
+    const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.1.0.1')]);
+    a.next(0, { fresh: false, why: 'bootstrap' });
+    a.banAssigned(1, 'transport', 'run', fp('b'));
+    const view = exitsViewOf(a, [0, 1], 0);
+    expect(view).to.deep.include({ assigning: true, distinct_by: 'subnet', in_use: 1, eligible: 1 });
+    expect(view.exits[0]?.instances).to.deep.equal([0]);
+    expect(view.bans.map((b) => b.cause)).to.deep.equal(['transport']);
+    expect(() => liftBan(a, 'nope')).to.throw(/40 hexadecimal/);
+    expect(() => liftBan(a, fp('a'))).to.throw(/not banned/);
+    expect(liftBan(a, `$${fp('b').toLowerCase()}`)).to.equal(null);
+    expect(exitsViewOf(undefined, [0], 0).assigning).to.equal(false);
+  });
+});
