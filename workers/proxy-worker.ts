@@ -2,6 +2,7 @@ import { ACCOUNTING_FLUSH_MS, type CloseRecord, type ReleasedRoute } from '../sh
 import { ConnectionBudget } from './proxy/connection-budget.js';
 import { credentialRefusalLog } from './proxy/credential-refusal-log.js';
 import { HttpProxyServer } from './proxy/http-proxy-server.js';
+import { probeDestination } from './proxy/destination-probe.js';
 import { InstanceDownSignal } from './proxy/instance-down.js';
 import type { ConnectionStats, ListenerKind, RouteGranted } from './proxy/proxy-types.js';
 import { Socks5ProxyServer, createSessionPortServer } from './proxy/socks5-server.js';
@@ -45,6 +46,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
     flush();
     return null;
   });
+  endpoint.handle('destination.probe', (probe) => probeDestination(probe));
 
   const events = {
     connectionOpened(): void {

@@ -37,6 +37,7 @@ export class PoolMetrics {
   readonly dialLatency: client.Histogram;
   readonly ipcRoundTrip: client.Histogram;
   readonly routeLeaseHits: client.Counter;
+  readonly failuresBlamedOnDestination: client.Counter;
   readonly connectionsRefused: client.Counter;
   readonly connectionsEvicted: client.Counter;
   /** The workers and their /proc figures, read once per scrape (text()) for every worker metric. */
@@ -143,6 +144,11 @@ export class PoolMetrics {
     this.routeLeaseHits = new client.Counter({
       name: 'pool_route_lease_hits_total',
       help: 'Connections a proxy worker routed with a cached route lease, without a round trip to the supervisor',
+      registers: [r],
+    });
+    this.failuresBlamedOnDestination = new client.Counter({
+      name: 'pool_failures_blamed_on_destination_total',
+      help: 'Refusals (unresolvable name, refused port) that failed the same way through another exit: counted as failed requests, not held against the exit',
       registers: [r],
     });
   }

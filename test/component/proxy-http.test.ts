@@ -577,8 +577,8 @@ describe('proxy: HTTP proxy listener (component, real sockets)', function () {
       expect(await statusOf('http://example.com/')).to.deep.equal([504, 'connection_timeout']);
       await waitFor('accounting', () => events.closed.length === 5);
       expect(events.closed.map((c) => c.stats.failure)).to.deep.equal([
-        { kind: 'socks_refused', socksReply: 4, scored: true },
-        { kind: 'socks_refused', socksReply: 5, scored: true },
+        { kind: 'socks_refused', socksReply: 4, scored: true, destination: 'no-such-host.example:80' },
+        { kind: 'socks_refused', socksReply: 5, scored: true, destination: '93.184.216.34:80' },
         { kind: 'socks_refused', socksReply: 2, scored: false },
         { kind: 'socks_refused', socksReply: 1, scored: true },
         { kind: 'timeout', scored: true },

@@ -381,8 +381,8 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
     expect(refusedLocalhost.reply).to.equal(2);
     await waitFor('accounting', () => events.closed.length === 4);
     expect(events.closed.map((c) => c.stats.failure)).to.deep.equal([
-      { kind: 'socks_refused', socksReply: 4, scored: true },
-      { kind: 'socks_refused', socksReply: 5, scored: true },
+      { kind: 'socks_refused', socksReply: 4, scored: true, destination: 'no-such-host.example:80' },
+      { kind: 'socks_refused', socksReply: 5, scored: true, destination: '93.184.216.34:80' },
       { kind: 'socks_refused', socksReply: 2, scored: false },
       { kind: 'socks_refused', socksReply: 2, scored: false },
     ]);

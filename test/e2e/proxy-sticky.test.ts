@@ -7,7 +7,8 @@ import { expect } from 'chai';
 import http from 'node:http';
 import type { InstanceView, SessionRotateResult, SessionView } from '../../shared/api/views.js';
 import { curl, curlHttp, curlSocks } from '../support/clients/curl.js';
-import { apiJson, instanceViews, instanceWhen, poolSummary, poolWhen, sessionView, sessionWhen, whoamiIp } from '../support/clients/api-reads.js';
+import { apiJson, instanceView, instanceViews, instanceWhen, poolSummary, poolWhen, sessionView, sessionWhen, whoamiIp } from '../support/clients/api-reads.js';
+import { pollUntil } from '../support/waiting.js';
 import { httpProxyGet } from '../support/clients/http-proxy-client.js';
 import { openSocksTunnel } from '../support/clients/socks5-client.js';
 import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
@@ -137,27 +138,28 @@ describe('sticky proxying on the private network (4 instances)', function () {
     expect((await session(key)).instance, 'the session stays put').to.equal(instance);
   });
 
-  it('fails an unresolvable hostname and scores it against the instance', async () => {
+  it('fails an unresolvable hostname; failing the same way through another exit, it is the destination\'s fault, not scored', async () => {
     const key = 'unresolvable-destination';
     const ok = await curlSocks(suite.svc.socksPort, key, TEST_PROXY_TOKEN, suite.svc.whoamiUrl);
     expect(ok.code, ok.stderr).to.equal(0);
     const { instance } = await session(key);
     const before = await instanceWhen(suite.svc, instance, admin, 'the successful request accounted', (v) => v.totals.requests > 0);
-    try {
-      const viaSocks = await curlSocks(suite.svc.socksPort, key, TEST_PROXY_TOKEN, 'http://nonexistent.invalid/');
-      expect(viaSocks.code, 'curl through SOCKS5 must fail').to.not.equal(0);
-      const viaHttp = await curlHttp(suite.svc.httpPort, key, TEST_PROXY_TOKEN, 'http://nonexistent.invalid/', ['-o', '/dev/null', '-w', '%{http_code}']);
-      expect(viaHttp.stdout.trim(), 'HTTP proxy status').to.equal('502');
-
-      const after = await instanceWhen(suite.svc, instance, admin, 'two scored transport failures', (v) => v.health.transport_failures >= before.health.transport_failures + 2);
-      expect(after.health.failure_score).to.be.greaterThan(before.health.failure_score);
-      expect(after.health.failures_by_kind.transport ?? 0).to.be.at.least(2);
-      expect(after.totals.failures).to.be.at.least(before.totals.failures + 2);
-      expect(after.health.state).to.equal('degraded');
-    } finally {
-      // Clear the score so the instance does not carry it into the next test.
-      await apiJson(suite.svc, `/api/instances/${instance}/release`, admin, { method: 'POST' });
-    }
+    const viaSocks = await curlSocks(suite.svc.socksPort, key, TEST_PROXY_TOKEN, 'http://nonexistent.invalid/');
+    expect(viaSocks.code, 'curl through SOCKS5 must fail').to.not.equal(0);
+    const viaHttp = await curlHttp(suite.svc.httpPort, key, TEST_PROXY_TOKEN, 'http://nonexistent.invalid/', ['-o', '/dev/null', '-w', '%{http_code}']);
+    expect(viaHttp.stdout.trim(), 'HTTP proxy status').to.equal('502');
+    // Both count as failed requests of the instance...
+    const after = await instanceWhen(suite.svc, instance, admin, 'two more failed requests', (v) => v.totals.failures >= before.totals.failures + 2);
+    // ...but the name fails through every exit (the network's resolver answers NXDOMAIN), so neither is held against this one.
+    const metrics = await pollUntil('the destination blamed', async () => (await fetch(`http://127.0.0.1:${suite.svc.apiPort}/metrics`)).text(), 20_000, {
+      until: (t) => /^pool_failures_blamed_on_destination_total [1-9]/m.test(t),
+    });
+    expect(metrics).to.match(/^pool_failures_blamed_on_destination_total 2$/m);
+    const settled = await instanceView(suite.svc, instance, admin);
+    expect(settled.health.failure_score).to.equal(before.health.failure_score);
+    expect(settled.health.state).to.equal(before.health.state);
+    expect(after.totals.failures).to.be.at.least(before.totals.failures + 2);
+    expect((await session(key)).instance, 'the session stays put').to.equal(instance);
   });
 
   it('fails at once on both listeners when no instance is routable', async () => {

@@ -87,7 +87,7 @@ describe('proxy: route and dial (one path for both listeners)', () => {
     const outcome = await routeAndDial(options);
     expect(outcome).to.deep.equal({ kind: 'dial-failed', error: refused });
     expect(events.closed).to.have.length(1);
-    expect(events.closed[0]!.stats).to.deep.include({ ok: false, failure: { kind: 'socks_refused', socksReply: 5, scored: true }, latencyMs: 30 });
+    expect(events.closed[0]!.stats).to.deep.include({ ok: false, failure: { kind: 'socks_refused', socksReply: 5, scored: true, destination: 'example.test:80' }, latencyMs: 30 });
   });
 
   it('re-routes once when the instance goes down mid-dial, not scoring the first', async () => {

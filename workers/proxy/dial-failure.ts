@@ -6,6 +6,15 @@ import { isPrivateDestination } from './private-destination.js';
 import { ReplyCode, type Socks5Target } from './socks5-protocol.js';
 import type { SocksDialError } from './socks5-client.js';
 
+/** SOCKS replies in which tor speaks about the destination: host unreachable (includes a name that does not resolve), connection refused. */
+export const DESTINATION_REPLIES: ReadonlySet<number> = new Set([ReplyCode.HostUnreachable, ReplyCode.ConnectionRefused]);
+
+/** `host:port`, IPv6 literals bracketed; the host lower-cased (names are case-insensitive). */
+export function destinationOf(target: Socks5Target): string {
+  const host = target.host.toLowerCase();
+  return target.type === 'ipv6' ? `[${host}]:${target.port}` : `${host}:${target.port}`;
+}
+
 /**
  * null when the caller aborted (the client went away): that is nobody's failure.
  *
@@ -18,8 +27,13 @@ export function transportFailureOf(error: SocksDialError, target: Socks5Target):
   switch (error.kind) {
     case 'aborted':
       return null;
-    case 'refused':
-      return { kind: 'socks_refused', socksReply: error.replyCode ?? ReplyCode.GeneralFailure, scored: !destinationExcused };
+    case 'refused': {
+      const socksReply = error.replyCode ?? ReplyCode.GeneralFailure;
+      const failure: TransportFailure = { kind: 'socks_refused', socksReply, scored: !destinationExcused };
+      // The exit reached a verdict about the destination: the supervisor may find it is the destination's fault.
+      if (!destinationExcused && DESTINATION_REPLIES.has(socksReply)) failure.destination = destinationOf(target);
+      return failure;
+    }
     case 'timeout':
       return { kind: 'timeout', scored: !(destinationExcused && error.phase === 'awaiting-reply') };
     case 'connect':

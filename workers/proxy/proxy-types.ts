@@ -78,6 +78,8 @@ export interface TransportFailure {
    * failed request, never scored towards quarantine (a private destination is refused by design).
    */
   scored: boolean;
+  /** `host:port` when tor's refusal is about the destination (reply 4 or 5): see TransportFailureRecord. */
+  destination?: string;
 }
 
 export interface ConnectionStats {

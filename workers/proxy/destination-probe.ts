@@ -1,0 +1,31 @@
+import { isIPv4, isIPv6 } from 'node:net';
+import type { DestinationProbe, DestinationProbeResult } from '../../shared/ipc/protocol.js';
+import { dialSocks5, SocksDialError } from './socks5-client.js';
+import type { Socks5Target } from './socks5-protocol.js';
+
+/** A probe waits this long for tor's answer; a slow one counts as no verdict. */
+export const PROBE_TIMEOUT_MS = 15_000;
+
+/**
+ * One CONNECT to the destination through the instance the supervisor names, hung up at once:
+ * no byte of the client's request is sent. The supervisor uses the answer to tell whether a
+ * refusal was the destination's doing or the exit's (supervisor/exits/destination-blame.ts).
+ */
+export async function probeDestination(p: DestinationProbe): Promise<DestinationProbeResult> {
+  const host = p.host.replace(/^\[(.*)\]$/, '$1');
+  const target: Socks5Target = isIPv4(host) ? { type: 'ipv4', host, port: p.port } : isIPv6(host) ? { type: 'ipv6', host, port: p.port } : { type: 'domain', host, port: p.port };
+  try {
+    const dialed = await dialSocks5({
+      socksHost: p.socks.host,
+      socksPort: p.socks.port,
+      ...(p.socks.path !== undefined ? { socksPath: p.socks.path } : {}),
+      target,
+      timeoutMs: PROBE_TIMEOUT_MS,
+    });
+    dialed.socket.destroy();
+    return { ok: true, socksReply: null };
+  } catch (error) {
+    if (error instanceof SocksDialError && error.kind === 'refused') return { ok: false, socksReply: error.replyCode };
+    return { ok: false, socksReply: null };
+  }
+}
