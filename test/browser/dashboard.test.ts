@@ -301,6 +301,27 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     await page.locator('tr[data-session="dave"]').waitFor({ state: 'detached', timeout: 15_000 });
   });
 
+  it('shows the exit catalog with each instance on its own exit, and lifts a ban', async () => {
+    await goTo(page, 'Exits');
+    await page.locator('[data-exits-summary]', { hasText: '2 exits in use' }).waitFor({ timeout: 15_000 });
+    const assigned = await page.evaluate<string[]>(`[...document.querySelectorAll('tr[data-exit] [data-instances]')].map((e) => e.textContent.trim()).filter((t) => t !== '—')`);
+    expect(assigned.sort()).to.deep.equal(['0', '1']);
+    // Two captcha reports on one session quarantine its instance and ban its exit.
+    const jwt = await svc.login();
+    const s = (await (await svc.api('/api/sessions/bob', { bearer: jwt })).json()) as { instance: number };
+    const exitOf = (await (await svc.api(`/api/instances/${s.instance}`, { bearer: jwt })).json()) as { assigned_exit: { fingerprint: string; nickname: string } };
+    for (let i = 0; i < 2; i++) {
+      expect((await svc.api('/api/sessions/bob/failure', { method: 'POST', bearer: TEST_PROXY_TOKEN, body: { kind: 'captcha' } })).status).to.equal(200);
+    }
+    const lift = page.getByRole('button', { name: `Lift the ban of ${exitOf.assigned_exit.nickname}` });
+    await lift.waitFor({ timeout: 20_000 });
+    await lift.click();
+    await page.getByRole('dialog', { name: `Lift the ban of ${exitOf.assigned_exit.nickname}?` }).getByRole('button', { name: 'Lift ban' }).click();
+    await lift.waitFor({ state: 'detached', timeout: 15_000 });
+    const exits = (await (await svc.api('/api/exits', { bearer: jwt })).json()) as { bans: unknown[] };
+    expect(exits.bans).to.deep.equal([]);
+  });
+
   it('closes the stream and stops polling while the tab is hidden, and resumes when shown', async () => {
     // The Sessions view is open: it polls every 3 s while visible.
     const requests: string[] = [];
@@ -360,7 +381,7 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
         return rate !== null && rate.trim() !== '0' ? true : undefined;
       }, 30_000);
       await page.waitForTimeout(4_000);
-      for (const view of ['Overview', 'Instances', 'Sessions', 'Events', 'Tokens', 'Timeline']) {
+      for (const view of ['Overview', 'Instances', 'Exits', 'Sessions', 'Events', 'Tokens', 'Timeline']) {
         await goTo(page, view);
         if (view === 'Instances') await page.getByRole('button', { name: 'Details of instance 0' }).click();
         if (view === 'Timeline') await page.locator('.chart canvas').first().waitFor();

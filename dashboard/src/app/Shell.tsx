@@ -5,6 +5,7 @@ import { useNow } from '../hooks/use-now.js';
 import { describeStreamStatus } from '../logic/stream-status.js';
 import { VIEWS, VIEW_TITLES, hashOf, viewFromHash, type ViewName } from '../logic/views.js';
 import { EventsView } from '../views/EventsView.js';
+import { ExitsView } from '../views/ExitsView.js';
 import { InstancesView } from '../views/InstancesView.js';
 import { OverviewView } from '../views/OverviewView.js';
 import { SessionsView } from '../views/SessionsView.js';
@@ -93,6 +94,7 @@ export function Shell({ api, user, authDisabled, onSignOut }: ShellProps) {
         </h1>
         {view === 'overview' && <OverviewView />}
         {view === 'instances' && <InstancesView />}
+        {view === 'exits' && <ExitsView />}
         {view === 'sessions' && <SessionsView />}
         {view === 'events' && <EventsView />}
         {view === 'tokens' && <TokensView />}

@@ -1,10 +1,11 @@
 /** The dashboard's views, addressed by the URL fragment (#/instances) so reload and back work. */
-export const VIEWS = ['overview', 'instances', 'sessions', 'events', 'tokens', 'timeline'] as const;
+export const VIEWS = ['overview', 'instances', 'exits', 'sessions', 'events', 'tokens', 'timeline'] as const;
 export type ViewName = (typeof VIEWS)[number];
 
 export const VIEW_TITLES: Record<ViewName, string> = {
   overview: 'Overview',
   instances: 'Instances',
+  exits: 'Exits',
   sessions: 'Sessions',
   events: 'Events',
   tokens: 'Tokens',

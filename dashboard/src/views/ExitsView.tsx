@@ -1,0 +1,121 @@
+import { useCallback, useEffect, useState } from 'react';
+import type { ExitBanView, ExitsView as ExitsResponse } from '../../../shared/api/views.js';
+import { useDashboard } from '../app/dashboard-context.js';
+import { ConfirmDialog } from '../components/ConfirmDialog.js';
+import { UnauthorizedError, describeError } from '../logic/api-errors.js';
+import { exitsSummary } from '../logic/exits.js';
+
+/** The catalog is read every minute by the supervisor; polling faster would show nothing new. */
+const REFRESH_MS = 10_000;
+
+export function ExitsView() {
+  const { api, notify } = useDashboard();
+  const [exits, setExits] = useState<ExitsResponse | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [lifting, setLifting] = useState<ExitBanView | null>(null);
+
+  const load = useCallback(async () => {
+    try {
+      setExits(await api.get<ExitsResponse>('/api/exits'));
+      setError(null);
+    } catch (e) {
+      if (!(e instanceof UnauthorizedError)) setError(describeError(e));
+    }
+  }, [api]);
+
+  useEffect(() => {
+    void load();
+    const timer = setInterval(() => void load(), REFRESH_MS);
+    return () => clearInterval(timer);
+  }, [load]);
+
+  return (
+    <div className="stack">
+      {error !== null && (
+        <p className="error-text" role="alert">
+          {error}
+        </p>
+      )}
+      {exits !== null && (
+        <>
+          <section className="panel" aria-labelledby="exits-summary-title">
+            <h2 id="exits-summary-title" className="panel-title">
+              Exit supply
+            </h2>
+            <p data-exits-summary>{exitsSummary(exits)}</p>
+            {exits.shortages.length > 0 && (
+              <ul className="warning-list" aria-label="Shortages">
+                {exits.shortages.map((s) => (
+                  <li key={s.instance} data-shortage={s.instance}>
+                    Instance {s.instance}: {s.reason}
+                  </li>
+                ))}
+              </ul>
+            )}
+          </section>
+          <div className="table-wrap">
+            <table className="table exits">
+              <caption className="sr-only">Exit relays</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Relay</th>
+                  <th scope="col">Address</th>
+                  <th scope="col">Block</th>
+                  <th scope="col">Country</th>
+                  <th scope="col">Bandwidth</th>
+                  <th scope="col">Instances</th>
+                  <th scope="col">Ban</th>
+                </tr>
+              </thead>
+              <tbody>
+                {exits.exits.map((e) => (
+                  <tr key={e.fingerprint} data-exit={e.fingerprint}>
+                    <th scope="row" title={e.fingerprint}>
+                      {e.nickname}
+                      {e.family !== e.fingerprint && <span className="muted"> (family)</span>}
+                    </th>
+                    <td>
+                      <code>{e.address}</code>
+                    </td>
+                    <td>
+                      <code>{e.block}</code>
+                    </td>
+                    <td>{e.country === '' ? '—' : e.country.toUpperCase()}</td>
+                    <td className="num">{e.bandwidth}</td>
+                    <td data-instances>{e.instances.length === 0 ? '—' : e.instances.join(', ')}</td>
+                    <td>
+                      {e.banned === null ? (
+                        '—'
+                      ) : (
+                        <button type="button" className="btn btn-small btn-danger-quiet" title={`${e.banned.cause}: ${e.banned.reason}, until ${e.banned.until}`} aria-label={`Lift the ban of ${e.nickname}`} onClick={() => setLifting(e.banned)}>
+                          Banned ({e.banned.cause}) · lift
+                        </button>
+                      )}
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+            {exits.exits.length === 0 && <p className="muted pad">{exits.assigning ? 'The catalog has not been read yet.' : 'PIN_EXIT_RELAY is off: each tor picks its own exits.'}</p>}
+          </div>
+        </>
+      )}
+      {lifting !== null && (
+        <ConfirmDialog
+          title={`Lift the ban of ${lifting.nickname}?`}
+          confirmLabel="Lift ban"
+          onClose={() => setLifting(null)}
+          onConfirm={async () => {
+            await api.delete(`/api/exits/${encodeURIComponent(lifting.fingerprint)}/ban`);
+            notify('info', `Ban of ${lifting.nickname} lifted`);
+            await load();
+          }}
+        >
+          <p>
+            <code>{lifting.address}</code> was banned for {lifting.cause} ({lifting.reason}). Instances may be assigned it again at once.
+          </p>
+        </ConfirmDialog>
+      )}
+    </div>
+  );
+}
