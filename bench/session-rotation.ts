@@ -2,7 +2,9 @@
  * Session rotation on the real service (bin/exitpool's CLI on the private Tor network): how
  * long from `POST /api/sessions/{key}/rotate` until a request of that session leaves through
  * a different exit, in a pool of 4 (the session moves to another, already-built instance) and
- * in a pool of 1 (nowhere to move: the instance gets NEWNYM instead).
+ * in a pool of 1 (nowhere to move: the instance is pinned to a newly assigned exit, or gets
+ * NEWNYM with PIN_EXIT_RELAY=0); and how long assigning an instance a new exit takes until a
+ * request confirms it.
  */
 import type { InstanceView, SessionView } from '../shared/api/views.js';
 import { startService, TEST_PROXY_TOKEN, type RunningService } from '../test/support/fixtures/service.js';
@@ -29,6 +31,8 @@ export interface RotationBenchOptions {
 }
 
 export const FULL_ROTATION_OPTIONS: RotationBenchOptions = { sessions: 20, newnymSamples: 5 };
+/** Instance rotations timed from the call to the new exit assigned, then confirmed by a request. */
+const ASSIGN_SAMPLES = 10;
 
 const sleep = (msec: number): Promise<void> => new Promise((r) => setTimeout(r, msec));
 
@@ -143,10 +147,9 @@ function summary(samples: RotationSample[]): { next: number[]; until: number[]; 
 
 export async function benchSessionRotation(options: RotationBenchOptions = FULL_ROTATION_OPTIONS): Promise<BenchSection> {
   const figures: Figure[] = [];
-  const seconds = (v: number): string => `${(v / 1000).toFixed(2)} s`;
 
   // Pool of 4: each session moves to another, already-built instance.
-  let svc = await startService({ POOL_SIZE: '4', LOG_LEVEL: 'warn' });
+  const svc = await startService({ POOL_SIZE: '4', LOG_LEVEL: 'warn' });
   const moves: RotationSample[] = [];
   let plainRequestMs: number[] = [];
   let directRequestMs: number[] = [];
@@ -192,39 +195,86 @@ export async function benchSessionRotation(options: RotationBenchOptions = FULL_
     { name: "for scale: the same request straight to the session's instance, p50 / p95", value: `${ms(percentile(directRequestMs, 0.5), 1)} / ${ms(percentile(directRequestMs, 0.95), 1)} (${slow(directRequestMs)})`, limit: '', withinLimit: null },
   );
 
-  // Pool of 1: nowhere to move, so the rotation is tor's NEWNYM on the instance.
-  svc = await startService({ POOL_SIZE: '1', LOG_LEVEL: 'warn' });
-  const newnyms: RotationSample[] = [];
-  try {
-    await svc.waitReady(1, 120_000);
-    let before = await exitOf(svc, 'newnym');
-    for (let i = 0; i < options.newnymSamples; i++) {
-      const s = await timeRotation(svc, 'newnym', before, NEWNYM_RETRY_AFTER_MS);
-      newnyms.push(s);
-      before = await exitOf(svc, 'newnym');
-    }
-  } finally {
-    await svc.stop();
+  // Pool of 1: nowhere to move, so the instance itself gets a new exit: a newly assigned one
+  // (PIN_EXIT_RELAY, the default: SETCONF, no cooldown), or tor's NEWNYM without pinning.
+  const assigned = await timeInPlaceRotations(options.newnymSamples, {});
+  const newnyms = await timeInPlaceRotations(options.newnymSamples, { PIN_EXIT_RELAY: '0' });
+  for (const [label, samples, retry] of [
+    ['assigned exit (pool of 1, PIN_EXIT_RELAY on)', assigned.samples, 0],
+    ['NEWNYM (pool of 1, PIN_EXIT_RELAY=0)', newnyms.samples, NEWNYM_RETRY_AFTER_MS],
+  ] as const) {
+    const n = summary(samples);
+    figures.push(
+      {
+        name: `${label}: rotate call → answer through a new exit, p50 / p95`,
+        value:
+          n.until.length > 0
+            ? `${ms(percentile(n.until, 0.5), 0)} / ${ms(percentile(n.until, 0.95), 0)} (${n.until.length} rotations${n.censored ? `; ${n.censored} saw no new exit within ${NEWNYM_GIVE_UP_MS / 1000} s` : ''})`
+            : `none within ${NEWNYM_GIVE_UP_MS / 1000} s`,
+        limit: retry === 0 ? '' : 'DESIGN.md: ≥ 10 s',
+        withinLimit: null,
+      },
+      { name: `${label}: first request after the rotate call already on a new exit`, value: `${n.changed} of ${samples.length} (${n.rotations} rotate calls in all)`, limit: '', withinLimit: null },
+    );
   }
-  const n = summary(newnyms);
+  const assign = sorted(assigned.assignMs);
+  const confirm = sorted(assigned.confirmMs);
   figures.push(
-    {
-      name: 'NEWNYM (pool of 1): rotate call → answer through a new exit, p50 / p95',
-      value: n.until.length > 0 ? `${seconds(percentile(n.until, 0.5))} / ${seconds(percentile(n.until, 0.95))} (${n.until.length} rotations${n.censored ? `; ${n.censored} saw no new exit within ${NEWNYM_GIVE_UP_MS / 1000} s` : ''})` : `none within ${NEWNYM_GIVE_UP_MS / 1000} s`,
-      limit: 'DESIGN.md: ≥ 10 s',
-      withinLimit: null,
-    },
-    { name: 'NEWNYM: first request after the rotate call already on a new exit', value: `${n.changed} of ${newnyms.length} (${n.rotations} rotate calls in all)`, limit: '', withinLimit: null },
+    { name: 'instance rotate → its new exit assigned and a circuit through it built (routable again), p50 / max', value: `${ms(percentile(assign, 0.5), 0)} / ${ms(assign.at(-1) ?? NaN, 0)} (${assign.length} rotations)`, limit: '', withinLimit: null },
+    { name: 'instance rotate → a request confirmed the new exit, p50 / max', value: `${ms(percentile(confirm, 0.5), 0)} / ${ms(confirm.at(-1) ?? NaN, 0)}`, limit: '', withinLimit: null },
   );
 
   return {
-    title: 'Session rotation vs NEWNYM',
+    title: 'Session rotation, exit assignment and NEWNYM',
     method: [
       'The real service (the CLI, 2 proxy workers, the API worker) on the private Tor network, driven as a user would: a plain HTTP request to the whoami server through the SOCKS5 listener (test/support/clients/socks5-client.ts, the exit address is the answer), `POST /api/sessions/{key}/rotate` with the proxy token, then requests until one answers from a different exit.',
       `The time runs from sending the rotate call to the complete answer (by Content-Length; tor's stream teardown after it is not waited for). Pool of 4: ${options.sessions} sessions, one rotation each; a request that still sees the old exit would be followed by another rotate call at once (counted).`,
       `On the private network about 1 request in 20 answers some 40 ms late, straight to an instance as much as through the pool (TCP delayed ACK inside the tor chain), so with ${options.sessions} sessions the p95 is decided by whether two of them hit that: the counts over ${SLOW_ANSWER_MS} ms are shown next to each figure.`,
-      `Pool of 1: the session has nowhere to go, so its instance gets NEWNYM; ${options.newnymSamples} rotations back to back, requests every 100 ms, the rotation repeated after ${NEWNYM_RETRY_AFTER_MS / 1000} s without a new exit (tor delays NEWNYMs closer than 10 s, and a new circuit may pick the same exit out of the network's 4).`,
+      `Pool of 1: the session has nowhere to go, so its instance gets a new exit: with PIN_EXIT_RELAY on (the default) the supervisor pins it to a newly assigned exit (SETCONF ExitNodes, which makes tor abandon its circuits: no NEWNYM cooldown); with PIN_EXIT_RELAY=0 tor gets NEWNYM. ${options.newnymSamples} rotations back to back each, requests every 100 ms, a NEWNYM repeated after ${NEWNYM_RETRY_AFTER_MS / 1000} s without a new exit (tor delays NEWNYMs closer than 10 s, and a new circuit may pick the same exit again).`,
+      `Exit assignment: in the pool of 1, ${ASSIGN_SAMPLES} times POST /api/instances/0/rotate, then the instance view polled every 10 ms until it is routable on a new assigned exit (assigned), then one request through it (confirmed).`,
     ].join(' '),
     figures,
   };
+}
+
+interface InPlaceRotations {
+  samples: RotationSample[];
+  assignMs: number[];
+  confirmMs: number[];
+}
+
+/** Pool of 1 with `env`: session rotations in place, then (with exits assigned) instance rotations to a new exit. */
+async function timeInPlaceRotations(count: number, env: Record<string, string>): Promise<InPlaceRotations> {
+  const svc = await startService({ POOL_SIZE: '1', LOG_LEVEL: 'warn', ...env });
+  const out: InPlaceRotations = { samples: [], assignMs: [], confirmMs: [] };
+  try {
+    await svc.waitReady(1, 120_000);
+    let before = await exitOf(svc, 'in-place');
+    const assigning = env.PIN_EXIT_RELAY !== '0';
+    for (let i = 0; i < count; i++) {
+      out.samples.push(await timeRotation(svc, 'in-place', before, assigning ? 0 : NEWNYM_RETRY_AFTER_MS));
+      before = await exitOf(svc, 'in-place');
+    }
+    if (!assigning) return out;
+    const admin = await svc.login();
+    const view = async (): Promise<InstanceView> => (await (await svc.api('/api/instances/0', { bearer: admin })).json()) as InstanceView;
+    for (let i = 0; i < ASSIGN_SAMPLES; i++) {
+      const previous = (await view()).assigned_exit?.fingerprint;
+      const t0 = performance.now();
+      const r = await svc.api('/api/instances/0/rotate', { method: 'POST', bearer: admin });
+      if (r.status !== 200) throw new ExitRequestError(`instance rotate answered ${r.status}: ${await r.text()}`);
+      for (;;) {
+        const v = await view();
+        if (!v.rotating && v.assigned_exit !== null && v.assigned_exit.fingerprint !== previous && v.exit_ip !== '') break;
+        if (performance.now() - t0 > NEWNYM_GIVE_UP_MS) throw new ExitRequestError('no new exit assigned in time');
+        await sleep(10);
+      }
+      out.assignMs.push(performance.now() - t0);
+      await exitOf(svc, 'in-place');
+      out.confirmMs.push(performance.now() - t0);
+    }
+  } finally {
+    await svc.stop();
+  }
+  return out;
 }

@@ -12,10 +12,11 @@ import { InstanceHealth } from './health/instance-health.js';
 import { PoolMetrics } from './metrics/pool-metrics.js';
 import { WorkerLoad } from './metrics/worker-load.js';
 import { Pool } from './pool/pool.js';
+import { DestinationBlame } from './exits/destination-blame.js';
 import { ExitAssignments } from './exits/exit-assignments.js';
 import { TorPoolInstance } from './pool/tor-pool-instance.js';
 import { checkTorBinary } from './startup/tor-binary-check.js';
-import { attachWorker, flushProxyAccounting, invalidateRouteLeases, stateSnapshot } from './worker-ipc.js';
+import { attachWorker, flushProxyAccounting, invalidateRouteLeases, probeDestinationThroughWorker, stateSnapshot } from './worker-ipc.js';
 
 /** The state snapshot for the live stream, and session expiry and statistics, run this often. */
 export const TICK_MS = 1000;
@@ -88,6 +89,11 @@ export class Service {
         })
       : undefined;
     exits?.start();
+    // A destination refusal is checked through another exit before it counts against this one.
+    const blame = new DestinationBlame(async ({ host, port }, except) => {
+      const socks = pool.probeRoute(except);
+      return socks === null ? null : probeDestinationThroughWorker(workers, { socks, host, port }, log);
+    });
     const pool: Pool = new Pool({
       config,
       waitForListeners: true,
@@ -95,6 +101,8 @@ export class Service {
       log,
       sendInvalidation: (invalidation) => invalidateRouteLeases(workers, invalidation, log),
       ...(exits ? { exits } : {}),
+      blame,
+      onDestinationFault: () => metrics.failuresBlamedOnDestination.inc(),
       createInstance: (id) =>
         new TorPoolInstance(
           {

@@ -5,7 +5,7 @@ import { ExitpoolError } from '../shared/errors/catalogue.js';
 import type { IpcHandlers } from '../shared/ipc/endpoint.js';
 import { IpcPeerGoneError } from '../shared/ipc/errors.js';
 import type { Known } from '../shared/ipc/index.js';
-import type { RouteInvalidation, StateSnapshot, SupervisorRequests, WorkerRequests, WorkerRole } from '../shared/ipc/protocol.js';
+import type { DestinationProbe, DestinationProbeResult, RouteInvalidation, StateSnapshot, SupervisorRequests, WorkerRequests, WorkerRole } from '../shared/ipc/protocol.js';
 import type { AuditLog } from './audit/audit-log.js';
 import type { AuthOperations } from './auth-operations.js';
 import type { AuthStore } from './auth/auth-store.js';
@@ -74,7 +74,7 @@ export function workerRequestHandlers(h: WorkerHandle, d: WorkerIpcDeps): IpcHan
       return pool.sessionView(key);
     },
     'sessions.rotate': ({ key, newnym }) => settled(pool.rotateSession(key, newnym)),
-    'sessions.failure': ({ key, report, reporter }) => settled(pool.reportFailure(key, report.kind, report.reason, reporter)),
+    'sessions.failure': ({ key, report, reporter }) => settled(pool.reportFailure(key, report.kind, report.reason, reporter, report.domain)),
     'sessions.delete': ({ key }) => settled(pool.deleteSession(key)),
     'exits.list': () => exitsViewOf(d.exits, pool.instanceIds(), Date.now()),
     'exits.unban': ({ fingerprint }) => liftBan(d.exits, fingerprint),
@@ -151,6 +151,21 @@ async function askEveryProxyWorker<M extends Known<SupervisorRequests>>(
       ),
     ),
   );
+}
+
+/** A probe waits at most this long for the worker (which gives tor PROBE_TIMEOUT_MS). */
+const DESTINATION_PROBE_IPC_TIMEOUT_MS = 20_000;
+
+/** One proxy worker dials the destination through the instance named (DestinationBlame); null when none answers. */
+export async function probeDestinationThroughWorker(workers: WorkerManager, probe: DestinationProbe, log: Logger): Promise<DestinationProbeResult | null> {
+  const [h] = workers.liveHandles('proxy');
+  if (!h) return null;
+  try {
+    return await h.endpoint.request('destination.probe', probe, DESTINATION_PROBE_IPC_TIMEOUT_MS);
+  } catch (e) {
+    log.debug('destination probe not answered', { slot: h.slot, error: (e as Error).message });
+    return null;
+  }
 }
 
 /** Brings in every proxy worker's pending accounting batch (it arrives before the answer: one channel, in order). */

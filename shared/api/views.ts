@@ -100,6 +100,8 @@ export interface ExitBanView {
   fingerprint: string;
   address: string;
   nickname: string;
+  /** '' when banned for everyone; else the one site it is banned for. */
+  domain: string;
   cause: string;
   reason: string;
   since: string;

@@ -20,12 +20,28 @@ export interface FailureReport {
   kind: FailureKind;
   /** Sanitised free text for the audit log; empty when none was given. */
   reason: string;
+  /**
+   * The site that complained (a host name, lower case, no trailing dot); empty when not given.
+   * A burnt exit whose complaints all name one site is banned for that site only.
+   */
+  domain: string;
+}
+
+/** RFC 1035 limits: what a DNS name can be; longer or other text is refused (400). */
+const MAX_DOMAIN_LENGTH = 253;
+const DOMAIN_LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
+
+/** A report's `domain`: a host name or IPv4 address, normalised; undefined when it is neither. */
+export function normaliseDomain(text: string): string | undefined {
+  const d = text.trim().toLowerCase().replace(/\.$/, '');
+  if (d === '' || d.length > MAX_DOMAIN_LENGTH) return undefined;
+  return d.split('.').every((label) => DOMAIN_LABEL.test(label)) ? d : undefined;
 }
 
 /** A report body, or one of its fields, has the wrong JSON type: answered with 400. */
 export class FailureReportInvalidError extends ExitpoolError {
   constructor(
-    readonly field: 'body' | 'kind' | 'reason',
+    readonly field: 'body' | 'kind' | 'reason' | 'domain',
     readonly expected: string,
   ) {
     super('EXITPOOL_INVALID_REQUEST', field === 'body' ? `failure report must be a JSON object, got ${expected}` : `failure report field "${field}" must be ${expected}`);
@@ -98,7 +114,7 @@ function describeType(value: unknown): string {
   return `a ${typeof value}`;
 }
 
-function optionalString(body: Record<string, unknown>, field: 'kind' | 'reason'): string | undefined {
+function optionalString(body: Record<string, unknown>, field: 'kind' | 'reason' | 'domain'): string | undefined {
   const value = body[field];
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'string') throw new FailureReportInvalidError(field, `a string, got ${describeType(value)}`);
@@ -112,14 +128,21 @@ function optionalString(body: Record<string, unknown>, field: 'kind' | 'reason')
  * typed from `reason`. Throws FailureReportInvalidError only for a wrong JSON type.
  */
 export function readFailureReport(body: unknown): FailureReport {
-  if (body === undefined || body === null) return { kind: 'other', reason: '' };
+  if (body === undefined || body === null) return { kind: 'other', reason: '', domain: '' };
   if (typeof body !== 'object' || Array.isArray(body)) throw new FailureReportInvalidError('body', describeType(body));
   const fields = body as Record<string, unknown>;
   const kindText = optionalString(fields, 'kind');
   const reasonText = optionalString(fields, 'reason');
+  const domainText = optionalString(fields, 'domain');
   const reason = reasonText === undefined ? '' : sanitiseReason(reasonText);
-  if (kindText !== undefined && kindText.trim() !== '') return { kind: kindFromText(kindText), reason };
-  return { kind: reason === '' ? 'other' : kindFromText(reason), reason };
+  let domain = '';
+  if (domainText !== undefined && domainText.trim() !== '') {
+    const d = normaliseDomain(domainText);
+    if (d === undefined) throw new FailureReportInvalidError('domain', `a host name (at most ${MAX_DOMAIN_LENGTH} characters of letters, digits, hyphens and dots)`);
+    domain = d;
+  }
+  if (kindText !== undefined && kindText.trim() !== '') return { kind: kindFromText(kindText), reason, domain };
+  return { kind: reason === '' ? 'other' : kindFromText(reason), reason, domain };
 }
 
 /** How one failure is to be taken, beyond its kind and source. */

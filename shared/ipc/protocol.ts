@@ -78,6 +78,25 @@ export interface TransportFailureRecord {
   socksReply?: number;
   /** false for destinations the network refuses without blaming the exit (private, loopback). */
   scored: boolean;
+  /**
+   * `host:port` of the destination, only when tor's refusal is about the destination (SOCKS
+   * reply 4, the name does not resolve or the host is unreachable; 5, the port refuses): the
+   * supervisor checks it through another exit before blaming this one (supervisor/exits).
+   */
+  destination?: string;
+}
+
+/** A dial through one instance to a destination, on the supervisor's behalf (DestinationBlame). */
+export interface DestinationProbe {
+  socks: { host: string; port: number; path?: string };
+  host: string;
+  port: number;
+}
+
+/** ok: tor connected; else tor's SOCKS reply (null when there was none: the dial itself failed). */
+export interface DestinationProbeResult {
+  ok: boolean;
+  socksReply: number | null;
 }
 
 /** Who sent a failure report: one identity per credential (an address only under AUTH_DISABLED). */
@@ -168,6 +187,8 @@ export interface SupervisorRequests extends MethodMap {
    * that what the supervisor reads next counts every connection opened so far.
    */
   'accounting.flush': { params: null; result: null };
+  /** Proxy workers: dial a destination through an instance and hang up (the supervisor judges who failed). */
+  'destination.probe': { params: DestinationProbe; result: DestinationProbeResult };
 }
 
 /**

@@ -23,7 +23,8 @@ export type AuditClass = 'session' | 'operator';
 
 export function auditClassOf(type: AuditType, session: string | null): AuditClass {
   if (type === 'assignment' || type === 'rotate') return 'session';
-  if (type === 'instance' && session !== null) return 'session';
+  // A failure report, or an exit assigned for a session's rotation: what a proxy token can cause.
+  if ((type === 'instance' || type === 'exit') && session !== null) return 'session';
   return 'operator';
 }
 

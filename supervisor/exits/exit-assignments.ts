@@ -27,6 +27,18 @@ export interface ExitAssignmentsOptions {
 /** Exits (or their addresses and blocks) a choice must not land on: a session's recent exits. */
 export interface ExitAvoidance {
   addresses: readonly string[];
+  /** Sites the session reported: exits banned for any of them are avoided too. */
+  domains?: readonly string[];
+}
+
+export interface NextExitOptions {
+  /** Never the instance's current exit. */
+  fresh: boolean;
+  avoid?: ExitAvoidance;
+  /** Why (audit): bootstrap, retry, api, session, sweep, ladder, exit_gone, refresh. */
+  why: string;
+  /** The session whose rotation asked: the audit event is then a session event (a proxy token can cause it). */
+  session?: string;
 }
 
 /** The outcome of asking for an instance's next exit. */
@@ -39,7 +51,7 @@ export interface ExitSteering {
   /** Reads the catalog through this getInfo unless it has been read already. */
   ensureCatalog(getInfo: GetInfo): Promise<void>;
   /** Chooses and records the exit instance `id` leaves through next; never its current one when `fresh`. */
-  next(id: number, options: { fresh: boolean; avoid?: ExitAvoidance; why: string }): NextExit;
+  next(id: number, options: NextExitOptions): NextExit;
   /** The fingerprint instance `id` is assigned now, if any. */
   current(id: number): string | undefined;
   /** The assignment did not work (no circuit through the exit): banned briefly, chosen again elsewhere. */
@@ -128,7 +140,7 @@ export class ExitAssignments implements ExitSteering {
     return this.refreshing;
   }
 
-  next(id: number, options: { fresh: boolean; avoid?: ExitAvoidance; why: string }): NextExit {
+  next(id: number, options: NextExitOptions): NextExit {
     const now = this.now();
     const current = this.assigned.get(id)?.relay;
     const avoidAddresses = new Set(options.avoid?.addresses ?? []);
@@ -143,7 +155,7 @@ export class ExitAssignments implements ExitSteering {
       taken,
       unit: this.options.unit,
       excluded: (e) =>
-        this.bans.isBanned(e, now) ||
+        this.bans.isBanned(e, now, options.avoid?.domains ?? []) ||
         avoidAddresses.has(e.address) ||
         avoidBlocks.has(e.block) ||
         (options.fresh && current !== undefined && e.fingerprint === current.fingerprint),
@@ -156,7 +168,7 @@ export class ExitAssignments implements ExitSteering {
           ? 'the exit catalog is empty'
           : `no eligible exit: ${this.catalog.size} in the catalog, ${this.bans.list(now).length} banned${avoidAddresses.size > 0 ? `, ${avoidAddresses.size} recently used avoided` : ''}`;
       this.shortage.set(id, note);
-      this.audit(id, `no new exit for instance ${id} (${options.why}): ${note}`, { reason: 'no_eligible_exit', why: options.why });
+      this.audit(id, `no new exit for instance ${id} (${options.why}): ${note}`, { reason: 'no_eligible_exit', why: options.why }, options.session);
       return { ok: false, note };
     }
     const { relay, distinct } = choice;
@@ -173,7 +185,7 @@ export class ExitAssignments implements ExitSteering {
       distinct,
       why: options.why,
       from: current?.fingerprint ?? null,
-    });
+    }, options.session);
     return { ok: true, relay, distinct, note };
   }
 
@@ -187,18 +199,28 @@ export class ExitAssignments implements ExitSteering {
     this.banRelay(relay, 'unreachable', `no circuit could be built through it for instance ${id}`, UNREACHABLE_EXIT_BAN_MS, id);
   }
 
-  /** Bans the exit instance `id` was assigned (a quarantine for captcha, block or transport failures). */
-  banAssigned(id: number, cause: BanCause, reason: string, exitFingerprint: string): ExitBan | undefined {
+  /**
+   * Bans the exit instance `id` was assigned (a quarantine for captcha, block or transport
+   * failures): for everyone, or only for `domain` when every complaint named that one site.
+   */
+  banAssigned(id: number, cause: BanCause, reason: string, exitFingerprint: string, domain = ''): ExitBan | undefined {
     const relay = this.catalog.get(exitFingerprint) ?? this.assigned.get(id)?.relay;
     if (!relay) return undefined;
-    return this.banRelay(relay, cause, reason, this.options.banTtlMs, id);
+    return this.banRelay(relay, cause, reason, this.options.banTtlMs, id, domain);
   }
 
-  private banRelay(relay: ExitRelay, cause: BanCause, reason: string, ttlMs: number, id: number | null): ExitBan {
-    const ban = this.bans.ban(relay, cause, reason, this.now(), ttlMs);
-    this.audit(id, `exit ${relay.nickname} (${relay.address}) banned until ${new Date(ban.until).toISOString()}: ${reason}`, {
+  /** Whether an exit (by fingerprint or address) is banned for everyone or for one of `domains`. */
+  bannedFor(exit: { fingerprint: string; address: string }, domains: readonly string[]): boolean {
+    return this.bans.isBanned(exit, this.now(), domains);
+  }
+
+  private banRelay(relay: ExitRelay, cause: BanCause, reason: string, ttlMs: number, id: number | null, domain = ''): ExitBan {
+    const ban = this.bans.ban(relay, cause, reason, this.now(), ttlMs, domain);
+    const scope = domain === '' ? '' : ` for ${domain}`;
+    this.audit(id, `exit ${relay.nickname} (${relay.address}) banned${scope} until ${new Date(ban.until).toISOString()}: ${reason}`, {
       fingerprint: relay.fingerprint,
       address: relay.address,
+      domain,
       cause,
       until: new Date(ban.until).toISOString(),
     });
@@ -264,7 +286,7 @@ export class ExitAssignments implements ExitSteering {
     return [...this.assigned].filter(([, a]) => a.relay.fingerprint === fingerprint).map(([id]) => id);
   }
 
-  private audit(instance: number | null, message: string, details: Record<string, unknown>): void {
-    this.options.audit.record({ type: 'exit', instance, message, details });
+  private audit(instance: number | null, message: string, details: Record<string, unknown>, session?: string): void {
+    this.options.audit.record({ type: 'exit', instance, session: session ?? null, message, details });
   }
 }

@@ -5,6 +5,8 @@ export interface ExitBan {
   readonly fingerprint: string;
   readonly address: string;
   readonly nickname: string;
+  /** '' bans the exit for everyone; a host name bans it for that site only. */
+  readonly domain: string;
   readonly cause: BanCause;
   readonly reason: string;
   readonly since: number;
@@ -12,30 +14,40 @@ export interface ExitBan {
 }
 
 /**
- * Exits no instance may be assigned until their ban ends. A ban holds the relay's fingerprint
- * and its address: a relay that comes back under a new identity on the same address is still
- * the burnt IP. Bounded: one entry per banned relay, dropped when it expires.
+ * Exits no instance may be assigned until their ban ends, and exits banned for one site only.
+ * A ban holds the relay's fingerprint and its address: a relay that comes back under a new
+ * identity on the same address is still the burnt IP. Bounded: one entry per banned relay and
+ * site, dropped when it expires.
  */
 export class ExitBans {
   private readonly bans = new Map<string, ExitBan>();
 
-  /** Bans (or extends the ban of) a relay; returns the ban now in force. */
-  ban(relay: { fingerprint: string; address: string; nickname: string }, cause: BanCause, reason: string, now: number, ttlMs: number): ExitBan {
-    const previous = this.bans.get(relay.fingerprint);
+  /** Bans (or extends the ban of) a relay, for everyone (`domain` '') or for one site; returns the ban now in force. */
+  ban(relay: { fingerprint: string; address: string; nickname: string }, cause: BanCause, reason: string, now: number, ttlMs: number, domain = ''): ExitBan {
+    const key = `${relay.fingerprint}|${domain}`;
+    const previous = this.bans.get(key);
     const until = Math.max(previous?.until ?? 0, now + ttlMs);
-    const ban: ExitBan = { ...relay, cause, reason, since: previous?.since ?? now, until };
-    this.bans.set(relay.fingerprint, ban);
+    const ban: ExitBan = { ...relay, domain, cause, reason, since: previous?.since ?? now, until };
+    this.bans.set(key, ban);
     return ban;
   }
 
-  /** Lifts a ban by hand; false when the relay was not banned. */
+  /** Lifts every ban of the relay (for everyone and per site); false when it had none. */
   lift(fingerprint: string): boolean {
-    return this.bans.delete(fingerprint);
+    let lifted = false;
+    for (const [key, ban] of this.bans) {
+      if (ban.fingerprint !== fingerprint) continue;
+      this.bans.delete(key);
+      lifted = true;
+    }
+    return lifted;
   }
 
-  isBanned(relay: { fingerprint: string; address: string }, now: number): boolean {
+  /** Banned for everyone, or for one of `domains` (a session's sites). */
+  isBanned(relay: { fingerprint: string; address: string }, now: number, domains: readonly string[] = []): boolean {
     for (const ban of this.bans.values()) {
       if (ban.until <= now) continue;
+      if (ban.domain !== '' && !domains.includes(ban.domain)) continue;
       if (ban.fingerprint === relay.fingerprint || ban.address === relay.address) return true;
     }
     return false;
@@ -48,7 +60,7 @@ export class ExitBans {
   }
 
   expire(now: number): void {
-    for (const [fp, ban] of this.bans) if (ban.until <= now) this.bans.delete(fp);
+    for (const [key, ban] of this.bans) if (ban.until <= now) this.bans.delete(key);
   }
 
   get size(): number {

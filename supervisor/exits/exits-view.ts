@@ -11,7 +11,8 @@ export function exitsViewOf(exits: ExitAssignments | undefined, instanceIds: rea
     return { distinct_by: 'relay', assigning: false, updated_at: null, eligible: 0, capacity: 0, in_use: 0, shortages: [], exits: [], bans: [] };
   }
   const bans = exits.bans.list(now);
-  const banOf = new Map(bans.map((b) => [b.fingerprint, b]));
+  // An exit's `banned` is its ban for everyone; per-site bans are listed under `bans` only.
+  const banOf = new Map(bans.filter((b) => b.domain === '').map((b) => [b.fingerprint, b]));
   const shortages = instanceIds.flatMap((id) => {
     const reason = exits.shortageOf(id);
     return reason === '' ? [] : [{ instance: id, reason }];
@@ -27,7 +28,7 @@ export function exitsViewOf(exits: ExitAssignments | undefined, instanceIds: rea
     exits: exits.catalog
       .all()
       .map((e) => {
-        const ban = banOf.get(e.fingerprint) ?? bans.find((b) => b.address === e.address);
+        const ban = banOf.get(e.fingerprint) ?? bans.find((b) => b.domain === '' && b.address === e.address);
         return { ...e, instances: exits.assignedInstances(e.fingerprint), banned: ban ? banViewOf(ban) : null };
       })
       .sort((a, b) => b.instances.length - a.instances.length || a.nickname.localeCompare(b.nickname)),
@@ -40,6 +41,7 @@ function banViewOf(b: ExitBan): ExitBanView {
     fingerprint: b.fingerprint,
     address: b.address,
     nickname: b.nickname,
+    domain: b.domain,
     cause: b.cause,
     reason: b.reason,
     since: new Date(b.since).toISOString(),

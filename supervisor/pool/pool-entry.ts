@@ -15,4 +15,6 @@ export interface PoolEntry {
   latencyMs: number;
   /** The kind of the latest scored failure: whether a quarantine it leads to burns the exit. */
   lastFailureKind?: FailureKind;
+  /** Recent scored captcha and blocked reports with the site they named ('' for none), newest last (MAX_COMPLAINTS). */
+  complaints: { domain: string; at: number }[];
 }

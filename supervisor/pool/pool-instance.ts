@@ -26,8 +26,12 @@ export interface PoolInstanceEvents {
 export interface RotationRequest {
   /** Exit addresses the new exit must not have, nor share a /24 with (a session's recent exits). */
   avoid?: readonly string[];
-  /** Why (audit): api, session, sweep, ladder, exit_gone… */
+  /** Sites whose per-site exit bans the new exit must respect (the rotating session's). */
+  avoidDomains?: readonly string[];
+  /** Why (audit): api, session, sweep, ladder, exit_gone, refresh… */
   why: string;
+  /** The session whose rotation asked (its audit events are then session events). */
+  session?: string;
 }
 
 /** What a rotation is heading for. */

@@ -7,6 +7,7 @@ import { ExitpoolError } from '../../shared/errors/catalogue.js';
 import { resolveSessionKey } from '../../shared/api/session-key.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import { RouteLeases, type InvalidationSender } from '../routing/route-leases.js';
+import type { DestinationBlame } from '../exits/destination-blame.js';
 import type { ExitAssignments } from '../exits/exit-assignments.js';
 import { addressBlock } from '../exits/exit-relay.js';
 import type { QuarantineCause } from '../health/health-machine.js';
@@ -29,6 +30,10 @@ export const SWEEP_STEP_TIMEOUT_MS = 60_000;
  * instance and waits this long for it (usually well under a second) before settling for less.
  */
 export const FRESH_EXIT_WAIT_MS = 15_000;
+/** Captcha and blocked reports an instance remembers with their sites (for a per-site ban). */
+const MAX_COMPLAINTS = 20;
+/** Sites a session remembers from its reports. */
+const MAX_SESSION_DOMAINS = 5;
 
 
 export interface PoolDeps {
@@ -44,6 +49,10 @@ export interface PoolDeps {
   sendInvalidation?: InvalidationSender;
   /** The exit catalog, assignments and bans (PIN_EXIT_RELAY); absent: tor picks its own exits. */
   exits?: ExitAssignments;
+  /** Checks destination refusals through another exit before scoring them; absent: scored as the SPEC says. */
+  blame?: DestinationBlame;
+  /** A failure was found to be the destination's fault (metrics). */
+  onDestinationFault?: () => void;
 }
 
 /** Where a worker dials an instance: its Unix socket when it has one. */
@@ -256,11 +265,49 @@ export class Pool extends EventEmitter<PoolEvents> {
         else e.health.success(now, r.endedAt);
       } else {
         e.failures += 1;
-        if (r.failure?.scored ?? true) e.lastFailureKind = 'transport';
-        const mayQuarantine = !dependsOnClient(r.failure) || this.clientEvidenceMayQuarantine(e);
-        e.health.failure('transport', 'transport', r.failure?.scored ?? true, now, { occurredAt: r.endedAt, mayQuarantine });
+        this.scoreTransportFailure(r);
       }
     }
+  }
+
+  /**
+   * A failed connection's weight on its instance. A refusal tor made about the destination is
+   * first checked through another exit (DestinationBlame): if it fails the same way there, it
+   * is the destination's fault and counts as a failed request only.
+   */
+  private scoreTransportFailure(r: CloseRecord): void {
+    const failure = r.failure;
+    const apply = (scored: boolean): void => {
+      const e = this.entries.get(r.instance);
+      if (!e) return;
+      if (scored) e.lastFailureKind = 'transport';
+      const mayQuarantine = !dependsOnClient(failure) || this.clientEvidenceMayQuarantine(e);
+      e.health.failure('transport', 'transport', scored, this.now(), { occurredAt: r.endedAt, mayQuarantine });
+    };
+    const blame = this.deps.blame;
+    if (blame && failure?.destination !== undefined && failure.socksReply !== undefined && failure.scored) {
+      blame.judge(failure.destination, failure.socksReply, r.instance, (verdict) => {
+        if (verdict === 'destination') this.deps.onDestinationFault?.();
+        apply(verdict === 'exit');
+      });
+      return;
+    }
+    apply(failure?.scored ?? true);
+  }
+
+  /**
+   * Where to check a destination that failed through instance `except`: another routable
+   * instance on another exit IP, or null when there is none.
+   */
+  probeRoute(except: number): { host: string; port: number; path?: string } | null {
+    const leaving = this.exitIpOf(except);
+    for (const id of this.placement().routable) {
+      if (id === except) continue;
+      const e = this.entries.get(id) as PoolEntry;
+      if (leaving !== '' && e.instance.exit().exitIp === leaving) continue;
+      return socksOf(e.instance);
+    }
+    return null;
   }
 
   /** Routes a worker granted but never used (the client left before its CONNECT): not requests. */
@@ -401,6 +448,7 @@ export class Pool extends EventEmitter<PoolEvents> {
         break;
       case 'release':
         e.draining = false;
+        e.complaints = [];
         e.health.release(now);
         this.deps.audit.record({ type: 'instance', instance: id, message: `instance ${id} released` });
         break;
@@ -418,16 +466,23 @@ export class Pool extends EventEmitter<PoolEvents> {
    * when none qualifies: said in the audit). Throws EXITPOOL_NOT_BOOTSTRAPPED (the instance's
    * NotBootstrappedError) before bootstrap.
    */
-  private async rotateInstance(e: PoolEntry, by: 'api' | 'session' | 'sweep' | 'exit_gone', avoid?: readonly string[]): Promise<RotationPlan> {
+  private async rotateInstance(
+    e: PoolEntry,
+    by: 'api' | 'session' | 'sweep' | 'exit_gone',
+    avoid?: readonly string[],
+    session?: string,
+    avoidDomains?: readonly string[],
+  ): Promise<RotationPlan> {
     const id = e.instance.id;
     const leaving = e.instance.exit().exitIp;
-    const plan = await e.instance.rotate({ why: by, ...(avoid ? { avoid } : {}) });
+    const plan = await e.instance.rotate({ why: by, ...(avoid ? { avoid } : {}), ...(session !== undefined ? { session } : {}), ...(avoidDomains?.length ? { avoidDomains } : {}) });
     e.health.rotationStarted(this.now());
     this.routabilityMayHaveChanged();
     const to = plan.exit === '' ? 'a new circuit' : `exit ${plan.exit}`;
     this.deps.audit.record({
       type: 'rotate',
       instance: id,
+      session: session ?? null,
       message: `instance ${id} rotating to ${to}${plan.shortage ? ` (${plan.shortage})` : ''}`,
       details: { by, exit: plan.exit, shortage: plan.shortage },
     });
@@ -460,9 +515,22 @@ export class Pool extends EventEmitter<PoolEvents> {
     const kind = e.lastFailureKind;
     const fingerprint = e.instance.exit().exitFingerprint || this.deps.exits?.current(id) || '';
     if (this.deps.exits && (kind === 'captcha' || kind === 'blocked' || kind === 'transport') && fingerprint !== '') {
-      this.deps.exits.banAssigned(id, kind, `instance ${id} quarantined (${cause}) after ${kind} failures`, fingerprint);
+      const domain = kind === 'transport' ? '' : this.soleComplainingDomain(e);
+      this.deps.exits.banAssigned(id, kind, `instance ${id} quarantined (${cause}) after ${kind} failures${domain ? ` on ${domain}` : ''}`, fingerprint, domain);
     }
+    e.complaints = [];
     this.moveOff(e, 'quarantine');
+  }
+
+  /**
+   * The one site every captcha and blocked report within FAILURE_WINDOW named, or '' (none
+   * named one, or several sites complained: then the exit is burnt for everyone).
+   */
+  private soleComplainingDomain(e: PoolEntry): string {
+    const since = this.now() - this.deps.config.failureWindowMs;
+    const domains = new Set(e.complaints.filter((c) => c.at >= since).map((c) => c.domain));
+    const [only] = domains;
+    return domains.size === 1 && only !== undefined ? only : '';
   }
 
   private moveOff(e: PoolEntry, reason: 'rotate' | 'drain' | 'quarantine' | 'retired' | 'unroutable', leavingIp = e.instance.exit().exitIp): Assignment[] {
@@ -498,9 +566,10 @@ export class Pool extends EventEmitter<PoolEvents> {
     const vacated = s.instance;
     const leavingIp = this.exitIpOf(vacated);
     const avoid = [...s.recentExits, leavingIp].filter((ip) => ip !== '');
-    let targets = this.rotationTargets(vacated, avoid);
+    const domains = [...s.domains];
+    let targets = this.rotationTargets(vacated, avoid, domains);
     if (!targets.fresh && this.deps.exits) {
-      const idle = await this.freshExitOnIdleInstance(vacated, avoid);
+      const idle = await this.freshExitOnIdleInstance(key, vacated, avoid, domains);
       if (idle !== null) targets = { placement: { routable: [idle], lastResort: null }, fresh: true };
     }
     // The session may have been deleted or moved while a fresh exit was being assigned.
@@ -519,16 +588,18 @@ export class Pool extends EventEmitter<PoolEvents> {
       });
       const old = this.entries.get(vacated);
       if (newnym && old?.instance.ready()) {
-        this.rotateInstance(old, 'session').catch((err: unknown) => this.deps.log.warn('newnym after session rotate failed', { instance: vacated, error: (err as Error).message }));
+        this.rotateInstance(old, 'session', undefined, key).catch((err: unknown) => this.deps.log.warn('newnym after session rotate failed', { instance: vacated, error: (err as Error).message }));
       }
     } else {
       // Nowhere else to go: the session stays and its instance gets a new exit (or circuit) instead.
       const e = this.entries.get(s.instance);
       if (!e || !e.instance.ready()) throw new ExitpoolError('EXITPOOL_NO_ROUTABLE_INSTANCE', 'no routable instance to rotate to');
-      const plan = await this.rotateInstance(e, 'session', avoid);
+      const plan = await this.rotateInstance(e, 'session', avoid, key, domains);
       this.noteLeftExit(key, leavingIp);
-      note = plan.shortage;
-      if (this.deps.exits && plan.exit === '' && note === '') note = 'no exit could be assigned: a new circuit within the same selection';
+      if (this.deps.exits && plan.exit === '') note = plan.shortage || 'no exit could be assigned: a new circuit within the same selection';
+      // A new pin takes well under a second: answer once it serves, so the session's next
+      // request is not moved off its rotating instance onto an exit it just left.
+      if (plan.exit !== '') await this.waitRotationEnd(e.instance, FRESH_EXIT_WAIT_MS);
     }
     const e = this.entries.get(s.instance) as PoolEntry;
     const { exit_ip, exit_confirmed } = exitFieldsOf(e.instance.exit());
@@ -552,24 +623,26 @@ export class Pool extends EventEmitter<PoolEvents> {
    * Assigns an idle routable instance (no sessions) a fresh exit avoiding `avoid`, and waits
    * (FRESH_EXIT_WAIT_MS at most) until it serves through it. Returns its id, or null.
    */
-  private async freshExitOnIdleInstance(from: number, avoid: readonly string[]): Promise<number | null> {
+  private async freshExitOnIdleInstance(key: string, from: number, avoid: readonly string[], domains: readonly string[]): Promise<number | null> {
     const idle = this.placement()
       .routable.filter((id) => id !== from && this.sessions.countOn(id) === 0)
       .map((id) => this.entries.get(id) as PoolEntry);
     const e = idle[Math.floor(Math.random() * idle.length)];
     if (!e) return null;
-    const plan = await this.rotateInstance(e, 'session', avoid);
+    const plan = await this.rotateInstance(e, 'session', avoid, key, domains);
     if (plan.exit === '') return null;
     await this.waitRotationEnd(e.instance, FRESH_EXIT_WAIT_MS);
-    return this.isRoutable(e) && this.isFresh(e.instance.id, avoid) ? e.instance.id : null;
+    return this.isRoutable(e) && this.isFresh(e.instance.id, avoid, domains) ? e.instance.id : null;
   }
 
-  /** Its exit is known and is none of `avoid`, nor in one of their /24s. */
-  private isFresh(id: number, avoid: readonly string[]): boolean {
-    const ip = this.exitIpOf(id);
+  /** Its exit is known and is none of `avoid`, nor in one of their /24s, nor banned for one of `domains`. */
+  private isFresh(id: number, avoid: readonly string[], domains: readonly string[] = []): boolean {
+    const exit = this.entries.get(id)?.instance.exit();
+    const ip = exit?.exitIp ?? '';
     if (ip === '') return false;
     const blocks = new Set(avoid.map(addressBlock));
-    return !avoid.includes(ip) && !blocks.has(addressBlock(ip));
+    if (avoid.includes(ip) || blocks.has(addressBlock(ip))) return false;
+    return domains.length === 0 || !this.deps.exits?.bannedFor({ fingerprint: exit?.exitFingerprint ?? '', address: ip }, domains);
   }
 
   /**
@@ -577,9 +650,9 @@ export class Pool extends EventEmitter<PoolEvents> {
    * of `avoid` nor in their /24s (`fresh`); failing that, those whose exit IP is at least not
    * one of `avoid`; failing that, any other.
    */
-  private rotationTargets(from: number, avoid: readonly string[]): { placement: Placement; fresh: boolean } {
+  private rotationTargets(from: number, avoid: readonly string[], domains: readonly string[] = []): { placement: Placement; fresh: boolean } {
     const others = this.placement().routable.filter((id) => id !== from);
-    const fresh = others.filter((id) => this.isFresh(id, avoid));
+    const fresh = others.filter((id) => this.isFresh(id, avoid, domains));
     if (fresh.length > 0) return { placement: { routable: fresh, lastResort: null }, fresh: true };
     const otherIp = others.filter((id) => !avoid.includes(this.exitIpOf(id)));
     return { placement: { routable: otherIp.length > 0 ? otherIp : others, lastResort: null }, fresh: false };
@@ -589,7 +662,7 @@ export class Pool extends EventEmitter<PoolEvents> {
    * A client's report about a request through `key`. Scored only within the reporter's budget
    * (CLIENT_REPORT_BUDGET), and never quarantines below the routable floor (MIN_ROUTABLE).
    */
-  reportFailure(key: string, kind: FailureKind, reason: string, reporter: Reporter): FailureResult {
+  reportFailure(key: string, kind: FailureKind, reason: string, reporter: Reporter, domain = ''): FailureResult {
     const s = this.sessions.get(key);
     if (!s) throw noSuchSession();
     // The report is charged to the instance the session is on now; a quarantine it causes moves
@@ -605,9 +678,13 @@ export class Pool extends EventEmitter<PoolEvents> {
       instance,
       session: key,
       message: `failure reported on instance ${instance}: ${kind}${reason ? ` (${reason})` : ''}${scored ? '' : ' (not scored: over CLIENT_REPORT_BUDGET)'}`,
-      details: { kind, reason, scored, reporter: reporterKey(reporter) },
+      details: { kind, reason, scored, reporter: reporterKey(reporter), ...(domain !== '' ? { domain } : {}) },
     });
-    if (e && scored) e.lastFailureKind = kind;
+    if (domain !== '') s.domains = [...s.domains.filter((d) => d !== domain), domain].slice(-MAX_SESSION_DOMAINS);
+    if (e && scored) {
+      e.lastFailureKind = kind;
+      if (kind === 'captcha' || kind === 'blocked') e.complaints = [...e.complaints, { domain, at: now }].slice(-MAX_COMPLAINTS);
+    }
     if (e) e.health.failure(kind, 'client', scored, now, { mayQuarantine: this.clientEvidenceMayQuarantine(e) });
     return { session: key, instance, kind, scored };
   }
@@ -710,6 +787,7 @@ export class Pool extends EventEmitter<PoolEvents> {
       bytesUp: 0,
       bytesDown: 0,
       latencyMs: 0,
+      complaints: [],
     };
     this.entries.set(id, entry);
     instance.on('ready', () => {

@@ -132,7 +132,12 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
   private planRotation(request: RotationRequest): { target: string | undefined; plan: RotationPlan } {
     if (!this.steering) return { target: undefined, plan: { exit: '', shortage: '' } };
     if (!this.tor.ready) return { target: undefined, plan: { exit: '', shortage: '' } }; // tor.rotate throws
-    const next = this.steering.next(this.id, { fresh: true, why: request.why, ...(request.avoid ? { avoid: { addresses: request.avoid } } : {}) });
+    const next = this.steering.next(this.id, {
+      fresh: true,
+      why: request.why,
+      ...(request.avoid || request.avoidDomains ? { avoid: { addresses: request.avoid ?? [], domains: request.avoidDomains ?? [] } } : {}),
+      ...(request.session !== undefined ? { session: request.session } : {}),
+    });
     if (!next.ok) return { target: undefined, plan: { exit: '', shortage: next.note } };
     return { target: next.relay.fingerprint, plan: { exit: next.relay.fingerprint, shortage: next.note } };
   }

@@ -118,6 +118,7 @@ export class SessionTable {
       bytesDown: 0,
       active: 1,
       recentExits: [],
+      domains: [],
     };
     this.sessions.set(key, session);
     this.index(key, to);

@@ -24,6 +24,8 @@ export interface Session {
   displaced?: { from: number; burnt: boolean };
   /** Exit IPs it was moved away from, newest last (at most EXIT_HISTORY): rotations avoid them. */
   recentExits: string[];
+  /** Sites its failure reports named, newest last (a few): its rotations avoid exits banned for them. */
+  domains: string[];
 }
 
 /** Its exit, as the instance serving it knows it. */

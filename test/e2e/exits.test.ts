@@ -14,6 +14,9 @@ import { pollUntil } from '../support/waiting.js';
 
 const READY_TIMEOUT_MS = 120_000;
 const EXIT_HISTORY = 5;
+/** Reports within ROTATION_GRACE of an instance's rotation are not held against it (proxy rule 5): kept short here. */
+const ROTATION_GRACE_MS = 1000;
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Sends requests under fresh keys until every instance has served one; returns instance → the IP whoami saw. */
 async function exitIpsByInstance(svc: RunningService, api: HealApi, size: number, prefix: string): Promise<Map<number, string>> {
@@ -67,7 +70,10 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
   });
 
   describe('with one service of 4', () => {
-    const suite = withService({ POOL_SIZE: '4', CLIENT_REPORT_BUDGET: '1000/1m', FAILURE_WINDOW: '60s', REMEDIATION_BACKOFF_BASE: '2s' }, { ready: 4, readyTimeoutMs: READY_TIMEOUT_MS });
+    const suite = withService(
+      { POOL_SIZE: '4', CLIENT_REPORT_BUDGET: '1000/1m', FAILURE_WINDOW: '60s', REMEDIATION_BACKOFF_BASE: '2s', ROTATION_GRACE: `${ROTATION_GRACE_MS}ms` },
+      { ready: 4, readyTimeoutMs: READY_TIMEOUT_MS },
+    );
     let api: HealApi;
     before(async () => {
       api = await HealApi.signIn(suite.svc);
@@ -101,6 +107,9 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
       const instance = (await api.session(key)).instance;
       const fingerprint = (await api.instance(instance)).assigned_exit?.fingerprint as string;
       suite.svc.net.whoami.setBehaviour(ip, 'captcha');
+      // The rotations before may have re-pinned this instance a moment ago: out of its grace first.
+      await pollUntil('the instance settled', () => api.instance(instance), 20_000, { until: (v: InstanceView) => !v.rotating });
+      await sleep(ROTATION_GRACE_MS + 500);
       for (let i = 0; i < 2; i++) {
         expect((await fetchThroughSession(suite.svc, key)).kind).to.equal('captcha');
         await api.reportFailure(key, { kind: 'captcha' });
@@ -133,6 +142,88 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
       expect((await api.raw('/api/exits/not-a-fingerprint/ban', { method: 'DELETE' })).status).to.equal(400);
       expect((await api.raw(`/api/exits/${fingerprint}/ban`, { method: 'DELETE', bearer: TEST_PROXY_TOKEN })).status).to.equal(403);
     });
+
+    it('bans an exit for one site when only that site complained: it stays eligible for others, and the session avoids it', async () => {
+      const key = 'shop-user';
+      const site = 'shop.testnet';
+      const ip = await exitIpOf(suite.svc, key);
+      const instance = (await api.session(key)).instance;
+      const fingerprint = (await api.instance(instance)).assigned_exit?.fingerprint as string;
+      suite.svc.net.whoami.setBehaviour(ip, 'captcha');
+      await pollUntil('the instance settled', () => api.instance(instance), 20_000, { until: (v: InstanceView) => !v.rotating });
+      await sleep(ROTATION_GRACE_MS + 500);
+      for (let i = 0; i < 2; i++) {
+        expect((await fetchThroughSession(suite.svc, key, `http://${site}:${suite.svc.net.whoami.port}/`)).kind).to.equal('captcha');
+        await api.reportFailure(key, { kind: 'captcha', domain: site.toUpperCase() });
+      }
+      const exits = await pollUntil('the per-site ban', () => api.json<ExitsView>('/api/exits'), 10_000, { until: (v) => v.bans.some((b) => b.fingerprint === fingerprint) });
+      expect(exits.bans.filter((b) => b.fingerprint === fingerprint).map((b) => b.domain)).to.deep.equal([site]);
+      expect(exits.exits.find((e) => e.fingerprint === fingerprint)?.banned, 'not banned for everyone').to.equal(null);
+      expect(exits.eligible, 'still eligible for other sites').to.equal(8);
+      suite.svc.net.whoami.clearBehaviours();
+      // The session that reported the site never rotates back onto that exit.
+      for (let i = 0; i < 10; i++) {
+        const r = await api.json<SessionRotateResult>(`/api/sessions/${key}/rotate`, { method: 'POST', bearer: TEST_PROXY_TOKEN });
+        expect(r.exit_ip, `rotation ${i}`).to.not.equal(ip);
+        expect(await exitIpOf(suite.svc, key)).to.not.equal(ip);
+      }
+      expect((await api.session(key)).exit_ip).to.not.equal(ip);
+      expect((await api.raw(`/api/exits/${fingerprint}/ban`, { method: 'DELETE' })).status).to.equal(204);
+    });
+  });
+
+  it('blames the destination, not the exit, for names that do not exist: five of them quarantine nothing, and nobody else is moved', async () => {
+    const svc = await startService({ POOL_SIZE: '3' });
+    try {
+      await svc.waitReady(3, READY_TIMEOUT_MS);
+      const api = await HealApi.signIn(svc);
+      const victim = 'new-user';
+      await exitIpOf(svc, victim);
+      const instance = (await api.session(victim)).instance;
+      // Another client on the same exit: it must not be moved by the first one's mistakes.
+      let bystander = '';
+      for (let i = 0; i < 30 && bystander === ''; i++) {
+        await exitIpOf(svc, `other-client-${i}`);
+        if ((await api.session(`other-client-${i}`)).instance === instance) bystander = `other-client-${i}`;
+      }
+      expect(bystander, 'a second session on the same instance').to.not.equal('');
+      for (let i = 0; i < 5; i++) {
+        const r = await fetchThroughSession(svc, victim, `http://no-such-name-${i}.invalid/`);
+        expect(r.kind).to.equal('failed');
+      }
+      const metrics = await pollUntil('five failures blamed on their destinations', async () => (await api.metricsText()).text, 30_000, {
+        until: (t) => /^pool_failures_blamed_on_destination_total 5$/m.test(t),
+      });
+      expect(metrics).to.match(/^pool_failures_blamed_on_destination_total 5$/m);
+      const v = await api.instance(instance);
+      expect(v.health.state, 'the exit is not burnt').to.equal('healthy');
+      expect(v.health.failure_score).to.equal(0);
+      expect(v.totals.failures, 'still counted as failed requests').to.be.at.least(5);
+      expect((await api.session(victim)).instance).to.equal(instance);
+      expect((await api.session(bystander)).instance, 'the other client stays on its exit').to.equal(instance);
+      expect((await api.json<ExitsView>('/api/exits')).bans).to.deep.equal([]);
+    } catch (error) {
+      await svc.stop();
+      throw error;
+    }
+    expect(await svc.stop(), 'a clean shutdown').to.equal(0);
+  });
+
+  it('still scores an unresolvable name against the instance when no other exit can check it (pool of 1, as the SPEC says)', async () => {
+    const svc = await startService({ POOL_SIZE: '1' });
+    try {
+      await svc.waitReady(1, READY_TIMEOUT_MS);
+      const api = await HealApi.signIn(svc);
+      await exitIpOf(svc, 'alone');
+      expect((await fetchThroughSession(svc, 'alone', 'http://no-such-name.invalid/')).kind).to.equal('failed');
+      const v = await pollUntil('the failure scored', () => api.instance(0), 20_000, { until: (i: InstanceView) => i.health.failure_score > 0 });
+      expect(v.health.failures_by_kind.transport).to.equal(1);
+      expect((await api.metricsText()).text).to.match(/^pool_failures_blamed_on_destination_total 0$/m);
+    } catch (error) {
+      await svc.stop();
+      throw error;
+    }
+    expect(await svc.stop(), 'a clean shutdown').to.equal(0);
   });
 
   it('reports the shortage when the catalog has fewer eligible exits than instances, rather than hiding it', async () => {

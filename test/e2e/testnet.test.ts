@@ -17,11 +17,15 @@ import {
   type WhoamiJson,
 } from '../../internal/testnet/index.js';
 import { isProcessAlive } from '../../internal/testnet/process-liveness.js';
+import { AUTHORITY_COUNT, DEFAULT_EXIT_COUNTRIES, DEFAULT_EXITS, DEFAULT_RELAYS } from '../../internal/testnet/topology.js';
 import { childLogger } from '../../shared/logger.js';
 import { startTestnetClient, type TestnetClient } from '../support/clients/testnet-tor-client.js';
 import { curlThroughSocks, type CurlResponse } from '../support/clients/curl.js';
 import { sharedTestnet } from '../support/fixtures/testnet.js';
 import type { OrphanChildReport } from '../support/processes/testnet-orphan-child.js';
+
+/** Every tor of a network started with the defaults. */
+const DEFAULT_NETWORK_TORS = AUTHORITY_COUNT + DEFAULT_RELAYS + DEFAULT_EXITS;
 import { waitAllGone } from '../support/processes/inspection.js';
 
 const log = childLogger({ component: 'e2e-testnet' });
@@ -91,7 +95,7 @@ describe('private Tor network on loopback (e2e)', function () {
       const status = await a.control.getInfo(`ns/id/${exit.fingerprint}`);
       expect(status, `consensus entry of ${exit.nickname}`).to.match(new RegExp(`^r ${exit.nickname} \\S+ .* ${exit.address.replace(/\./g, '\\.')} \\d+ `, 'm'));
     }
-    expect(new Set(net.exits.map((e) => e.country)).size, 'distinct countries').to.equal(Math.min(net.exits.length, 4));
+    expect(new Set(net.exits.map((e) => e.country)).size, 'distinct countries').to.equal(Math.min(net.exits.length, DEFAULT_EXIT_COUNTRIES.length));
     expect(await a.control.getInfo('ip-to-country/127.0.0.1')).to.equal('??');
   });
 
@@ -218,7 +222,7 @@ describe('private Tor network teardown (e2e)', function () {
   it('stop() ends every tor of the network (checked by PID) and removes its work dir', async () => {
     const net = await startTestnet();
     const pids = [...net.pids];
-    expect(pids).to.have.length(10);
+    expect(pids).to.have.length(DEFAULT_NETWORK_TORS);
     for (const pid of pids) expect(isProcessAlive(pid)).to.equal(true);
     await net.stop();
     expect(pids.filter((pid) => isProcessAlive(pid)), 'tors alive after stop()').to.deep.equal([]);
@@ -229,7 +233,7 @@ describe('private Tor network teardown (e2e)', function () {
 
   it('kills the tors at once when the owning Node process is terminated by a signal', async () => {
     const report = await startOrphanChild();
-    expect(report.pids).to.have.length(10);
+    expect(report.pids).to.have.length(DEFAULT_NETWORK_TORS);
     for (const pid of report.pids) expect(isProcessAlive(pid)).to.equal(true);
     const proc = child;
     if (!proc) throw new Error('no child');

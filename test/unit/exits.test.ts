@@ -181,6 +181,18 @@ describe('exit bans and assignments', () => {
     expect(bans.lift(fp('a'))).to.equal(false);
   });
 
+  it('bans an exit for one site only: everyone else may still be assigned it', () => {
+    const bans = new ExitBans();
+    bans.ban({ fingerprint: fp('a'), address: '10.0.0.1', nickname: 'a' }, 'captcha', 'x', 0, 1000, 'shop.example');
+    expect(bans.isBanned({ fingerprint: fp('a'), address: '10.0.0.1' }, 1)).to.equal(false);
+    expect(bans.isBanned({ fingerprint: fp('a'), address: '10.0.0.1' }, 1, ['other.example'])).to.equal(false);
+    expect(bans.isBanned({ fingerprint: fp('a'), address: '10.0.0.1' }, 1, ['shop.example'])).to.equal(true);
+    bans.ban({ fingerprint: fp('a'), address: '10.0.0.1', nickname: 'a' }, 'blocked', 'y', 0, 1000);
+    expect(bans.list(1).map((b) => b.domain).sort()).to.deep.equal(['', 'shop.example']);
+    expect(bans.lift(fp('a'))).to.equal(true);
+    expect(bans.size, 'lifting lifts every ban of the relay').to.equal(0);
+  });
+
   function assignments(exits: ExitRelay[], now = { t: 0 }): ExitAssignments {
     const a = new ExitAssignments({ unit: 'subnet', banTtlMs: 1000, exitNodes: [], strictNodes: false, audit: new AuditLog(), log: logger(), now: () => now.t, random: () => 0 });
     a.catalog.replace(exits, 1);
@@ -214,6 +226,19 @@ describe('exit bans and assignments', () => {
     expect(none.ok).to.equal(false);
     now.t = 2000; // the bans expired
     expect(a.next(0, { fresh: false, why: 'ladder' }).ok).to.equal(true);
+  });
+
+  it('keeps a session\'s sites away from exits banned for them, and counts such exits as eligible', () => {
+    const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.1.0.1')]);
+    a.banAssigned(0, 'captcha', 'x', fp('a'), 'shop.example');
+    expect(a.eligibleCount()).to.equal(2);
+    for (let i = 0; i < 5; i++) {
+      const n = a.next(i, { fresh: false, why: 'session', avoid: { addresses: [], domains: ['shop.example'] } });
+      expect(n.ok && n.relay.fingerprint).to.equal(fp('b'));
+    }
+    expect(a.bannedFor({ fingerprint: fp('a'), address: '10.0.0.1' }, ['shop.example'])).to.equal(true);
+    expect(a.bannedFor({ fingerprint: fp('a'), address: '10.0.0.1' }, [])).to.equal(false);
+    expect(exitsViewOf(a, [], 0).exits.find((e) => e.fingerprint === fp('a'))?.banned).to.equal(null);
   });
 
   it('avoids a session\'s recent exits and their /24s', () => {

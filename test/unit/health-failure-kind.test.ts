@@ -36,7 +36,7 @@ describe('health: failure report reading', () => {
     ['extra fields ignored', { kind: 'blocked', session: 5, nested: { a: 1 } }, 'blocked', ''],
   ];
   for (const [name, body, kind, reason] of bodies) {
-    it(`reads ${name} as ${kind}`, () => expect(readFailureReport(body)).to.deep.equal({ kind, reason }));
+    it(`reads ${name} as ${kind}`, () => expect(readFailureReport(body)).to.deep.equal({ kind, reason, domain: '' }));
   }
 
   const aliases: [string, FailureKind][] = [
@@ -83,7 +83,11 @@ describe('health: failure report reading', () => {
     });
   }
 
-  const wrongTypes: [string, unknown, 'body' | 'kind' | 'reason'][] = [
+  const wrongTypes: [string, unknown, 'body' | 'kind' | 'reason' | 'domain'][] = [
+    ['a number domain', { kind: 'captcha', domain: 5 }, 'domain'],
+    ['a domain that is not a host name', { kind: 'captcha', domain: 'exa mple.com' }, 'domain'],
+    ['a domain with a header injection', { domain: 'a.com\r\nX: y' }, 'domain'],
+    ['an overlong domain', { domain: `${'a'.repeat(63)}.`.repeat(5) + 'com' }, 'domain'],
     ['a number kind', { kind: 5 }, 'kind'],
     ['an object reason', { reason: {} }, 'reason'],
     ['a boolean kind', { kind: true, reason: 'x' }, 'kind'],
@@ -105,6 +109,28 @@ describe('health: failure report reading', () => {
       expect((caught as FailureReportInvalidError).field).to.equal(field);
     });
   }
+
+  it('reads the site a report names, normalised (lower case, no trailing dot); blank is none', () => {
+    expect(readFailureReport({ kind: 'captcha', domain: 'Shop.Example.COM.' })).to.deep.equal({ kind: 'captcha', reason: '', domain: 'shop.example.com' });
+    expect(readFailureReport({ kind: 'blocked', domain: '  ' }).domain).to.equal('');
+    expect(readFailureReport({ domain: '192.0.2.7' }).domain).to.equal('192.0.2.7');
+  });
+
+  it('accepts every host name and refuses everything else as a domain, never throwing otherwise (property)', () => {
+    fc.assert(
+      fc.property(fc.domain(), (d) => readFailureReport({ kind: 'captcha', domain: d }).domain === d.toLowerCase()),
+    );
+    fc.assert(
+      fc.property(fc.string(), (text) => {
+        try {
+          const d = readFailureReport({ domain: text }).domain;
+          return d === '' || /^[a-z0-9.-]{1,253}$/.test(d);
+        } catch (e) {
+          return e instanceof FailureReportInvalidError && e.field === 'domain';
+        }
+      }),
+    );
+  });
 
   it('strips control characters from the reason and bounds its length', () => {
     expect(sanitiseReason('  a\nb\r\tc\u0000d\u001b[31m\u2028e\u202e  ')).to.equal('a b  c d [31m e');
