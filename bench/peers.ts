@@ -46,8 +46,8 @@ const REQUESTS_VS_DIRECT_BUDGET = 0.97;
 const POOL_SIZE = 4;
 const PROXY_WORKERS = 2;
 
-type PathName = 'direct' | 'haproxy' | 'bare relay' | 'exitpool' | 'exitpool, pinned exits';
-const EXITPOOL_PATHS = ['exitpool', 'exitpool, pinned exits'] as const;
+type PathName = 'direct' | 'haproxy' | 'bare relay' | 'exitpool' | 'exitpool, PIN_EXIT_RELAY=0';
+const EXITPOOL_PATHS = ['exitpool', 'exitpool, PIN_EXIT_RELAY=0'] as const;
 
 interface Measured {
   requests: number;
@@ -132,13 +132,14 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
       LOG_LEVEL: 'warn',
       ...(nodeOptions === '' ? {} : { NODE_OPTIONS: nodeOptions }),
     };
-    // The defaults, and PIN_EXIT_RELAY=1: a pinned exit lets the supervisor stop following every stream.
+    // The defaults (each instance pinned to its assigned exit: the supervisor stops following every
+    // stream once it is confirmed), and PIN_EXIT_RELAY=0 (tor picks its exits: streams followed).
     const svc: RunningService = await startService(serviceEnv);
     stops.push(() => svc.stop());
-    const pinnedSvc: RunningService = await startService({ ...serviceEnv, PIN_EXIT_RELAY: '1' });
-    stops.push(() => pinnedSvc.stop());
+    const torChoiceSvc: RunningService = await startService({ ...serviceEnv, PIN_EXIT_RELAY: '0' });
+    stops.push(() => torChoiceSvc.stop());
     await svc.waitReady(POOL_SIZE, 180_000);
-    await pinnedSvc.waitReady(POOL_SIZE, 180_000);
+    await torChoiceSvc.waitReady(POOL_SIZE, 180_000);
     const admin = await svc.login();
     const instances = (await (await svc.api('/api/instances', { bearer: admin })).json()) as InstanceView[];
     const sockets = instances.map((i) => i.socks_addr.replace(/^unix:/, ''));
@@ -168,7 +169,7 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
       { name: 'haproxy', options: () => ({ ...target, port: haproxy.port }), processes: () => new Map([['haproxy', haproxy.pid]]) },
       { name: 'bare relay', options: () => ({ ...target, port: relay.port }), processes: () => new Map([['bare relay', relay.pid]]) },
       exitpoolPath('exitpool', svc),
-      exitpoolPath('exitpool, pinned exits', pinnedSvc),
+      exitpoolPath('exitpool, PIN_EXIT_RELAY=0', torChoiceSvc),
     ];
     const windows = new Map<PathName, ProfileWindow[]>(EXITPOOL_PATHS.map((name) => [name, []]));
     const results = new Map<PathName, Measured>(paths.map((p) => [p.name, { requests: 0, failures: 0, ms: 0, latencies: [], cpu: new Map() }]));
@@ -201,7 +202,7 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
       // The profiles are written when the processes exit.
       for (const stop of stops.splice(0).reverse()) await stop().catch(() => undefined);
       section.figures.push(supervisorProfileFigure('exitpool', profileDir, svc.pid, windows.get('exitpool') ?? []));
-      section.figures.push(supervisorProfileFigure('exitpool, pinned exits', profileDir, pinnedSvc.pid, windows.get('exitpool, pinned exits') ?? []));
+      section.figures.push(supervisorProfileFigure('exitpool, PIN_EXIT_RELAY=0', profileDir, torChoiceSvc.pid, windows.get('exitpool, PIN_EXIT_RELAY=0') ?? []));
     }
     return section;
   } finally {
@@ -269,7 +270,7 @@ function report(
   return {
     title: 'Next to the peers: HAProxy and a bare Node relay in front of the same tors',
     method: [
-      `The real service (the CLI, ${POOL_SIZE} instances on the private Tor network, ${PROXY_WORKERS} proxy workers), once with the defaults and once with PIN_EXIT_RELAY=1 (each instance pinned to its exit, so the supervisor follows tor's STREAM events only until that exit is confirmed), and, in front of the same ${POOL_SIZE} tor instances' SOCKS sockets: HAProxy (Debian's package, TCP mode, round robin), a bare Node relay in one process (round robin, pipes both ways, no parsing) and no proxy at all (the client spreads its connections over the ${POOL_SIZE} sockets itself).`,
+      `The real service (the CLI, ${POOL_SIZE} instances on the private Tor network, ${PROXY_WORKERS} proxy workers), once with the defaults (each instance pinned to the exit the supervisor assigned it, so the supervisor follows tor's STREAM events only until that exit is confirmed) and once with PIN_EXIT_RELAY=0 (tor picks its own exits, and the supervisor follows its streams), and, in front of the same ${POOL_SIZE} tor instances' SOCKS sockets: HAProxy (Debian's package, TCP mode, round robin), a bare Node relay in one process (round robin, pipes both ways, no parsing) and no proxy at all (the client spreads its connections over the ${POOL_SIZE} sockets itself).`,
       `One load generator for all (this process, test/support/clients/socks5-client.ts): ${o.clients} concurrent clients, each in a closed loop of connect, SOCKS5 (exitpool: the proxy token, one session per client), CONNECT to the whoami server through an exit, GET, close.`,
       `${o.rounds} rounds of ${o.roundMs / 1000} s per path after a 2 s warm-up each, the paths' order rotated every round. CPU per proxied request is the CPU time each process of the path used over its rounds divided by the requests served (from /proc; the tors' CPU is not counted: every path shares them).`,
       `The burst: ${o.burst} connections started at once on one session, ${o.bursts} times, through the pool and straight to the instance serving that session, alternately; each time is from the burst's start to that request's response.`,

@@ -93,7 +93,7 @@ export async function startProxyHarness(options: ProxyHarnessOptions): Promise<P
       h.endpoint.handle('credentials.proxy', () => snapshot);
       h.endpoint.handle('route', (p: RouteParams): RouteResult => {
         tally.routes += 1;
-        return { ok: true, instance: 0, host, port, key: p.key, session: p.key === null ? null : 1, lease: p.key !== null };
+        return { ok: true, instance: 0, host, port, key: p.key, session: p.key === null ? null : 1, lease: p.key !== null, exitIp: '' };
       });
       h.endpoint.onNotice('accounting', ({ closes, routeRttMs }: { closes: CloseRecord[]; routeRttMs: number[] }) => {
         for (const c of closes) {

@@ -4,8 +4,10 @@ import { loadConfig, removeSecretsFromEnvironment, type Environment } from '../s
 import { createRootLogger } from '../shared/logger.js';
 import { Service } from './service.js';
 
-/** Pool size of the demo unless POOL_SIZE says otherwise: one instance per testnet exit. */
+/** Pool size of the demo unless POOL_SIZE says otherwise: 4 of the network's 7 exit /24s. */
 const DEMO_POOL_SIZE = '4';
+/** How long the demo waits for every instance's exit before printing the ones it has. */
+const EXITS_PRINT_WAIT_MS = 60_000;
 
 /**
  * `exitpool demo`: a private Tor network on loopback (no internet needed), exitpool on top of
@@ -14,7 +16,7 @@ const DEMO_POOL_SIZE = '4';
 export async function runDemo(env: Environment): Promise<number> {
   const probe = loadConfig(env);
   const log = createRootLogger(probe.logLevel, probe.logFormat);
-  log.info('demo: starting a private Tor network on 127.0.0.x (this takes about half a minute)');
+  log.info('demo: starting a private Tor network on loopback (this takes about half a minute)');
   const net = await startTestnet({ log: log.child({ component: 'testnet' }) });
   let service: Service | null = null;
   const stopAll = async (): Promise<void> => {
@@ -51,7 +53,7 @@ export async function runDemo(env: Environment): Promise<number> {
         `  HTTP proxy     127.0.0.1:${config.httpPort}`,
         `  dashboard      http://127.0.0.1:${config.apiPort}/   user ${config.adminUser}, password ${password}`,
         `  proxy token    ${token}`,
-        `  destination    ${whoami}  (answers with the exit's address: 127.0.0.11 and up)`,
+        `  destination    ${whoami}  (answers with the exit's address: 127.20.0.1 and up)`,
         '',
         '  Try the same session twice, then rotate it:',
         `    curl --socks5-hostname 'alice:${token}@127.0.0.1:${config.socksPort}' ${whoami}`,
@@ -62,12 +64,30 @@ export async function runDemo(env: Environment): Promise<number> {
         '',
       ].join('\n'),
     );
-    await new Promise<void>((resolve) => {
+    const stopped = new Promise<void>((resolve) => {
       process.once('SIGINT', () => resolve());
       process.once('SIGTERM', () => resolve());
     });
+    await Promise.race([printExits(service), stopped]);
+    await stopped;
   } finally {
     await stopAll();
   }
   return 0;
+}
+
+/**
+ * Once every instance serves, which exit each leaves through: one line per instance, so the demo
+ * shows the pool's distinct exit IPs (supervisor/exits).
+ */
+async function printExits(service: Service): Promise<void> {
+  const deadline = Date.now() + EXITS_PRINT_WAIT_MS;
+  const views = (): ReturnType<Service['pool']['instanceViews']> => service.pool.instanceViews();
+  while (Date.now() < deadline && !views().every((v) => v.ready && v.exit_ip !== '')) await new Promise((r) => setTimeout(r, 250));
+  const lines = views().map((v) => {
+    const exit = v.assigned_exit;
+    const where = exit ? `${exit.nickname}, ${exit.country || '??'}, block ${exit.block}${exit.distinct ? '' : ' (shared: too few exits)'}` : 'chosen by tor';
+    return `    instance ${v.id}  ${v.exit_ip || '(not yet known)'}  (${where})`;
+  });
+  process.stdout.write(['  Each instance leaves through its own exit:', ...lines, ''].join('\n') + '\n');
 }

@@ -113,6 +113,7 @@ export class LeasedRouter implements Router {
       ...(r.path === undefined ? {} : { socksPath: r.path }),
       sessionKey: r.key,
       ...(r.session === null ? {} : { sessionId: r.session }),
+      ...(r.exitIp === '' ? {} : { exitIp: r.exitIp }),
     };
     if (leaseKey !== null && r.lease && r.session !== null && r.key === leaseKey && this.invalidations === invalidationsBefore) {
       this.leases.set(leaseKey, { ...granted, sessionId: r.session });

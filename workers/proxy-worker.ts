@@ -96,7 +96,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
     router.invalidate({ keys: [], instances: [instance] });
     instanceDown.markDown(instance);
   });
-  const deps = { router, events, credentials: credentials.policy(), log, budget, instanceDown, credentialRefusals };
+  const deps = { router, events, credentials: credentials.policy(), log, budget, instanceDown, credentialRefusals, exitHeader: config.exitHeader };
   const socks = new Socks5ProxyServer(deps);
   const http = new HttpProxyServer(deps);
   await listenNamed('SOCKS_PORT', config.socksPort, config.bindHost, () => socks.listen(config.socksPort, config.bindHost));

@@ -26,6 +26,8 @@ export interface Config {
   /** Exits a session remembers; a rotation avoids them and their /24s. */
   exitHistory: number;
   exitBanTtlMs: number;
+  /** The HTTP proxy adds `Exitpool-Exit: <exit IP>` to its responses. */
+  exitHeader: boolean;
   torMaxCircuitDirtinessMs: number;
   torConflux: boolean;
   torExitNodes: string[];

@@ -73,6 +73,8 @@ export const VARIABLES: readonly VariableDefinition[] = [
     description: 'What no two instances share while the exit catalog has enough exits: relay (the same exit relay), subnet (also the same /24, or /48 for IPv6) or family (also the same declared relay family). With too few exits the least-shared exit is assigned and the shortage is reported (GET /api/exits, the instance view, the audit).' }),
   def({ name: 'EXIT_HISTORY', key: 'exitHistory', defaultText: '5', parse: integerIn(0, 50),
     description: "How many exits a session remembers: a session rotation moves it to an exit that is none of them (nor in their /24s), assigning a fresh exit to an idle instance when no ready one qualifies." }),
+  def({ name: 'EXIT_HEADER', key: 'exitHeader', defaultText: 'false', parse: parseBoolean,
+    description: "The HTTP proxy adds `Exitpool-Exit: <exit IP>` to every response it relays and to its CONNECT reply: the exit the pool knew for the session's instance when it routed the request (empty exits are not named). Off by default: a response then reaches the client exactly as the destination sent it, but for hop-by-hop fields." }),
   def({ name: 'EXIT_BAN_TTL', key: 'exitBanTtlMs', defaultText: '3h', parse: durationIn(MINUTE, 30 * DAY),
     description: 'How long an exit stays banned after a quarantine for captcha or blocked reports, or a run of transport failures: no instance is assigned it meanwhile (DELETE /api/exits/{fingerprint}/ban lifts it).' }),
   def({ name: 'TOR_MAX_CIRCUIT_DIRTINESS', aliases: ['NET_MAX_CIRCUIT_DIRTINESS'], key: 'torMaxCircuitDirtinessMs', defaultText: '1h', parse: durationIn(10 * SECOND, 30 * DAY),

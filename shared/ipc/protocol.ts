@@ -52,6 +52,8 @@ export type RouteResult =
        * without asking, until a `routes.invalidate` drops it (docs/architecture.md, "Route leases").
        */
       lease: boolean;
+      /** The exit IP the instance last knew ('' while unknown): EXIT_HEADER names it to HTTP proxy clients. */
+      exitIp: string;
     }
   | { ok: false; reason: 'no_routable_instance' | 'session_limit' };
 

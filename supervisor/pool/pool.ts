@@ -9,7 +9,6 @@ import type { AuditLog } from '../audit/audit-log.js';
 import { RouteLeases, type InvalidationSender } from '../routing/route-leases.js';
 import type { DestinationBlame } from '../exits/destination-blame.js';
 import type { ExitAssignments } from '../exits/exit-assignments.js';
-import { addressBlock } from '../exits/exit-relay.js';
 import type { QuarantineCause } from '../health/health-machine.js';
 import { viewOf, type Session } from '../sessions/session.js';
 import { SessionTable, type Assignment, type Placement } from '../sessions/session-table.js';
@@ -17,6 +16,7 @@ import { StatsHistory } from '../stats/stats-history.js';
 import { PendingSuccesses } from './pending-successes.js';
 import { dependsOnClient, ReportBudget, reporterKey, RoutableFloorGuard, type Reporter } from './client-evidence.js';
 import type { FailureKind, HealthTracker } from './health-tracker.js';
+import { isFreshExit, rankByFreshness, rememberExit, soleComplainingDomain, type BannedFor } from './exit-freshness.js';
 import type { PoolEntry } from './pool-entry.js';
 import type { PoolInstance, RotationPlan } from './pool-instance.js';
 import { exitFieldsOf, instanceViewOf, poolSummaryOf } from './pool-views.js';
@@ -186,7 +186,7 @@ export class Pool extends EventEmitter<PoolEvents> {
     if (p.listener === 'session-port') {
       const e = p.instance === undefined ? undefined : this.entries.get(p.instance);
       if (!e || !this.isRoutable(e)) return { ok: false, reason: 'no_routable_instance' };
-      return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key: null, session: null, lease: false };
+      return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key: null, session: null, lease: false, exitIp: e.instance.exit().exitIp };
     }
     const key = resolveSessionKey(p.key, p.clientIp, this.deps.config.defaultSession);
     const placement = this.placement();
@@ -195,7 +195,7 @@ export class Pool extends EventEmitter<PoolEvents> {
       const ids = placement.routable.length > 0 ? placement.routable : placement.lastResort !== null ? [placement.lastResort] : [];
       if (ids.length === 0) return { ok: false, reason: 'no_routable_instance' };
       const e = this.entries.get(ids[Math.floor(Math.random() * ids.length)] as number) as PoolEntry;
-      return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key: null, session: null, lease: false };
+      return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key: null, session: null, lease: false, exitIp: e.instance.exit().exitIp };
     }
     const outcome = this.sessions.route(key, placement, now);
     if (!outcome.ok) return { ok: false, reason: outcome.reason };
@@ -205,7 +205,7 @@ export class Pool extends EventEmitter<PoolEvents> {
     this.countOpen(workerSlot, key, session.id);
     const lease = placement.routable.includes(session.instance);
     if (lease) this.leases.granted(session.instance);
-    return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key, session: session.id, lease };
+    return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key, session: session.id, lease, exitIp: e.instance.exit().exitIp };
   }
 
   /** Connections a worker routed with its leases: counted on their sessions as route() counts one. */
@@ -515,22 +515,11 @@ export class Pool extends EventEmitter<PoolEvents> {
     const kind = e.lastFailureKind;
     const fingerprint = e.instance.exit().exitFingerprint || this.deps.exits?.current(id) || '';
     if (this.deps.exits && (kind === 'captcha' || kind === 'blocked' || kind === 'transport') && fingerprint !== '') {
-      const domain = kind === 'transport' ? '' : this.soleComplainingDomain(e);
+      const domain = kind === 'transport' ? '' : soleComplainingDomain(e.complaints, this.now() - this.deps.config.failureWindowMs);
       this.deps.exits.banAssigned(id, kind, `instance ${id} quarantined (${cause}) after ${kind} failures${domain ? ` on ${domain}` : ''}`, fingerprint, domain);
     }
     e.complaints = [];
     this.moveOff(e, 'quarantine');
-  }
-
-  /**
-   * The one site every captcha and blocked report within FAILURE_WINDOW named, or '' (none
-   * named one, or several sites complained: then the exit is burnt for everyone).
-   */
-  private soleComplainingDomain(e: PoolEntry): string {
-    const since = this.now() - this.deps.config.failureWindowMs;
-    const domains = new Set(e.complaints.filter((c) => c.at >= since).map((c) => c.domain));
-    const [only] = domains;
-    return domains.size === 1 && only !== undefined ? only : '';
   }
 
   private moveOff(e: PoolEntry, reason: 'rotate' | 'drain' | 'quarantine' | 'retired' | 'unroutable', leavingIp = e.instance.exit().exitIp): Assignment[] {
@@ -614,9 +603,7 @@ export class Pool extends EventEmitter<PoolEvents> {
   /** Remembers the exit a session was moved away from (EXIT_HISTORY of them, newest last). */
   private noteLeftExit(key: string, ip: string): void {
     const s: Session | undefined = this.sessions.get(key);
-    const keep = this.deps.config.exitHistory;
-    if (!s || ip === '' || keep === 0) return;
-    s.recentExits = [...s.recentExits.filter((x) => x !== ip), ip].slice(-keep);
+    if (s) s.recentExits = rememberExit(s.recentExits, ip, this.deps.config.exitHistory);
   }
 
   /**
@@ -635,27 +622,20 @@ export class Pool extends EventEmitter<PoolEvents> {
     return this.isRoutable(e) && this.isFresh(e.instance.id, avoid, domains) ? e.instance.id : null;
   }
 
-  /** Its exit is known and is none of `avoid`, nor in one of their /24s, nor banned for one of `domains`. */
   private isFresh(id: number, avoid: readonly string[], domains: readonly string[] = []): boolean {
-    const exit = this.entries.get(id)?.instance.exit();
-    const ip = exit?.exitIp ?? '';
-    if (ip === '') return false;
-    const blocks = new Set(avoid.map(addressBlock));
-    if (avoid.includes(ip) || blocks.has(addressBlock(ip))) return false;
-    return domains.length === 0 || !this.deps.exits?.bannedFor({ fingerprint: exit?.exitFingerprint ?? '', address: ip }, domains);
+    const e = this.entries.get(id);
+    return e !== undefined && isFreshExit(e.instance.exit(), { addresses: avoid, domains }, this.bannedFor);
   }
 
-  /**
-   * Where a rotated or quarantined session may go: other routable instances whose exit is none
-   * of `avoid` nor in their /24s (`fresh`); failing that, those whose exit IP is at least not
-   * one of `avoid`; failing that, any other.
-   */
+  private readonly bannedFor: BannedFor = (exit, domains) => this.deps.exits?.bannedFor(exit, domains) ?? false;
+
+  /** Where a rotated or quarantined session may go: other routable instances, freshest exits first (rankByFreshness). */
   private rotationTargets(from: number, avoid: readonly string[], domains: readonly string[] = []): { placement: Placement; fresh: boolean } {
-    const others = this.placement().routable.filter((id) => id !== from);
-    const fresh = others.filter((id) => this.isFresh(id, avoid, domains));
-    if (fresh.length > 0) return { placement: { routable: fresh, lastResort: null }, fresh: true };
-    const otherIp = others.filter((id) => !avoid.includes(this.exitIpOf(id)));
-    return { placement: { routable: otherIp.length > 0 ? otherIp : others, lastResort: null }, fresh: false };
+    const others = this.placement()
+      .routable.filter((id) => id !== from)
+      .map((id) => ({ id, exit: (this.entries.get(id) as PoolEntry).instance.exit() }));
+    const ranked = rankByFreshness(others, { addresses: avoid, domains }, this.bannedFor);
+    return { placement: { routable: ranked.ids, lastResort: null }, fresh: ranked.fresh };
   }
 
   /**

@@ -221,9 +221,9 @@ describe('proxy: HTTP proxy listener (component, real sockets)', function () {
   let origin6Port: number;
   const owned: Array<net.Server> = [];
 
-  async function startProxy(timeouts?: Partial<ProxyTimeouts>, credentials: CredentialPolicy = requiredCredentials): Promise<void> {
+  async function startProxy(timeouts?: Partial<ProxyTimeouts>, credentials: CredentialPolicy = requiredCredentials, exitHeader = false): Promise<void> {
     log = capturingLogger();
-    proxy = new HttpProxyServer({ router, events, credentials, log: log.logger, ...(timeouts ? { timeouts } : {}) });
+    proxy = new HttpProxyServer({ router, events, credentials, log: log.logger, exitHeader, ...(timeouts ? { timeouts } : {}) });
     proxyPort = (await proxy.listen(0)).port;
     proxyUrl = `http://127.0.0.1:${proxyPort}`;
   }
@@ -486,6 +486,37 @@ describe('proxy: HTTP proxy listener (component, real sockets)', function () {
       expect(echoed.equals(payload)).to.equal(true);
       await waitFor('accounting', () => events.closed.length === 1);
       expect(events.closed[0]!.stats).to.include({ bytesUp: payload.length, bytesDown: payload.length, ok: true });
+    });
+  });
+
+  describe('EXIT_HEADER', () => {
+    it('names the exit on plain responses and the CONNECT reply only when on, and only when the exit is known', async () => {
+      router.decide = (request, index) => ({ ...granted(backendA, 1, request), exitIp: index === 2 ? '' : '203.0.113.7' });
+      await startProxy(undefined, requiredCredentials, true);
+      const client = await RawHttpClient.connect(proxyPort);
+      client.send(`GET http://localhost:${originPort}/hello HTTP/1.1\r\nHost: localhost\r\n${AUTH}\r\n\r\n`);
+      const plain = await client.response();
+      expect(plain.status).to.equal(200);
+      expect(plain.headers.get('exitpool-exit')).to.deep.equal(['203.0.113.7']);
+      expect(plain.body.toString()).to.equal('hello');
+      client.socket.destroy();
+      const tunnel = await RawHttpClient.connect(proxyPort);
+      tunnel.send(`CONNECT localhost:${originPort} HTTP/1.1\r\n${AUTH}\r\n\r\n`);
+      const established = await tunnel.response(true);
+      expect(established.status).to.equal(200);
+      expect(established.headers.get('exitpool-exit')).to.deep.equal(['203.0.113.7']);
+      tunnel.socket.destroy();
+      const unknown = await curl(['-i', '-x', proxyUrl, '--proxy-user', `alice:${TOKEN}`, `http://localhost:${originPort}/hello`]);
+      expect(unknown.stdout.toString().toLowerCase()).to.not.contain('exitpool-exit');
+    });
+
+    it('leaves responses as the destination sent them when off', async () => {
+      router.decide = (request) => ({ ...granted(backendA, 1, request), exitIp: '203.0.113.7' });
+      await startProxy();
+      const result = await curl(['-i', '-x', proxyUrl, '--proxy-user', `alice:${TOKEN}`, `http://localhost:${originPort}/hello`]);
+      expect(result.stdout.toString().toLowerCase()).to.not.contain('exitpool-exit');
+      const tunnelled = await curl(['-i', '-p', '-x', proxyUrl, '--proxy-user', `alice:${TOKEN}`, `http://localhost:${originPort}/hello`]);
+      expect(tunnelled.stdout.toString().toLowerCase()).to.not.contain('exitpool-exit');
     });
   });
 

@@ -8,6 +8,7 @@ import { expect } from 'chai';
 import type { ExitsView, InstanceView, SessionRotateResult } from '../../shared/api/views.js';
 import { addressBlock } from '../../supervisor/exits/exit-relay.js';
 import { HealApi } from '../support/clients/api-client.js';
+import { curlHttp } from '../support/clients/curl.js';
 import { exitIpOf, fetchThroughSession } from '../support/clients/session-fetch.js';
 import { startService, TEST_PROXY_TOKEN, withService, type RunningService } from '../support/fixtures/service.js';
 import { pollUntil } from '../support/waiting.js';
@@ -71,7 +72,7 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
 
   describe('with one service of 4', () => {
     const suite = withService(
-      { POOL_SIZE: '4', CLIENT_REPORT_BUDGET: '1000/1m', FAILURE_WINDOW: '60s', REMEDIATION_BACKOFF_BASE: '2s', ROTATION_GRACE: `${ROTATION_GRACE_MS}ms` },
+      { POOL_SIZE: '4', CLIENT_REPORT_BUDGET: '1000/1m', FAILURE_WINDOW: '60s', REMEDIATION_BACKOFF_BASE: '2s', ROTATION_GRACE: `${ROTATION_GRACE_MS}ms`, EXIT_HEADER: '1' },
       { ready: 4, readyTimeoutMs: READY_TIMEOUT_MS },
     );
     let api: HealApi;
@@ -80,6 +81,18 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
       await pollUntil('4 routable', () => api.pool(), READY_TIMEOUT_MS, { until: (p) => p.routable === 4 });
     });
     afterEach(() => suite.svc?.net.whoami.clearBehaviours());
+
+    it('names the exit in Exitpool-Exit on the HTTP proxy (EXIT_HEADER): plain responses and the CONNECT reply', async () => {
+      const key = 'header-user';
+      const ip = await exitIpOf(suite.svc, key);
+      const plain = await curlHttp(suite.svc.httpPort, key, TEST_PROXY_TOKEN, suite.svc.whoamiUrl, ['-i']);
+      expect(plain.code, plain.stderr).to.equal(0);
+      expect(plain.stdout).to.match(new RegExp(`^Exitpool-Exit: ${ip.replace(/\./g, '\\.')}\r$`, 'm'));
+      expect(plain.stdout.trim().endsWith(ip)).to.equal(true);
+      const tunnelled = await curlHttp(suite.svc.httpPort, key, TEST_PROXY_TOKEN, suite.svc.whoamiUrl, ['-i', '-p']);
+      expect(tunnelled.code, tunnelled.stderr).to.equal(0);
+      expect(tunnelled.stdout).to.match(new RegExp(`^HTTP/1.1 200 Connection Established\r\nExitpool-Exit: ${ip.replace(/\./g, '\\.')}\r$`, 'm'));
+    });
 
     it('moves a session to a new IP on each of 30 rotations, never one of its last 5 nor their /24s', async () => {
       const key = 'rotating-30';

@@ -46,6 +46,14 @@ describe('hardening: the demo reads clean (bin/exitpool demo, its own private ne
       );
       expect(banner, `the demo exited before its banner:\n${out}`).to.equal('running');
       await pollUntil('every instance bootstrapped', () => ((out.match(/instance bootstrapped/g) ?? []).length >= 4 ? true : undefined), 60_000, 200);
+      // The demo shows each instance on its own exit IP, each in its own /24.
+      const exitLines = await pollUntil('the exits printed', () => {
+        const lines = out.split('\n').filter((l) => /^ {4}instance \d+ {2}127\./.test(l));
+        return lines.length >= 4 ? lines : undefined;
+      }, 60_000, 200);
+      const ips = exitLines.map((l) => l.trim().split(/\s+/)[2] ?? '');
+      expect(new Set(ips).size, exitLines.join('\n')).to.equal(4);
+      expect(new Set(ips.map((ip) => ip.split('.').slice(0, 3).join('.'))).size, exitLines.join('\n')).to.equal(4);
       const started = out;
       const warnings = started.split('\n').filter((l) => / warn /.test(l) && !/generated (proxy token|dashboard credentials)/.test(l));
       expect(warnings, 'warnings at start').to.deep.equal([]);

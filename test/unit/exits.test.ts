@@ -11,6 +11,8 @@ import { addressBlock, distinctKeys, type ExitRelay } from '../../supervisor/exi
 import { exitsViewOf, liftBan } from '../../supervisor/exits/exits-view.js';
 import { matchesNodeList } from '../../supervisor/exits/node-selection.js';
 import { logger } from '../../shared/logger.js';
+import { isFreshExit, rankByFreshness, rememberExit, soleComplainingDomain } from '../../supervisor/pool/exit-freshness.js';
+import type { ExitState } from '../../supervisor/pool/pool-instance.js';
 
 const fp = (c: string): string => c.repeat(40).toUpperCase();
 const identity = (hex: string): string => Buffer.from(hex, 'hex').toString('base64').replace(/=+$/, '');
@@ -270,5 +272,38 @@ describe('exit bans and assignments', () => {
     expect(() => liftBan(a, fp('a'))).to.throw(/not banned/);
     expect(liftBan(a, `$${fp('b').toLowerCase()}`)).to.equal(null);
     expect(exitsViewOf(undefined, [0], 0).assigning).to.equal(false);
+  });
+});
+
+describe('exit freshness for a session', () => {
+  const exit = (ip: string, fingerprint = fp('a')): ExitState => ({ exitIp: ip, exitCountry: '', exitNickname: '', exitFingerprint: fingerprint, exitConfirmed: true, retiredExitIp: '', pinnedExit: '', rotating: false });
+
+  it('is fresh only outside the recent IPs, their /24s and the sites banned for the session', () => {
+    const history = { addresses: ['10.0.0.1'], domains: ['shop.example'] };
+    expect(isFreshExit(exit('10.0.0.2'), history)).to.equal(false);
+    expect(isFreshExit(exit('10.0.1.2'), history)).to.equal(true);
+    expect(isFreshExit(exit(''), history), 'unknown exit').to.equal(false);
+    expect(isFreshExit(exit('10.0.1.2', fp('b')), history, (e, d) => e.fingerprint === fp('b') && d.includes('shop.example'))).to.equal(false);
+  });
+
+  it('ranks fresh instances first, then other IPs, then anything', () => {
+    const candidates = [
+      { id: 1, exit: exit('10.0.0.1') },
+      { id: 2, exit: exit('10.0.0.2') },
+      { id: 3, exit: exit('10.0.1.1') },
+    ];
+    expect(rankByFreshness(candidates, { addresses: ['10.0.0.1'], domains: [] })).to.deep.equal({ ids: [3], fresh: true });
+    expect(rankByFreshness(candidates.slice(0, 2), { addresses: ['10.0.0.1'], domains: [] })).to.deep.equal({ ids: [2], fresh: false });
+    expect(rankByFreshness(candidates.slice(0, 1), { addresses: ['10.0.0.1'], domains: [] })).to.deep.equal({ ids: [1], fresh: false });
+  });
+
+  it('remembers the last exits newest last, and the one site that complained', () => {
+    expect(rememberExit(['a', 'b'], 'a', 2)).to.deep.equal(['b', 'a']);
+    expect(rememberExit(['a', 'b'], 'c', 2)).to.deep.equal(['b', 'c']);
+    expect(rememberExit(['a'], 'c', 0)).to.deep.equal(['a']);
+    fc.assert(fc.property(fc.array(fc.ipV4()), fc.integer({ min: 0, max: 6 }), (ips, keep) => ips.reduce((r, ip) => rememberExit(r, ip, keep), [] as string[]).length <= keep));
+    expect(soleComplainingDomain([{ domain: 'a.com', at: 5 }, { domain: 'a.com', at: 9 }], 0)).to.equal('a.com');
+    expect(soleComplainingDomain([{ domain: 'a.com', at: 5 }, { domain: '', at: 9 }], 0)).to.equal('');
+    expect(soleComplainingDomain([{ domain: 'b.com', at: 1 }, { domain: 'a.com', at: 9 }], 5), 'older than the window').to.equal('a.com');
   });
 });

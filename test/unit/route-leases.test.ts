@@ -37,6 +37,7 @@ const grant = (instance: number, key: string | null, session: number | null, lea
   key,
   session,
   lease,
+  exitIp: '',
 });
 const socks = (sessionKey: string | null, clientIp = '10.0.0.1'): RouteRequest => ({ sessionKey, clientIp, listener: 'socks' });
 const instanceOf = (d: RouteDecision): number | string => (d.ok ? d.instanceId : d.reason);

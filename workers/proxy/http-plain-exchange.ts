@@ -64,6 +64,8 @@ export class PlainHttpExchange {
     private readonly bodyStart: Buffer,
     private readonly idleTimeoutMs: number,
     private readonly onDone: (outcome: ExchangeOutcome) => void,
+    /** Fields the proxy adds to the response head (EXIT_HEADER). */
+    private readonly extraResponseFields: readonly string[] = [],
   ) {
     this.upstream = dialed.socket;
   }
@@ -227,7 +229,7 @@ export class PlainHttpExchange {
       }
       this.framing = framing;
       this.keepAliveToClient = this.head.keepAlive && framing.kind !== 'until-close';
-      this.client.write(buildClientResponseHead(head, this.head.version, this.keepAliveToClient), 'latin1');
+      this.client.write(buildClientResponseHead(head, this.head.version, this.keepAliveToClient, this.extraResponseFields), 'latin1');
       this.responsePhase = 'body';
       if (framing.kind === 'length') this.responseRemaining = framing.length;
       if (framing.kind === 'chunked') this.responseChunks = new ChunkedBodyScanner();

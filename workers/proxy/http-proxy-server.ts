@@ -22,7 +22,8 @@ import {
 } from './http-proxy-errors.js';
 import { HTTP_MAX_HEAD_BYTES, parseProxyRequestHead, type ProxyRequestHead } from './http-proxy-head.js';
 import { ListeningServer, type ConnectionLifecycle, type OwnedConnection } from './listening-server.js';
-import type { ProxyDependencies, RouteRequest } from './proxy-types.js';
+import type { ProxyDependencies, RouteGranted, RouteRequest } from './proxy-types.js';
+import { EXIT_HEADER_NAME } from './http-response-head.js';
 import { routeAndDial } from './route-and-dial.js';
 import { routeSafely } from './route-safely.js';
 import { HTTP_CLOSE_LINGER_MS, OVER_BUDGET_LINGER_MS, resolveTimeouts, type ProxyTimeouts } from './proxy-timeouts.js';
@@ -231,12 +232,14 @@ class HttpProxyConnection implements OwnedConnection {
     }
     const request: RouteRequest = { sessionKey, clientIp: clientIpOf(socket.remoteAddress), listener: 'http' };
     const target = targetFromHost(head.target.host, head.target.port);
+    let dialedRoute: RouteGranted | null = null;
     const outcome = await routeAndDial({
       listener: 'http',
       target,
       firstRoute: routeSafely(context.deps.router, request),
       reroute: () => routeSafely(context.deps.router, request),
       dial: (route) => {
+        dialedRoute = route;
         const abort = new AbortController();
         // Shutdown aborts a dial in progress.
         this.dialAbort = abort;
@@ -275,16 +278,23 @@ class HttpProxyConnection implements OwnedConnection {
       case 'dialed':
         break;
     }
-    if (head.target.form === 'authority') this.startTunnel(outcome.connection, outcome.dialed);
-    else this.startExchange(outcome.connection, outcome.dialed, head);
+    const extra = this.exitFields(dialedRoute);
+    if (head.target.form === 'authority') this.startTunnel(outcome.connection, outcome.dialed, extra);
+    else this.startExchange(outcome.connection, outcome.dialed, head, extra);
   }
 
-  private startTunnel(connection: OpenedConnection, dialed: DialedUpstream): void {
+  /** `Exitpool-Exit: <ip>` under EXIT_HEADER, when the pool knew the exit it routed to. */
+  private exitFields(route: RouteGranted | null): string[] {
+    const ip = route?.exitIp;
+    return this.context.deps.exitHeader === true && ip !== undefined && ip !== '' ? [`${EXIT_HEADER_NAME}: ${ip}`] : [];
+  }
+
+  private startTunnel(connection: OpenedConnection, dialed: DialedUpstream, extraFields: readonly string[]): void {
     const { socket } = this;
     this.state = 'tunnel';
     socket.removeListener('data', this.onData);
     socket.removeListener('end', this.onEnd);
-    socket.write(CONNECT_ESTABLISHED);
+    socket.write(extraFields.length === 0 ? CONNECT_ESTABLISHED : Buffer.from(`HTTP/1.1 200 Connection Established\r\n${extraFields.map((f) => `${f}\r\n`).join('')}\r\n`, 'latin1'));
     const early = this.pending;
     this.pending = EMPTY;
     this.tunnel = new Tunnel(socket, dialed, this.context.timeouts.relayIdleMs, early, (result) => {
@@ -294,7 +304,7 @@ class HttpProxyConnection implements OwnedConnection {
     this.tunnel.start();
   }
 
-  private startExchange(connection: OpenedConnection, dialed: DialedUpstream, head: ProxyRequestHead): void {
+  private startExchange(connection: OpenedConnection, dialed: DialedUpstream, head: ProxyRequestHead, extraFields: readonly string[]): void {
     const bodyStart = this.pending;
     this.pending = EMPTY;
     // The exchange reads the request body itself; the connection resumes reading heads after it.
@@ -303,7 +313,7 @@ class HttpProxyConnection implements OwnedConnection {
       this.exchange = null;
       connection.closed({ bytesUp: outcome.bytesUp, bytesDown: outcome.bytesDown, failure: outcome.failure, latencyMs: dialed.connectMs });
       this.afterExchange(outcome);
-    });
+    }, extraFields);
     this.exchange.start();
   }
 

@@ -78,7 +78,11 @@ export function responseFraming(head: ResponseHead, requestMethod: string): Resp
  * describe (a Content-Length next to Transfer-Encoding is dropped, as RFC 9112 section 6.3 says
  * the latter wins). The Connection field states what the proxy will do with the client connection.
  */
-export function buildClientResponseHead(head: ResponseHead, clientVersion: '1.0' | '1.1', keepAlive: boolean): string {
+/** The response header EXIT_HEADER adds: the exit IP that serves the session. */
+export const EXIT_HEADER_NAME = 'Exitpool-Exit';
+
+/** `extraFields` are the proxy's own (EXIT_HEADER), added after the destination's. */
+export function buildClientResponseHead(head: ResponseHead, clientVersion: '1.0' | '1.1', keepAlive: boolean, extraFields: readonly string[] = []): string {
   const strip = hopByHopNames(head.fields);
   const hasTransferEncoding = fieldValues(head.fields, 'transfer-encoding').length > 0;
   let out = `HTTP/1.1 ${head.status} ${head.reason}\r\n`;
@@ -88,6 +92,7 @@ export function buildClientResponseHead(head: ResponseHead, clientVersion: '1.0'
     if (hasTransferEncoding && lower === 'content-length') continue;
     out += `${field.name}: ${field.value}\r\n`;
   }
+  for (const line of extraFields) out += `${line}\r\n`;
   if (!keepAlive) out += 'Connection: close\r\n';
   else if (clientVersion === '1.0') out += 'Connection: keep-alive\r\n';
   return `${out}\r\n`;

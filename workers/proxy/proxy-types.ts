@@ -35,6 +35,8 @@ export interface RouteGranted {
   sessionKey: string | null;
   /** The pool's incarnation of that session, echoed in accounting; absent without a key. */
   sessionId?: number;
+  /** The exit IP the pool knew for the instance when it granted the route ('' or absent: unknown). */
+  exitIp?: string;
 }
 
 export interface RouteRefused {
@@ -123,4 +125,6 @@ export interface ProxyDependencies {
   budget?: ConnectionBudget;
   /** Reports of instances that stopped answering; a dial waiting on one is re-routed once. Absent: dials wait for their deadline. */
   instanceDown?: InstanceDownSignal;
+  /** EXIT_HEADER: the HTTP proxy names the session's exit in `Exitpool-Exit` on its responses. */
+  exitHeader?: boolean;
 }

@@ -1,0 +1,52 @@
+import { addressBlock } from '../exits/exit-relay.js';
+import type { ExitState } from './pool-instance.js';
+
+/**
+ * What makes an exit "new" for one session (supervisor/exits/README.md, "Rotations give a new
+ * IP"): none of its recent exit IPs, none of their /24s, and not banned for a site it reported.
+ * Pure: the pool passes the instances' cached exits and the ban check.
+ */
+export interface SessionExitHistory {
+  /** Exit IPs to avoid: the session's recent ones and the one it leaves. */
+  readonly addresses: readonly string[];
+  /** Sites the session reported: exits banned for any of them are not new for it. */
+  readonly domains: readonly string[];
+}
+
+export type BannedFor = (exit: { fingerprint: string; address: string }, domains: readonly string[]) => boolean;
+
+export function isFreshExit(exit: ExitState, history: SessionExitHistory, bannedFor?: BannedFor): boolean {
+  const ip = exit.exitIp;
+  if (ip === '') return false;
+  if (history.addresses.includes(ip)) return false;
+  const blocks = new Set(history.addresses.map(addressBlock));
+  if (blocks.has(addressBlock(ip))) return false;
+  return history.domains.length === 0 || bannedFor === undefined || !bannedFor({ fingerprint: exit.exitFingerprint, address: ip }, history.domains);
+}
+
+/**
+ * Where a session may go, best first: instances on a fresh exit (`fresh`); failing that, those
+ * whose exit IP is at least none of the history's; failing that, every candidate.
+ */
+export function rankByFreshness(candidates: readonly { id: number; exit: ExitState }[], history: SessionExitHistory, bannedFor?: BannedFor): { ids: number[]; fresh: boolean } {
+  const fresh = candidates.filter((c) => isFreshExit(c.exit, history, bannedFor)).map((c) => c.id);
+  if (fresh.length > 0) return { ids: fresh, fresh: true };
+  const otherIp = candidates.filter((c) => !history.addresses.includes(c.exit.exitIp)).map((c) => c.id);
+  return { ids: otherIp.length > 0 ? otherIp : candidates.map((c) => c.id), fresh: false };
+}
+
+/** The session's recent exits with `ip` added (newest last, at most `keep`). */
+export function rememberExit(recent: readonly string[], ip: string, keep: number): string[] {
+  if (ip === '' || keep === 0) return [...recent];
+  return [...recent.filter((x) => x !== ip), ip].slice(-keep);
+}
+
+/**
+ * The one site every captcha and blocked report since `since` named, or '' (none named one, or
+ * several sites complained: the exit is then burnt for everyone).
+ */
+export function soleComplainingDomain(complaints: readonly { domain: string; at: number }[], since: number): string {
+  const domains = new Set(complaints.filter((c) => c.at >= since).map((c) => c.domain));
+  const [only] = domains;
+  return domains.size === 1 && only !== undefined ? only : '';
+}
