@@ -141,12 +141,18 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
       });
       const events = await api.events(200);
       expect(events.some((e) => e.type === 'exit' && e.details.cause === 'captcha' && e.details.fingerprint === fingerprint)).to.equal(true);
+      let swept = 0;
       for (const round of [0, 1]) {
-        if (round === 1) await api.rotatePool();
+        if (round === 1) swept = (await api.rotatePool()).rotating;
         const seen = await exitIpsByInstance(suite.svc, api, 4, `after-ban-${round}`);
         expect([...seen.values()], `round ${round}`).to.not.include(ip);
         for (const i of await api.instances()) expect(i.assigned_exit?.fingerprint, `instance ${i.id}`).to.not.equal(fingerprint);
       }
+      // The sweep goes on in the background: let it end before the next test places sessions.
+      await pollUntil('the pool rotate sweep over', async () => {
+        const sweeps = (await api.events(500)).filter((e) => e.type === 'rotate' && e.details.by === 'sweep').length;
+        return sweeps >= swept && (await api.instances()).every((i) => !i.rotating) ? true : undefined;
+      }, 90_000);
       // An operator can lift the ban.
       const lifted = await api.raw(`/api/exits/${fingerprint}/ban`, { method: 'DELETE' });
       expect(lifted.status).to.equal(204);
