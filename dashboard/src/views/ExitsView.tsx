@@ -68,11 +68,11 @@ export function ExitsView() {
                 </tr>
               </thead>
               <tbody>
-                {exits.exits.map((e) => (
+                {exits.exits.map((e) => ({ e, familySize: exits.exits.filter((o) => o.family === e.family).length })).map(({ e, familySize }) => (
                   <tr key={e.fingerprint} data-exit={e.fingerprint}>
                     <th scope="row" title={e.fingerprint}>
                       {e.nickname}
-                      {e.family !== e.fingerprint && <span className="muted"> (family)</span>}
+                      {familySize > 1 && <span className="muted" title={`declared family ${e.family}`}> (family of {familySize})</span>}
                     </th>
                     <td>
                       <code>{e.address}</code>
