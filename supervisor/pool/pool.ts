@@ -10,26 +10,22 @@ import { RouteLeases, type InvalidationSender } from '../routing/route-leases.js
 import type { DestinationBlame } from '../exits/destination-blame.js';
 import type { ExitAssignments } from '../exits/exit-assignments.js';
 import type { QuarantineCause } from '../health/health-machine.js';
-import { viewOf, type Session } from '../sessions/session.js';
+import { viewOf } from '../sessions/session.js';
 import { SessionTable, type Assignment, type Placement } from '../sessions/session-table.js';
 import { StatsHistory } from '../stats/stats-history.js';
 import { PendingSuccesses } from './pending-successes.js';
 import { dependsOnClient, ReportBudget, reporterKey, RoutableFloorGuard, type Reporter } from './client-evidence.js';
 import type { FailureKind, HealthTracker } from './health-tracker.js';
-import { isFreshExit, rankByFreshness, rememberExit, soleComplainingDomain, type BannedFor } from './exit-freshness.js';
+import { soleComplainingDomain } from './exit-freshness.js';
+import { SessionRotation } from './session-rotation.js';
 import type { PoolEntry } from './pool-entry.js';
 import type { PoolInstance, RotationPlan } from './pool-instance.js';
-import { exitFieldsOf, instanceViewOf, poolSummaryOf } from './pool-views.js';
+import { instanceViewOf, poolSummaryOf } from './pool-views.js';
 
 /** Weight of the newest dial latency in an instance's moving average. */
 const LATENCY_EWMA_WEIGHT = 0.2;
 /** A pool-rotate sweep waits at most this long for one instance's new exit before moving on. */
 export const SWEEP_STEP_TIMEOUT_MS = 60_000;
-/**
- * A session rotation that finds no ready instance on a fresh exit assigns one to an idle
- * instance and waits this long for it (usually well under a second) before settling for less.
- */
-export const FRESH_EXIT_WAIT_MS = 15_000;
 /** Captcha and blocked reports an instance remembers with their sites (for a per-site ban). */
 const MAX_COMPLAINTS = 20;
 /** Sites a session remembers from its reports. */
@@ -362,7 +358,7 @@ export class Pool extends EventEmitter<PoolEvents> {
     const byTarget = new Map<number, number>();
     for (const a of moved) {
       byTarget.set(a.to, (byTarget.get(a.to) ?? 0) + 1);
-      if (a.from !== null) this.noteLeftExit(a.key, this.exitIpOf(a.from));
+      if (a.from !== null) this.rotation.noteLeftExit(a.key, this.exitIpOf(a.from));
     }
     for (const [to, count] of byTarget) {
       this.deps.audit.record({
@@ -466,6 +462,17 @@ export class Pool extends EventEmitter<PoolEvents> {
    * when none qualifies: said in the audit). Throws EXITPOOL_NOT_BOOTSTRAPPED (the instance's
    * NotBootstrappedError) before bootstrap.
    */
+  /** Rotations for SessionRotation (it chooses where sessions go; the pool rotates instances). */
+  private readonly rotation: SessionRotation = new SessionRotation({
+    sessions: () => this.sessions,
+    deps: () => this.deps,
+    entry: (id) => this.entries.get(id),
+    routable: () => this.placement().routable,
+    isRoutable: (e) => this.isRoutable(e),
+    rotateInstance: (e, avoid, session, domains) => this.rotateInstance(e, 'session', avoid, session, domains),
+    waitRotationEnd: (i, timeoutMs) => this.waitRotationEnd(i, timeoutMs),
+  });
+
   private async rotateInstance(
     e: PoolEntry,
     by: 'api' | 'session' | 'sweep' | 'exit_gone',
@@ -525,10 +532,10 @@ export class Pool extends EventEmitter<PoolEvents> {
   private moveOff(e: PoolEntry, reason: 'rotate' | 'drain' | 'quarantine' | 'retired' | 'unroutable', leavingIp = e.instance.exit().exitIp): Assignment[] {
     // A quarantine blames the exit (a captcha, a block): another instance on that same exit relay
     // would hand the sessions the same burnt address, so prefer instances on a different one.
-    const placement = reason === 'quarantine' ? this.rotationTargets(e.instance.id, [leavingIp].filter((ip) => ip !== '')).placement : this.placement();
+    const placement = reason === 'quarantine' ? this.rotation.targets(e.instance.id, [leavingIp].filter((ip) => ip !== '')).placement : this.placement();
     const moved = this.sessions.moveOff(e.instance.id, placement, reason);
     for (const a of moved) {
-      this.noteLeftExit(a.key, leavingIp);
+      this.rotation.noteLeftExit(a.key, leavingIp);
       this.auditAssignment(a);
     }
     // Sessions that found nowhere to go stay; their leases on this instance must still go.
@@ -544,98 +551,14 @@ export class Pool extends EventEmitter<PoolEvents> {
 
   // ---- session actions ----
 
-  /**
-   * Moves the session to an instance whose exit is none of its recent ones (nor in their /24s),
-   * assigning a fresh exit to an idle instance when no ready one qualifies; says so in the
-   * result and the audit when nothing fresh exists.
-   */
-  async rotateSession(key: string, newnym: boolean): Promise<SessionRotateResult> {
-    const s = this.sessions.get(key);
-    if (!s) throw noSuchSession();
-    const vacated = s.instance;
-    const leavingIp = this.exitIpOf(vacated);
-    const avoid = [...s.recentExits, leavingIp].filter((ip) => ip !== '');
-    const domains = [...s.domains];
-    let targets = this.rotationTargets(vacated, avoid, domains);
-    if (!targets.fresh && this.deps.exits) {
-      const idle = await this.freshExitOnIdleInstance(key, vacated, avoid, domains);
-      if (idle !== null) targets = { placement: { routable: [idle], lastResort: null }, fresh: true };
-    }
-    // The session may have been deleted or moved while a fresh exit was being assigned.
-    if (this.sessions.get(key) !== s) throw noSuchSession();
-    let note = '';
-    const moved = this.sessions.rotate(key, targets.placement);
-    if (moved) {
-      this.noteLeftExit(key, leavingIp);
-      if (!targets.fresh) note = `no instance on an exit outside the session's last ${this.deps.config.exitHistory} exits: moved to one that may repeat an exit`;
-      this.deps.audit.record({
-        type: 'rotate',
-        session: key,
-        instance: moved.to,
-        message: `session rotated from instance ${moved.from} to ${moved.to}${note ? ` (${note})` : ''}`,
-        details: { from: moved.from, to: moved.to, newnym, new_exit: targets.fresh },
-      });
-      const old = this.entries.get(vacated);
-      if (newnym && old?.instance.ready()) {
-        this.rotateInstance(old, 'session', undefined, key).catch((err: unknown) => this.deps.log.warn('newnym after session rotate failed', { instance: vacated, error: (err as Error).message }));
-      }
-    } else {
-      // Nowhere else to go: the session stays and its instance gets a new exit (or circuit) instead.
-      const e = this.entries.get(s.instance);
-      if (!e || !e.instance.ready()) throw new ExitpoolError('EXITPOOL_NO_ROUTABLE_INSTANCE', 'no routable instance to rotate to');
-      const plan = await this.rotateInstance(e, 'session', avoid, key, domains);
-      this.noteLeftExit(key, leavingIp);
-      if (this.deps.exits && plan.exit === '') note = plan.shortage || 'no exit could be assigned: a new circuit within the same selection';
-      // A new pin takes well under a second: answer once it serves, so the session's next
-      // request is not moved off its rotating instance onto an exit it just left.
-      if (plan.exit !== '') await this.waitRotationEnd(e.instance, FRESH_EXIT_WAIT_MS);
-    }
-    const e = this.entries.get(s.instance) as PoolEntry;
-    const { exit_ip, exit_confirmed } = exitFieldsOf(e.instance.exit());
-    return { session: key, instance: s.instance, exit_ip, exit_confirmed, new_exit: note === '', exit_note: note };
+  /** Moves the session to an instance on a new exit (SessionRotation). */
+  rotateSession(key: string, newnym: boolean): Promise<SessionRotateResult> {
+    return this.rotation.rotate(key, newnym);
   }
 
   /** The exit IP an instance last knew ('' while unknown). */
   private exitIpOf(id: number): string {
     return this.entries.get(id)?.instance.exit().exitIp ?? '';
-  }
-
-  /** Remembers the exit a session was moved away from (EXIT_HISTORY of them, newest last). */
-  private noteLeftExit(key: string, ip: string): void {
-    const s: Session | undefined = this.sessions.get(key);
-    if (s) s.recentExits = rememberExit(s.recentExits, ip, this.deps.config.exitHistory);
-  }
-
-  /**
-   * Assigns an idle routable instance (no sessions) a fresh exit avoiding `avoid`, and waits
-   * (FRESH_EXIT_WAIT_MS at most) until it serves through it. Returns its id, or null.
-   */
-  private async freshExitOnIdleInstance(key: string, from: number, avoid: readonly string[], domains: readonly string[]): Promise<number | null> {
-    const idle = this.placement()
-      .routable.filter((id) => id !== from && this.sessions.countOn(id) === 0)
-      .map((id) => this.entries.get(id) as PoolEntry);
-    const e = idle[Math.floor(Math.random() * idle.length)];
-    if (!e) return null;
-    const plan = await this.rotateInstance(e, 'session', avoid, key, domains);
-    if (plan.exit === '') return null;
-    await this.waitRotationEnd(e.instance, FRESH_EXIT_WAIT_MS);
-    return this.isRoutable(e) && this.isFresh(e.instance.id, avoid, domains) ? e.instance.id : null;
-  }
-
-  private isFresh(id: number, avoid: readonly string[], domains: readonly string[] = []): boolean {
-    const e = this.entries.get(id);
-    return e !== undefined && isFreshExit(e.instance.exit(), { addresses: avoid, domains }, this.bannedFor);
-  }
-
-  private readonly bannedFor: BannedFor = (exit, domains) => this.deps.exits?.bannedFor(exit, domains) ?? false;
-
-  /** Where a rotated or quarantined session may go: other routable instances, freshest exits first (rankByFreshness). */
-  private rotationTargets(from: number, avoid: readonly string[], domains: readonly string[] = []): { placement: Placement; fresh: boolean } {
-    const others = this.placement()
-      .routable.filter((id) => id !== from)
-      .map((id) => ({ id, exit: (this.entries.get(id) as PoolEntry).instance.exit() }));
-    const ranked = rankByFreshness(others, { addresses: avoid, domains }, this.bannedFor);
-    return { placement: { routable: ranked.ids, lastResort: null }, fresh: ranked.fresh };
   }
 
   /**
