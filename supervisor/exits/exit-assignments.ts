@@ -48,8 +48,8 @@ export type NextExit =
 
 /** What the instance wiring (TorPoolInstance) needs: which exit to pin next. */
 export interface ExitSteering {
-  /** Reads the catalog through this getInfo unless it has been read already. */
-  ensureCatalog(getInfo: GetInfo): Promise<void>;
+  /** Reads the catalog through instance `id`'s control port unless it has been read already; later refreshes may use it too. */
+  ensureCatalog(id: number, getInfo: GetInfo): Promise<void>;
   /** Chooses and records the exit instance `id` leaves through next; never its current one when `fresh`. */
   next(id: number, options: NextExitOptions): NextExit;
   /** The fingerprint instance `id` is assigned now, if any. */
@@ -85,7 +85,8 @@ export class ExitAssignments implements ExitSteering {
   private timer: NodeJS.Timeout | undefined;
   private readonly now: () => number;
   private readonly random: () => number;
-  private source: GetInfo | undefined;
+  /** Control ports the catalog can be read through, by instance (dropped when the instance leaves). */
+  private readonly sources = new Map<number, GetInfo>();
   /** Called with the instances whose assigned exit left the consensus (the pool rotates them). */
   onExitGone: (ids: number[]) => void = () => undefined;
 
@@ -98,12 +99,27 @@ export class ExitAssignments implements ExitSteering {
     return this.options.unit;
   }
 
-  /** Refreshes the catalog every EXIT_CATALOG_REFRESH_MS through the last control port that read it. */
+  /** Refreshes the catalog every EXIT_CATALOG_REFRESH_MS through the instances' control ports, the newest first. */
   start(): void {
     this.timer ??= setInterval(() => {
-      if (this.source) void this.refresh(this.source).catch(() => undefined);
+      void this.refreshFromAnySource().then((ok) => {
+        if (!ok && this.sources.size > 0) this.options.log.warn('the exit catalog could not be read through any instance; keeping the last one', { instances: [...this.sources.keys()] });
+      });
     }, EXIT_CATALOG_REFRESH_MS);
     this.timer.unref();
+  }
+
+  /** One refresh, trying each known control port until one answers (a stopped tor does not). */
+  async refreshFromAnySource(): Promise<boolean> {
+    for (const getInfo of [...this.sources.values()].reverse()) {
+      try {
+        await this.refresh(getInfo);
+        return true;
+      } catch {
+        // the next one
+      }
+    }
+    return false;
   }
 
   stop(): void {
@@ -111,8 +127,9 @@ export class ExitAssignments implements ExitSteering {
     this.timer = undefined;
   }
 
-  async ensureCatalog(getInfo: GetInfo): Promise<void> {
-    this.source = getInfo;
+  async ensureCatalog(id: number, getInfo: GetInfo): Promise<void> {
+    this.sources.delete(id);
+    this.sources.set(id, getInfo);
     if (this.catalog.updatedAt > 0) return;
     await this.refresh(getInfo);
   }
@@ -131,7 +148,7 @@ export class ExitAssignments implements ExitSteering {
           this.onExitGone(affected);
         }
       } catch (error) {
-        this.options.log.warn('reading the exit catalog failed', { error: (error as Error).message });
+        this.options.log.debug('reading the exit catalog failed', { error: (error as Error).message });
         throw error;
       } finally {
         this.refreshing = undefined;
@@ -236,6 +253,7 @@ export class ExitAssignments implements ExitSteering {
 
   /** The instance left the pool (or is restarting afresh): its exit is free for others. */
   release(id: number): void {
+    this.sources.delete(id);
     this.assigned.delete(id);
     this.shortage.delete(id);
   }

@@ -20,6 +20,8 @@ export interface PoolInstanceEvents {
   rotated: [];
   unresponsive: [silentForMs: number];
   responsive: [];
+  /** The assigned exit turned out unusable (no circuit through it): the pool moves the instance to another. */
+  'exit-unreachable': [];
 }
 
 /** What a rotation must respect besides the pool's distinctness. */

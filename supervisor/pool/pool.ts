@@ -703,6 +703,7 @@ export class Pool extends EventEmitter<PoolEvents> {
       this.moveOff(entry, 'drain');
     });
     instance.on('rotated', () => this.rotationEnded(id));
+    instance.on('exit-unreachable', () => this.exitsGone([id]));
     instance.on('unresponsive', (silentForMs) => {
       this.deps.audit.record({ type: 'instance', instance: id, message: `instance ${id} does not answer its control port; out of rotation`, details: { silent_for_ms: silentForMs } });
       this.moveOff(entry, 'unroutable');

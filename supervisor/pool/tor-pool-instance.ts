@@ -45,6 +45,10 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
       if (wasReady) this.emit('unready');
     });
     this.tor.on('exit-changed', () => this.emit('exit'));
+    this.tor.on('exit-unreachable', ({ fingerprint }) => {
+      this.steering?.unreachable(this.id, fingerprint);
+      this.emit('exit-unreachable');
+    });
     this.tor.on('unresponsive', ({ silentForMs }) => this.emit('unresponsive', silentForMs));
     this.tor.on('responsive', () => this.emit('responsive'));
   }
@@ -57,7 +61,7 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
     const run = ++this.settleRun;
     const stale = (): boolean => run !== this.settleRun || !this.tor.ready;
     try {
-      await steering.ensureCatalog((keys) => this.tor.getInfo(keys));
+      await steering.ensureCatalog(this.id, (keys) => this.tor.getInfo(keys));
     } catch {
       // No catalog yet: the choice below finds none and the instance serves on tor's own exits.
     }

@@ -59,6 +59,8 @@ export interface ExitControlHost {
   ready(): boolean;
   running(): boolean;
   exitChanged(exit: ExitState): void;
+  /** No circuit through the pinned relay was built within the rotation timeout after it was pinned. */
+  pinUnreachable?(fingerprint: string): void;
 }
 
 export interface ExitControlOptions {
@@ -94,6 +96,8 @@ export class ExitControl {
   private streamEvents: 'on' | 'off' | 'switching' = 'on';
   private streamsQuietSince: number | undefined;
   private streamEventCount = 0;
+  /** After a pin: until a circuit through the relay is built (or the rotation timeout says it cannot be). */
+  private pinWatch: { fingerprint: string; timer: NodeJS.Timeout } | undefined;
 
   constructor(
     private readonly host: ExitControlHost,
@@ -128,6 +132,7 @@ export class ExitControl {
   /** The process is gone (stopped, restarting, dead): its circuits with it; a rotation ends with `reason`. */
   processGone(reason: RotationFailure): void {
     this.tracker.reset();
+    this.unwatchPin();
     if (this.rotation) this.finishRotation(this.rotation, { ok: false, reason });
   }
 
@@ -161,6 +166,7 @@ export class ExitControl {
 
   onCircuit(event: CircuitInfo): void {
     this.tracker.onCircuit(event);
+    if (this.pinWatch && this.tracker.hasBuiltCircuitThrough(this.pinWatch.fingerprint)) this.unwatchPin();
     this.closeIdleCircuits();
     this.refresh();
   }
@@ -314,6 +320,11 @@ export class ExitControl {
         this.tracker.markNewnym();
         await this.applyPin(client, rotation.target);
         if (!current()) return;
+        // Every new stream now leaves through the target: the rotation ends as soon as its address
+        // is known, without waiting the second or so tor takes to build a circuit through it; a
+        // relay through which none can be built is reported (pinUnreachable) instead.
+        this.tracker.settleOnPin();
+        this.watchPin(rotation.target, generation);
         this.markSent(rotation);
         return;
       }
@@ -333,6 +344,25 @@ export class ExitControl {
       this.host.log.warn('rotation failed', { rotation: rotation.id, error: (error as Error).message });
       this.finishRotation(rotation, { ok: false, reason: 'failed', error: error as Error });
     }
+  }
+
+  private watchPin(fingerprint: string, generation: number): void {
+    this.unwatchPin();
+    if (this.tracker.hasBuiltCircuitThrough(fingerprint)) return;
+    const timer = setTimeout(() => {
+      this.pinWatch = undefined;
+      if (generation !== this.host.generation() || this.pinnedFingerprint !== fingerprint) return;
+      if (this.tracker.hasBuiltCircuitThrough(fingerprint)) return;
+      this.host.log.warn('no circuit through the pinned exit', { fingerprint, waitedMs: this.options.rotationTimeoutMs });
+      this.host.pinUnreachable?.(fingerprint);
+    }, this.options.rotationTimeoutMs);
+    timer.unref();
+    this.pinWatch = { fingerprint, timer };
+  }
+
+  private unwatchPin(): void {
+    if (this.pinWatch) clearTimeout(this.pinWatch.timer);
+    this.pinWatch = undefined;
   }
 
   /** The change went out (NEWNYM or the new pin): the rotation now waits for a circuit that names its exit. */

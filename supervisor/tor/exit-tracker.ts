@@ -245,6 +245,22 @@ export class ExitTracker {
     this.settleRotation();
   }
 
+  /**
+   * A rotation to a pinned relay is over once the pin is in force: tor has abandoned its other
+   * circuits, so every new stream leaves through the pinned exit (inferred until a stream confirms it).
+   */
+  settleOnPin(): void {
+    if (this.rotation && this.pinnedFingerprint !== undefined) this.rotation = undefined;
+  }
+
+  /** Whether a standing BUILT circuit (not retired) leaves through `fingerprint`. */
+  hasBuiltCircuitThrough(fingerprint: string): boolean {
+    for (const c of this.circuits.values()) {
+      if (c.exitBearing && !c.retired && c.status === 'BUILT' && c.exit?.fingerprint === fingerprint) return true;
+    }
+    return false;
+  }
+
   /** Gives up a rotation (NEWNYM failed or took too long); whatever is known next becomes current. */
   abandonRotation(): void {
     this.rotation = undefined;

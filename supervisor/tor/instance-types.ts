@@ -140,6 +140,8 @@ export interface TorInstanceEvents {
   bootstrap: [BootstrapProgress];
   ready: [];
   'exit-changed': [ExitState];
+  /** No circuit through the pinned exit could be built within the rotation timeout. */
+  'exit-unreachable': [{ fingerprint: string }];
   /** The process died without being asked to; a restart is scheduled after restartInMs. */
   died: [{ code: number | null; signal: string | null; restartInMs: number }];
   /** No bootstrap progress for stallTimeoutMs; a restart follows (wipe on repeated stalls). */

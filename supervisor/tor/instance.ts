@@ -95,6 +95,7 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
         ready: () => this.readyFlag,
         running: () => this.proc?.running ?? false,
         exitChanged: (exit) => this.emit('exit-changed', exit),
+        pinUnreachable: (fingerprint) => this.emit('exit-unreachable', { fingerprint }),
       },
       {
         events: SUBSCRIBED_EVENTS,

@@ -345,6 +345,27 @@ describe('tor instance (fake tor binary)', function () {
     expect(conf.get('StrictNodes')).to.equal('1');
   });
 
+  it('rotates to an assigned exit by pinning it (no NEWNYM), and reports an exit through which no circuit is built', async () => {
+    const EXIT_B = 'B'.repeat(40);
+    const i = instance(['exits=' + `${EXIT_A}:127.0.0.11:de:exitA,${EXIT_B}:127.0.0.12:nl:exitB`], { rotationTimeoutMs: 500 });
+    await i.start();
+    await i.whenReady(10_000);
+    const target = i.exit.exitFingerprint === EXIT_B ? EXIT_A : EXIT_B;
+    const ticket = i.rotate(target);
+    expect(i.exit.rotating, 'out of service at once').to.equal(true);
+    const done = await ticket.done;
+    expect(done.ok).to.equal(true);
+    expect(done.ok && done.exit.exitFingerprint).to.equal(target);
+    expect(i.exit).to.deep.include({ pinnedExit: target, exitFingerprint: target, rotating: false });
+    const ctl = await control(i);
+    expect((await ctl.getConf(['ExitNodes'])).get('ExitNodes')).to.equal(`$${target}`);
+    // A relay tor cannot build a circuit through: reported once the rotation timeout has passed.
+    const ghost = 'C'.repeat(40);
+    const unreachable = new Promise<{ fingerprint: string }>((resolve) => i.once('exit-unreachable', resolve));
+    void i.rotate(ghost).done;
+    expect(await unreachable).to.deep.equal({ fingerprint: ghost });
+  });
+
   it('keeps a pin across a keep-state restart and drops it on a wipe', async () => {
     const i = instance(['exits=' + `${EXIT_A}:127.0.0.11:de:exitA,${'B'.repeat(40)}:127.0.0.12:nl:exitB`], { pinExitRelay: true });
     await i.start();

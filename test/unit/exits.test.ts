@@ -251,6 +251,19 @@ describe('exit bans and assignments', () => {
     }
   });
 
+  it('refreshes through any instance that answers, and forgets an instance that left', async () => {
+    const a = assignments([]);
+    const consensus = nsEntry('x', fp('a'), '10.0.0.1', 'Exit Running Valid');
+    const answering = async (keys: readonly string[]): Promise<Map<string, string>> => new Map(keys.map((k) => [k, k === 'ns/all' ? consensus : '']));
+    const dead = (): Promise<Map<string, string>> => Promise.reject(new Error('no control connection'));
+    await a.ensureCatalog(0, answering);
+    await a.ensureCatalog(1, dead);
+    expect(await a.refreshFromAnySource(), 'the newest fails, the older answers').to.equal(true);
+    expect(a.catalog.size).to.equal(1);
+    a.release(0);
+    expect(await a.refreshFromAnySource()).to.equal(false);
+  });
+
   it('reports instances whose exit left the consensus', async () => {
     const a = assignments([relay('a', '10.0.0.1')]);
     a.next(3, { fresh: false, why: 'bootstrap' });
