@@ -70,7 +70,8 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
       if (pinned !== '' && steering.current(this.id) === pinned) break;
       const next = steering.next(this.id, { fresh: attempt > 0, why: attempt > 0 ? 'retry' : 'bootstrap' });
       if (!next.ok) break;
-      const outcome = await this.tor.rotate(next.relay.fingerprint).done;
+      // At bootstrap the exit must be shown to work before the instance serves.
+      const outcome = await this.tor.rotate(next.relay.fingerprint, { untilCircuit: true }).done;
       if (stale() || outcome.ok) break;
       if (outcome.reason === 'timeout') steering.unreachable(this.id, next.relay.fingerprint);
     }
@@ -120,7 +121,8 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
   }
   async newCircuit(): Promise<void> {
     const { target } = this.planRotation({ why: 'ladder' });
-    const outcome = await this.tor.rotate(target).done;
+    // A remediation rung ends on an exit known to work: probation follows it.
+    const outcome = await this.tor.rotate(target, { untilCircuit: true }).done;
     this.rotationEnded(target, outcome);
     this.emit('rotated');
     if (!outcome.ok) throw new Error(`rotation ${outcome.reason}`);

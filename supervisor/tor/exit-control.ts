@@ -32,6 +32,8 @@ interface ActiveRotation {
   id: number;
   /** The relay to pin (an assignment), or undefined for NEWNYM within the configured selection. */
   target: string | undefined;
+  /** With a target: end only once a circuit through it is built (it is known to work), not at the pin. */
+  untilCircuit: boolean;
   ticket: RotationTicket;
   startedAt: number;
   sent: boolean;
@@ -185,7 +187,7 @@ export class ExitControl {
    * `target`, tor is pinned to that relay (no NEWNYM: SETCONF of ExitNodes abandons every
    * circuit by itself), and a running rotation to another target is superseded.
    */
-  rotate(target?: string): RotationTicket {
+  rotate(target?: string, untilCircuit = false): RotationTicket {
     if (this.rotation && (target === undefined || this.rotation.target === target)) return this.rotation.ticket;
     if (this.rotation) this.finishRotation(this.rotation, { ok: false, reason: 'failed', error: new Error('superseded by a new exit assignment') });
     let resolveSent!: (outcome: NewnymOutcome) => void;
@@ -198,6 +200,7 @@ export class ExitControl {
     const rotation: ActiveRotation = {
       id: ticket.id,
       target,
+      untilCircuit,
       ticket,
       startedAt: Date.now(),
       sent: false,
@@ -323,8 +326,10 @@ export class ExitControl {
         // Every new stream now leaves through the target: the rotation ends as soon as its address
         // is known, without waiting the second or so tor takes to build a circuit through it; a
         // relay through which none can be built is reported (pinUnreachable) instead.
-        this.tracker.settleOnPin();
-        this.watchPin(rotation.target, generation);
+        if (!rotation.untilCircuit) {
+          this.tracker.settleOnPin();
+          this.watchPin(rotation.target, generation);
+        }
         this.markSent(rotation);
         return;
       }

@@ -246,11 +246,12 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
    *
    * With `exit` (a fingerprint: the supervisor's assignment) tor is pinned to that relay instead
    * (`SETCONF ExitNodes`, which makes tor abandon every circuit it has): no NEWNYM, so no
-   * cooldown; the rotation ends when a circuit through it is built.
+   * cooldown; the rotation ends once the pin is in force, or with `untilCircuit` once a circuit
+   * through the exit is built (it is then known to work).
    */
-  rotate(exit?: string): RotationTicket {
+  rotate(exit?: string, options: { untilCircuit?: boolean } = {}): RotationTicket {
     if (!this.readyFlag || !this.client) throw new NotBootstrappedError(this.index, this.bootstrapPercent);
-    return this.exits.rotate(exit);
+    return this.exits.rotate(exit, options.untilCircuit ?? false);
   }
 
   /**
