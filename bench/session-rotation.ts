@@ -220,7 +220,7 @@ export async function benchSessionRotation(options: RotationBenchOptions = FULL_
   const assign = sorted(assigned.assignMs);
   const confirm = sorted(assigned.confirmMs);
   figures.push(
-    { name: 'instance rotate → its new exit assigned and a circuit through it built (routable again), p50 / max', value: `${ms(percentile(assign, 0.5), 0)} / ${ms(assign.at(-1) ?? NaN, 0)} (${assign.length} rotations)`, limit: '', withinLimit: null },
+    { name: 'instance rotate → routable again on its new assigned exit (pinned; no circuit waited for), p50 / max', value: `${ms(percentile(assign, 0.5), 0)} / ${ms(assign.at(-1) ?? NaN, 0)} (${assign.length} rotations)`, limit: '', withinLimit: null },
     { name: 'instance rotate → a request confirmed the new exit, p50 / max', value: `${ms(percentile(confirm, 0.5), 0)} / ${ms(confirm.at(-1) ?? NaN, 0)}`, limit: '', withinLimit: null },
   );
 
@@ -231,7 +231,7 @@ export async function benchSessionRotation(options: RotationBenchOptions = FULL_
       `The time runs from sending the rotate call to the complete answer (by Content-Length; tor's stream teardown after it is not waited for). Pool of 4: ${options.sessions} sessions, one rotation each; a request that still sees the old exit would be followed by another rotate call at once (counted).`,
       `On the private network about 1 request in 20 answers some 40 ms late, straight to an instance as much as through the pool (TCP delayed ACK inside the tor chain), so with ${options.sessions} sessions the p95 is decided by whether two of them hit that: the counts over ${SLOW_ANSWER_MS} ms are shown next to each figure.`,
       `Pool of 1: the session has nowhere to go, so its instance gets a new exit: with PIN_EXIT_RELAY on (the default) the supervisor pins it to a newly assigned exit (SETCONF ExitNodes, which makes tor abandon its circuits: no NEWNYM cooldown); with PIN_EXIT_RELAY=0 tor gets NEWNYM. ${options.newnymSamples} rotations back to back each, requests every 100 ms, a NEWNYM repeated after ${NEWNYM_RETRY_AFTER_MS / 1000} s without a new exit (tor delays NEWNYMs closer than 10 s, and a new circuit may pick the same exit again).`,
-      `Exit assignment: in the pool of 1, ${ASSIGN_SAMPLES} times POST /api/instances/0/rotate, then the instance view polled every 10 ms until it is routable on a new assigned exit (assigned), then one request through it (confirmed).`,
+      `Exit assignment: in the pool of 1, ${ASSIGN_SAMPLES} times POST /api/instances/0/rotate, then the instance view polled every 10 ms until it is routable on a new assigned exit (assigned: the pin is in force), then one request through it, which has tor build its circuit through that exit (confirmed).`,
     ].join(' '),
     figures,
   };
