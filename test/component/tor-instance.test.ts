@@ -234,7 +234,10 @@ describe('tor instance (fake tor binary)', function () {
     let missing = false;
     await readFile(join(i.dataDirectory, 'marker')).catch(() => (missing = true));
     expect(missing).to.equal(true);
-    expect(i.restarts).to.equal(2);
+    // Two restarts, one per stall; on a loaded machine a third stall may already have come (its
+    // restart is queued behind the stall event, so stop() may cancel it).
+    await i.stop();
+    expect(i.restarts).to.be.within(2, Math.max(2, stalls.length));
   });
 
   it('treats a frozen (SIGSTOPped) tor as a stall and replaces it', async () => {
