@@ -1,3 +1,4 @@
+import type { ExitAssignmentView } from '../../shared/api/views.js';
 import type { Logger } from '../../shared/logger.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { GetInfo } from '../tor/relay-directory.js';
@@ -56,18 +57,6 @@ export interface ExitSteering {
   current(id: number): string | undefined;
   /** The assignment did not work (no circuit through the exit): banned briefly, chosen again elsewhere. */
   unreachable(id: number, fingerprint: string): void;
-}
-
-/** An instance's assignment as the API shows it. */
-export interface AssignmentView {
-  fingerprint: string;
-  nickname: string;
-  address: string;
-  country: string;
-  block: string;
-  family: string;
-  /** false when it shares EXIT_DISTINCT's unit with another instance (too few exits). */
-  distinct: boolean;
 }
 
 /**
@@ -258,7 +247,7 @@ export class ExitAssignments implements ExitSteering {
     this.shortage.delete(id);
   }
 
-  assignment(id: number): AssignmentView | undefined {
+  assignment(id: number): ExitAssignmentView | undefined {
     const a = this.assigned.get(id);
     if (!a) return undefined;
     const { fingerprint, nickname, address, country, block, family } = a.relay;
