@@ -1,9 +1,8 @@
 import type { ExitBanView, ExitsView } from '../../shared/api/views.js';
+import { relayFingerprint } from '../../shared/api/relay-fingerprint.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
 import type { ExitAssignments } from './exit-assignments.js';
 import type { ExitBan } from './exit-bans.js';
-
-const FINGERPRINT = /^\$?([0-9A-Fa-f]{40})$/;
 
 /** GET /api/exits: the catalog with assignments and bans; an empty, non-assigning view when PIN_EXIT_RELAY is off. */
 export function exitsViewOf(exits: ExitAssignments | undefined, instanceIds: readonly number[], now: number): ExitsView {
@@ -51,7 +50,7 @@ function banViewOf(b: ExitBan): ExitBanView {
 
 /** DELETE /api/exits/{fingerprint}/ban. The fingerprint is checked here too: the supervisor trusts no worker's input. */
 export function liftBan(exits: ExitAssignments | undefined, fingerprint: string): null {
-  const fp = FINGERPRINT.exec(fingerprint)?.[1]?.toUpperCase();
+  const fp = relayFingerprint(fingerprint);
   if (!fp) throw new ExitpoolError('EXITPOOL_INVALID_REQUEST', 'fingerprint must be 40 hexadecimal digits');
   if (!exits || !exits.liftBan(fp)) throw new ExitpoolError('EXITPOOL_NO_SUCH_BAN', `exit ${fp} is not banned`);
   return null;

@@ -1,5 +1,6 @@
 import { AUDIT_TYPES, type AuditType } from '../../shared/api/audit-event.js';
 import { MAX_SESSION_KEY_BYTES, sessionKeyTooLong } from '../../shared/api/session-key.js';
+import { relayFingerprint } from '../../shared/api/relay-fingerprint.js';
 import { badRequest } from './http-error.js';
 
 /** Query and path value parsing: anything malformed is a 400 that changes nothing. */
@@ -26,8 +27,9 @@ export function instanceId(value: unknown): number {
 
 /** A relay fingerprint: 40 hexadecimal digits, optionally after `$`. */
 export function exitFingerprint(value: unknown): string {
-  if (typeof value !== 'string' || !/^\$?[0-9A-Fa-f]{40}$/.test(value)) throw badRequest('fingerprint must be 40 hexadecimal digits');
-  return value.replace(/^\$/, '').toUpperCase();
+  const fingerprint = relayFingerprint(value);
+  if (fingerprint === undefined) throw badRequest('fingerprint must be 40 hexadecimal digits');
+  return fingerprint;
 }
 
 /** Session keys are what a SOCKS5 username can carry: 1 to 255 bytes. */

@@ -1,7 +1,6 @@
-import { isIPv4, isIPv6 } from 'node:net';
 import type { DestinationProbe, DestinationProbeResult } from '../../shared/ipc/protocol.js';
 import { dialSocks5, SocksDialError } from './socks5-client.js';
-import type { Socks5Target } from './socks5-protocol.js';
+import { targetFromHost } from './socks5-protocol.js';
 
 /** A probe waits this long for tor's answer; a slow one counts as no verdict. */
 export const PROBE_TIMEOUT_MS = 15_000;
@@ -12,8 +11,8 @@ export const PROBE_TIMEOUT_MS = 15_000;
  * refusal was the destination's doing or the exit's (supervisor/exits/destination-blame.ts).
  */
 export async function probeDestination(p: DestinationProbe): Promise<DestinationProbeResult> {
-  const host = p.host.replace(/^\[(.*)\]$/, '$1');
-  const target: Socks5Target = isIPv4(host) ? { type: 'ipv4', host, port: p.port } : isIPv6(host) ? { type: 'ipv6', host, port: p.port } : { type: 'domain', host, port: p.port };
+  // Destinations are written `host:port`, IPv6 literals bracketed (dial-failure.ts, destinationOf).
+  const target = targetFromHost(p.host.replace(/^\[(.*)\]$/, '$1'), p.port);
   try {
     const dialed = await dialSocks5({
       socksHost: p.socks.host,
