@@ -1,8 +1,8 @@
-import { useCallback, useEffect, useState } from 'react';
+import { useState } from 'react';
 import type { ExitBanView, ExitsView as ExitsResponse } from '../../../shared/api/views.js';
 import { useDashboard } from '../app/dashboard-context.js';
 import { ConfirmDialog } from '../components/ConfirmDialog.js';
-import { UnauthorizedError, describeError } from '../logic/api-errors.js';
+import { useApiResource } from '../hooks/use-api-resource.js';
 import { exitsSummary } from '../logic/exits.js';
 
 /** The catalog is read every minute by the supervisor; polling faster would show nothing new. */
@@ -10,24 +10,8 @@ const REFRESH_MS = 10_000;
 
 export function ExitsView() {
   const { api, notify } = useDashboard();
-  const [exits, setExits] = useState<ExitsResponse | null>(null);
-  const [error, setError] = useState<string | null>(null);
+  const { data: exits, error, reload: load } = useApiResource<ExitsResponse>('/api/exits', REFRESH_MS);
   const [lifting, setLifting] = useState<ExitBanView | null>(null);
-
-  const load = useCallback(async () => {
-    try {
-      setExits(await api.get<ExitsResponse>('/api/exits'));
-      setError(null);
-    } catch (e) {
-      if (!(e instanceof UnauthorizedError)) setError(describeError(e));
-    }
-  }, [api]);
-
-  useEffect(() => {
-    void load();
-    const timer = setInterval(() => void load(), REFRESH_MS);
-    return () => clearInterval(timer);
-  }, [load]);
 
   return (
     <div className="stack">

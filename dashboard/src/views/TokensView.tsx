@@ -1,18 +1,18 @@
-import { useCallback, useEffect, useRef, useState, type FormEvent } from 'react';
+import { useRef, useState, type FormEvent } from 'react';
 import type { CreatedToken, TokenRecord } from '../../../shared/auth/token-record.js';
 import { useDashboard } from '../app/dashboard-context.js';
 import { ConfirmDialog } from '../components/ConfirmDialog.js';
 import { CopyButton } from '../components/CopyButton.js';
 import { Modal } from '../components/Modal.js';
-import { UnauthorizedError, describeError } from '../logic/api-errors.js';
+import { describeError } from '../logic/api-errors.js';
+import { useApiResource } from '../hooks/use-api-resource.js';
 import { formatUnixUtc } from '../logic/format.js';
 
 type Scope = TokenRecord['scope'];
 
 export function TokensView() {
   const { api, notify } = useDashboard();
-  const [tokens, setTokens] = useState<readonly TokenRecord[] | null>(null);
-  const [error, setError] = useState<string | null>(null);
+  const { data: tokens, error, reload: load } = useApiResource<readonly TokenRecord[]>('/api/tokens');
   const [name, setName] = useState('');
   const [scope, setScope] = useState<Scope>('proxy');
   const [creating, setCreating] = useState(false);
@@ -20,19 +20,6 @@ export function TokensView() {
   const [created, setCreated] = useState<CreatedToken | null>(null);
   const [revoking, setRevoking] = useState<TokenRecord | null>(null);
   const secretRef = useRef<HTMLElement>(null);
-
-  const load = useCallback(async () => {
-    try {
-      setTokens(await api.get<TokenRecord[]>('/api/tokens'));
-      setError(null);
-    } catch (e) {
-      if (!(e instanceof UnauthorizedError)) setError(describeError(e));
-    }
-  }, [api]);
-
-  useEffect(() => {
-    void load();
-  }, [load]);
 
   const create = async (e: FormEvent): Promise<void> => {
     e.preventDefault();
