@@ -104,7 +104,7 @@ export class Pool extends EventEmitter<PoolEvents> {
     this.targetSize = deps.config.poolSize;
     this.listening = !(deps.waitForListeners ?? false);
     this.leases = new RouteLeases(deps.sendInvalidation ?? (() => Promise.resolve()));
-    if (deps.exits) deps.exits.onExitGone = (ids) => this.exitsGone(ids);
+    if (deps.exits) deps.exits.onExitGone = (ids) => this.moveToNewExits(ids);
     this.sessions = new SessionTable({
       maxSessions: deps.config.maxSessions,
       ttlMs: deps.config.sessionTtlMs,
@@ -497,8 +497,8 @@ export class Pool extends EventEmitter<PoolEvents> {
     return plan;
   }
 
-  /** Instances whose assigned exit left the consensus: each moves to a newly assigned one. */
-  private exitsGone(ids: readonly number[]): void {
+  /** Instances whose assigned exit left the consensus or carries no circuit: each moves to a newly assigned one. */
+  private moveToNewExits(ids: readonly number[]): void {
     for (const id of ids) {
       const e = this.entries.get(id);
       if (!e || !e.instance.ready() || e.retiring) continue;
@@ -703,7 +703,7 @@ export class Pool extends EventEmitter<PoolEvents> {
       this.moveOff(entry, 'drain');
     });
     instance.on('rotated', () => this.rotationEnded(id));
-    instance.on('exit-unreachable', () => this.exitsGone([id]));
+    instance.on('exit-unreachable', () => this.moveToNewExits([id]));
     instance.on('unresponsive', (silentForMs) => {
       this.deps.audit.record({ type: 'instance', instance: id, message: `instance ${id} does not answer its control port; out of rotation`, details: { silent_for_ms: silentForMs } });
       this.moveOff(entry, 'unroutable');
