@@ -507,6 +507,8 @@ describe('proxy: HTTP proxy listener (component, real sockets)', function () {
       expect(established.headers.get('exitpool-exit')).to.deep.equal(['203.0.113.7']);
       tunnel.socket.destroy();
       const unknown = await curl(['-i', '-x', proxyUrl, '--proxy-user', `alice:${TOKEN}`, `http://localhost:${originPort}/hello`]);
+      expect(router.requests, 'the third request got the route without an exit').to.have.length(3);
+      expect(unknown.stdout.toString()).to.match(/^HTTP\/1\.1 200 /m);
       expect(unknown.stdout.toString().toLowerCase()).to.not.contain('exitpool-exit');
     });
 

@@ -82,6 +82,27 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
     });
     afterEach(() => suite.svc?.net.whoami.clearBehaviours());
 
+    /**
+     * Places `key`, has the destination answer its exit with a captcha, and reports two captchas
+     * (naming `site` when given) until the exit is banned; returns where the session was and the bans.
+     */
+    async function burnExit(key: string, site?: string): Promise<{ ip: string; instance: number; fingerprint: string; exits: ExitsView }> {
+      const ip = await exitIpOf(suite.svc, key);
+      const instance = (await api.session(key)).instance;
+      const fingerprint = (await api.instance(instance)).assigned_exit?.fingerprint as string;
+      suite.svc.net.whoami.setBehaviour(ip, 'captcha');
+      // Earlier tests may have re-pinned this instance a moment ago: out of its rotation grace first.
+      await pollUntil('the instance settled', () => api.instance(instance), 20_000, { until: (v: InstanceView) => !v.rotating });
+      await sleep(ROTATION_GRACE_MS + 500);
+      const url = site === undefined ? suite.svc.whoamiUrl : `http://${site}:${suite.svc.net.whoami.port}/`;
+      for (let i = 0; i < 2; i++) {
+        expect((await fetchThroughSession(suite.svc, key, url)).kind).to.equal('captcha');
+        await api.reportFailure(key, site === undefined ? { kind: 'captcha' } : { kind: 'captcha', domain: site.toUpperCase() });
+      }
+      const exits = await pollUntil('the exit banned', () => api.json<ExitsView>('/api/exits'), 10_000, { until: (v) => v.bans.some((b) => b.fingerprint === fingerprint) });
+      return { ip, instance, fingerprint, exits };
+    }
+
     it('names the exit in Exitpool-Exit on the HTTP proxy (EXIT_HEADER): plain responses and the CONNECT reply', async () => {
       const key = 'header-user';
       const ip = await exitIpOf(suite.svc, key);
@@ -116,18 +137,7 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
 
     it('bans an exit that two captcha reports quarantined: no instance leaves through it again within the ban', async () => {
       const key = 'burnt-exit';
-      const ip = await exitIpOf(suite.svc, key);
-      const instance = (await api.session(key)).instance;
-      const fingerprint = (await api.instance(instance)).assigned_exit?.fingerprint as string;
-      suite.svc.net.whoami.setBehaviour(ip, 'captcha');
-      // The rotations before may have re-pinned this instance a moment ago: out of its grace first.
-      await pollUntil('the instance settled', () => api.instance(instance), 20_000, { until: (v: InstanceView) => !v.rotating });
-      await sleep(ROTATION_GRACE_MS + 500);
-      for (let i = 0; i < 2; i++) {
-        expect((await fetchThroughSession(suite.svc, key)).kind).to.equal('captcha');
-        await api.reportFailure(key, { kind: 'captcha' });
-      }
-      const exits = await pollUntil('the exit banned', () => api.json<ExitsView>('/api/exits'), 10_000, { until: (v) => v.bans.some((b) => b.fingerprint === fingerprint) });
+      const { ip, instance, fingerprint, exits } = await burnExit(key);
       const ban = exits.bans.find((b) => b.fingerprint === fingerprint);
       expect(ban).to.deep.include({ address: ip, cause: 'captcha' });
       expect(Date.parse(ban?.until ?? '') - Date.now()).to.be.greaterThan(60 * 60_000);
@@ -167,17 +177,7 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
       const key = 'shop-user';
       const site = 'shop.testnet';
       const eligibleBefore = (await api.json<ExitsView>('/api/exits')).eligible;
-      const ip = await exitIpOf(suite.svc, key);
-      const instance = (await api.session(key)).instance;
-      const fingerprint = (await api.instance(instance)).assigned_exit?.fingerprint as string;
-      suite.svc.net.whoami.setBehaviour(ip, 'captcha');
-      await pollUntil('the instance settled', () => api.instance(instance), 20_000, { until: (v: InstanceView) => !v.rotating });
-      await sleep(ROTATION_GRACE_MS + 500);
-      for (let i = 0; i < 2; i++) {
-        expect((await fetchThroughSession(suite.svc, key, `http://${site}:${suite.svc.net.whoami.port}/`)).kind).to.equal('captcha');
-        await api.reportFailure(key, { kind: 'captcha', domain: site.toUpperCase() });
-      }
-      const exits = await pollUntil('the per-site ban', () => api.json<ExitsView>('/api/exits'), 10_000, { until: (v) => v.bans.some((b) => b.fingerprint === fingerprint) });
+      const { ip, fingerprint, exits } = await burnExit(key, site);
       expect(exits.bans.filter((b) => b.fingerprint === fingerprint).map((b) => b.domain)).to.deep.equal([site]);
       expect(exits.exits.find((e) => e.fingerprint === fingerprint)?.banned, 'not banned for everyone').to.equal(null);
       expect(exits.eligible, 'still eligible for other sites').to.equal(eligibleBefore);

@@ -321,6 +321,22 @@ describe('pool session rotation', () => {
       if (at !== 2) expect(r.exit_ip).to.equal('127.0.0.12');
     }
   });
+
+  it('says so (new_exit false, a note, the audit) when no instance is on an exit the session has not used', async () => {
+    const { pool, instances, audit } = rig({ POOL_SIZE: '2' });
+    // Two /24s: each is a new IP for a session that has used only the other.
+    instances.get(0)!.exitInfo = fakeExit('127.20.0.1', { exitNickname: 'a' });
+    instances.get(1)!.exitInfo = fakeExit('127.21.0.1', { exitNickname: 'b' });
+    pool.route(socks('k'), 0);
+    const first = await pool.rotateSession('k', false);
+    expect(first).to.deep.include({ new_exit: true, exit_note: '' });
+    // Back and forth: the only other instance is now on an exit in the session's history.
+    const second = await pool.rotateSession('k', false);
+    expect(second.new_exit).to.equal(false);
+    expect(second.exit_note).to.match(/last 5 exits/);
+    expect(pool.sessionView('k').recent_exits).to.have.length(2);
+    expect(audit.recent(10).some((e) => e.type === 'rotate' && e.details.new_exit === false)).to.equal(true);
+  });
 });
 
 describe('pool quarantine', () => {
