@@ -14,7 +14,7 @@ import { encodeWorkerConfig, loadConfig, WORKER_CONFIG_ENV } from '../shared/con
 import type { CloseRecord, RouteParams, RouteResult } from '../shared/ipc/protocol.js';
 import { WorkerManager } from '../supervisor/cluster/worker-manager.js';
 import { quietLogger } from '../test/support/fakes/quiet-logger.js';
-import { freePort } from '../test/support/network/free-ports.js';
+import { freePorts } from '../test/support/network/free-ports.js';
 import type { SocksCredentials } from '../test/support/clients/socks5-client.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -64,8 +64,7 @@ export class AccountingMismatchError extends Error {
 }
 
 export async function startProxyHarness(options: ProxyHarnessOptions): Promise<ProxyHarness> {
-  const socksPort = await freePort();
-  const httpPort = await freePort();
+  const [socksPort, httpPort] = (await freePorts(2)) as [number, number];
   const config = loadConfig({
     SOCKS_PORT: String(socksPort),
     HTTP_PORT: String(httpPort),

@@ -11,7 +11,7 @@ import { TorInstance } from '../supervisor/tor/instance.js';
 import { quietLogger } from '../test/support/fakes/quiet-logger.js';
 import { sharedTestnet } from '../test/support/fixtures/testnet.js';
 import { startChildServer } from './child-server.js';
-import { freePort } from '../test/support/network/free-ports.js';
+import { freePorts } from '../test/support/network/free-ports.js';
 import { cpuMs, machineCpuMs } from './process-usage.js';
 import { startProxyHarness } from './proxy-harness.js';
 import { mbPerSecond, measureDownload } from './relay-throughput.js';
@@ -43,12 +43,12 @@ export async function benchTorRelay(options: TorRelayBenchOptions = FULL_TOR_REL
   try {
     const source = await startChildServer('download-source');
     started.push(source);
-    const socksPort = await freePort();
+    const [socksPort, controlPort] = (await freePorts(2)) as [number, number];
     const instance = new TorInstance({
       index: 0,
       dataDir,
       socksPort,
-      controlPort: await freePort(),
+      controlPort,
       torBinary: net.torBinary,
       defaultsTorrc: net.defaultsTorrc,
       extraTorrcLines: net.clientTorrcLines,

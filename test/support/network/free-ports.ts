@@ -11,15 +11,32 @@ export class NoFreePortRangeError extends Error {
 /** The tests' and the benchmarks' one way to find loopback ports. */
 
 /** A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
+export async function freePort(): Promise<number> {
+  return (await freePorts(1))[0] as number;
+}
+
+/**
+ * `count` different free ports. All are held open until the last is bound: ports asked for one
+ * after another can come back equal, since a port closed a moment ago is free again.
+ */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers: net.Server[] = [];
+  try {
+    const ports: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const s = net.createServer();
+      servers.push(s);
+      ports.push(
+        await new Promise<number>((resolve, reject) => {
+          s.once('error', reject);
+          s.listen(0, '127.0.0.1', () => resolve((s.address() as net.AddressInfo).port));
+        }),
+      );
+    }
+    return ports;
+  } finally {
+    await Promise.all(servers.map((s) => new Promise<void>((resolve) => (s.listening ? s.close(() => resolve()) : resolve()))));
+  }
 }
 
 /** Whether `port` on 127.0.0.1 can be bound now. */
@@ -55,7 +72,7 @@ async function freeBlock(size: number, taken: readonly number[]): Promise<number
  * sockets hold.
  */
 export async function servicePorts(instances: number): Promise<{ socks: number; http: number; api: number; instanceBase: number }> {
-  const [socks, http, api] = [await freePort(), await freePort(), await freePort()];
+  const [socks, http, api] = (await freePorts(3)) as [number, number, number];
   return { socks, http, api, instanceBase: await freeBlock(instances * PORTS_PER_INSTANCE, [socks, http, api]) };
 }
 
