@@ -16,6 +16,9 @@ import { DestinationBlame } from './exits/destination-blame.js';
 import { ExitAssignments } from './exits/exit-assignments.js';
 import { TorPoolInstance } from './pool/tor-pool-instance.js';
 import { checkTorBinary } from './startup/tor-binary-check.js';
+import { DurableState } from './state/durable-state.js';
+import { loadDurableState } from './state/load-durable-state.js';
+import { SqliteStateStore } from './state/sqlite-state-store.js';
 import { attachWorker, flushProxyAccounting, invalidateRouteLeases, probeDestinationThroughWorker, stateSnapshot } from './worker-ipc.js';
 
 /** The state snapshot for the live stream, and session expiry and statistics, run this often. */
@@ -51,6 +54,8 @@ export class Service {
     /** Credentials generated at this start (cleartext, for the demo's printout); null otherwise. */
     readonly generated: GeneratedCredentials,
     readonly log: Logger,
+    /** The durable state's writer; null with STATE_STORE=none. */
+    readonly durable: DurableState | null,
   ) {}
 
   static async start(config: Config, options: ServiceOptions): Promise<Service> {
@@ -75,6 +80,10 @@ export class Service {
     if (generated.proxyToken) {
       log.warn('generated proxy token (shown once; stored as a digest)', { token: generated.proxyToken.secret, id: generated.proxyToken.id });
     }
+
+    // Read before anything records: the audit trail and the session table go on from what it held.
+    const durableStore = config.stateStore === 'sqlite' ? new SqliteStateStore(config.dataDir) : null;
+    const restored = durableStore ? await loadDurableState(durableStore, log) : null;
 
     const audit = new AuditLog();
     // PIN_EXIT_RELAY: the supervisor assigns each instance its exit (supervisor/exits/README.md).
@@ -126,8 +135,8 @@ export class Service {
           },
           exits,
         ),
-      createHealth: (id, instance) =>
-        new InstanceHealth({
+      createHealth: (id, instance) => {
+        const health = new InstanceHealth({
           id,
           config,
           log: log.child({ instance: id }),
@@ -141,8 +150,37 @@ export class Service {
             if (cause !== 'manual') pool.quarantined(id, cause);
           },
           onAudit: (e) => audit.record({ type: e.type, instance: id, message: e.message, details: e.details }),
-        }),
+        });
+        // Only the first time an id is created: a later instance with the same id (a resize) is new.
+        const kept = restored?.health.get(id);
+        if (kept) {
+          restored?.health.delete(id);
+          health.restore(kept);
+        }
+        return health;
+      },
     });
+    let durable: DurableState | null = null;
+    if (durableStore && restored) {
+      const { sessions } = DurableState.apply(restored, { sessions: pool.sessions, exits, audit, stats: pool.stats });
+      log.info('durable state restored', {
+        store: durableStore.location,
+        sessions,
+        exits: restored.assignments.size,
+        bans: restored.bans.length,
+        health: restored.health.size,
+        audit: restored.audit.length,
+      });
+      durable = new DurableState(durableStore, log.child({ component: 'state' }));
+      durable.start({
+        sessions: pool.sessions,
+        exitOf: (id) => pool.instanceExit(id),
+        exits,
+        health: () => pool.persistableHealth(),
+        audit,
+        stats: pool.stats,
+      });
+    }
 
     const load = new WorkerLoad();
     const metrics = new PoolMetrics({
@@ -201,11 +239,13 @@ export class Service {
     } catch (e) {
       log.debug('workers failed to start; stopping what started', { error: (e as Error).message });
       await workers.stop(0);
+      pool.beginShutdown();
+      await durable?.close();
       await pool.stop();
       throw e;
     }
     pool.listenersUp();
-    const service = new Service(config, pool, workers, audit, store, generated, log);
+    const service = new Service(config, pool, workers, audit, store, generated, log, durable);
     service.tickTimer = setInterval(() => service.tick(), TICK_MS);
     log.info('API and dashboard listening', { url: `http://${config.bindHost}:${config.apiPort}/` });
     return service;
@@ -235,6 +275,9 @@ export class Service {
         // (what is cut then is not scored); only then tor stops.
         this.pool.beginShutdown();
         await this.workers.stop(this.config.shutdownGraceMs);
+        // The workers' last accounting is in: the state is written before tor stops (a stopping
+        // instance must not look like one whose sessions should move).
+        await this.durable?.close();
         await this.pool.stop();
         await this.store.idle();
         this.log.info('stopped');

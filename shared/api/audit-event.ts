@@ -14,7 +14,7 @@ export const AUDIT_TYPES: readonly AuditType[] = [
 
 /** One audit-log record as the API returns it (documented in docs/api.md). */
 export interface AuditEvent {
-  /** Monotonic sequence number, unique for the life of the supervisor. */
+  /** Monotonic sequence number; with the durable state on it goes on across restarts. */
   id: number;
   /** ISO 8601 UTC timestamp. */
   time: string;

@@ -24,7 +24,8 @@ export interface PoolSummary {
   };
 }
 
-export type HealthState = 'starting' | 'healthy' | 'degraded' | 'probation' | 'quarantined' | 'remediating';
+export const HEALTH_STATES = ['starting', 'healthy', 'degraded', 'probation', 'quarantined', 'remediating'] as const;
+export type HealthState = (typeof HEALTH_STATES)[number];
 
 export interface HealthView {
   state: HealthState;

@@ -50,6 +50,8 @@ export interface Config {
   apiAllowedHosts: string[];
   instancePortBase: number;
   dataDir: string;
+  /** Where the durable state lives: `sqlite` (DATA_DIR/state.db) or `none` (every start is a clean slate). */
+  stateStore: 'sqlite' | 'none';
   logLevel: LogLevel;
   logFormat: 'text' | 'json';
   bootstrapStallTimeoutMs: number;

@@ -82,6 +82,18 @@ export class AuditLog extends EventEmitter {
     return event;
   }
 
+  /**
+   * Puts back events the durable state kept (any order), before anything is recorded: each
+   * class keeps its newest, and ids go on from the highest, so they stay unique across restarts.
+   */
+  restore(events: readonly AuditEvent[]): void {
+    for (const e of [...events].sort((a, b) => a.id - b.id)) {
+      if (e.id <= this.seq) continue;
+      this.rings[auditClassOf(e.type, e.session)].push(e);
+      this.seq = e.id;
+    }
+  }
+
   /** Newest first, both classes merged by id; only `types` when given. */
   recent(limit = AUDIT_DEFAULT_LIMIT, types?: readonly AuditType[]): AuditEvent[] {
     const { session, operator } = this.rings;

@@ -25,6 +25,13 @@ export interface ExitAssignmentsOptions {
   random?: () => number;
 }
 
+/** An instance's exit as the durable state keeps it. */
+export interface RestoredAssignment {
+  fingerprint: string;
+  nickname: string;
+  address: string;
+}
+
 /** Exits (or their addresses and blocks) a choice must not land on: a session's recent exits. */
 export interface ExitAvoidance {
   addresses: readonly string[];
@@ -76,6 +83,12 @@ export class ExitAssignments implements ExitSteering {
   private readonly random: () => number;
   /** Control ports the catalog can be read through, by instance (dropped when the instance leaves). */
   private readonly sources = new Map<number, GetInfo>();
+  /**
+   * Exits instances had before a restart (durable state), by instance: each gets its own back at
+   * bootstrap when it is still in the consensus and not banned, and no other instance is given
+   * it meanwhile. An entry goes once its instance has asked.
+   */
+  private readonly restored = new Map<number, RestoredAssignment>();
   /** Called with the instances whose assigned exit left the consensus (the pool rotates them). */
   onExitGone: (ids: number[]) => void = () => undefined;
 
@@ -146,15 +159,75 @@ export class ExitAssignments implements ExitSteering {
     return this.refreshing;
   }
 
+  /** Puts back what the durable state held: the exit each instance had, and the bans in force. */
+  restore(assignments: ReadonlyMap<number, RestoredAssignment>, bans: readonly ExitBan[]): void {
+    for (const [id, a] of assignments) this.restored.set(id, a);
+    const now = this.now();
+    for (const b of bans) this.bans.restore(b, now);
+  }
+
+  /** What the durable state keeps: each instance's exit (assigned, or restored and not yet claimed). */
+  assignmentsToStore(): Map<number, RestoredAssignment> {
+    const out = new Map<number, RestoredAssignment>(this.restored);
+    for (const [id, a] of this.assigned) out.set(id, { fingerprint: a.relay.fingerprint, nickname: a.relay.nickname, address: a.relay.address });
+    return out;
+  }
+
+  /**
+   * The exit instance `id` had before the restart, if it can have it again; audits when it
+   * cannot. Other instances leave it alone while the catalog has enough exits (it is reserved);
+   * in a shortage one may share it, and the session's IP still wins over distinctness.
+   */
+  private claimRestored(id: number, now: number): ExitRelay | undefined {
+    const before = this.restored.get(id);
+    if (!before) return undefined;
+    this.restored.delete(id);
+    const relay = this.catalog.get(before.fingerprint);
+    let why = '';
+    if (!relay) why = 'it left the consensus';
+    else if (this.bans.isBanned(relay, now)) why = 'it is banned';
+    else if (this.options.exitNodes.length > 0 && this.options.strictNodes && !matchesNodeList(relay, this.options.exitNodes)) why = 'it is outside TOR_EXIT_NODES';
+    if (relay && why === '') return relay;
+    this.audit(id, `instance ${id} cannot get back its exit ${before.nickname} (${before.address}) from before the restart: ${why}; its sessions get a new exit`, {
+      fingerprint: before.fingerprint,
+      address: before.address,
+      reason: 'restored_exit_unavailable',
+      why,
+    });
+    return undefined;
+  }
+
   next(id: number, options: NextExitOptions): NextExit {
     const now = this.now();
     const current = this.assigned.get(id)?.relay;
+    if (!current && this.restored.has(id)) {
+      const taken = [...this.assigned].filter(([other]) => other !== id).map(([, a]) => a.relay);
+      const relay = this.claimRestored(id, now);
+      if (relay) {
+        const distinct = !taken.some((t) => distinctKeys(t, this.options.unit).some((k) => distinctKeys(relay, this.options.unit).includes(k)));
+        this.assigned.set(id, { relay, distinct });
+        if (distinct) this.shortage.delete(id);
+        this.audit(id, `instance ${id} assigned exit ${relay.nickname} (${relay.address}, ${relay.country || '??'}) again, as before the restart`, {
+          fingerprint: relay.fingerprint,
+          address: relay.address,
+          block: relay.block,
+          family: relay.family,
+          country: relay.country,
+          distinct,
+          why: 'restored',
+          from: null,
+        });
+        return { ok: true, relay, distinct, note: '' };
+      }
+    }
     const avoidAddresses = new Set(options.avoid?.addresses ?? []);
     const avoidBlocks = new Set([...avoidAddresses].map(addressBlock));
     if (options.fresh && current) {
       avoidAddresses.add(current.address);
     }
-    const taken = [...this.assigned].filter(([other]) => other !== id).map(([, a]) => a.relay);
+    // Exits other instances had before a restart stay theirs until they ask for them.
+    const reserved = [...this.restored].filter(([other]) => other !== id).flatMap(([, r]) => this.catalog.get(r.fingerprint) ?? []);
+    const taken = [...[...this.assigned].filter(([other]) => other !== id).map(([, a]) => a.relay), ...reserved];
     const nodes = this.options.exitNodes;
     const choice = chooseExit({
       exits: this.catalog.all(),
@@ -243,6 +316,7 @@ export class ExitAssignments implements ExitSteering {
   /** The instance left the pool (or is restarting afresh): its exit is free for others. */
   release(id: number): void {
     this.sources.delete(id);
+    this.restored.delete(id);
     this.assigned.delete(id);
     this.shortage.delete(id);
   }

@@ -32,6 +32,14 @@ export class ExitBans {
     return ban;
   }
 
+  /** Puts back a ban read from the durable state; one that has ended meanwhile is dropped. */
+  restore(ban: ExitBan, now: number): void {
+    if (ban.until <= now) return;
+    const key = `${ban.fingerprint}|${ban.domain}`;
+    const previous = this.bans.get(key);
+    if (!previous || previous.until < ban.until) this.bans.set(key, ban);
+  }
+
   /** Lifts every ban of the relay (for everyone and per site); false when it had none. */
   lift(fingerprint: string): boolean {
     let lifted = false;

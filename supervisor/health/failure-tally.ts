@@ -18,6 +18,11 @@ export class FailureTally {
     return FailureTally.EMPTY;
   }
 
+  /** A tally read back from the durable state. */
+  static of(transport: number, client: number, kinds: Readonly<Partial<Record<FailureKind, number>>>): FailureTally {
+    return new FailureTally(transport, client, { ...kinds });
+  }
+
   add(source: FailureSource, kind: FailureKind): FailureTally {
     return new FailureTally(
       this.transport + (source === 'transport' ? 1 : 0),

@@ -118,6 +118,11 @@ export class FailureWindow {
     return FailureWindow.empty(this.windowMs, this.rules);
   }
 
+  /** Oldest first, with whether each is part of the current run (the durable state writes them). */
+  entriesWithRun(): { at: number; kind: FailureKind; inRun: boolean }[] {
+    return [...this.entries].map((e) => ({ at: e.at, kind: e.kind, inRun: e.seq > this.runStartSeq }));
+  }
+
   /** Oldest first, for tests and diagnostics. */
   kinds(): FailureKind[] {
     return [...this.entries].map((e) => e.kind);

@@ -16,6 +16,7 @@ import {
   type QuarantineCause,
 } from './health-machine.js';
 import type { RemediationPlan } from './remediation-ladder.js';
+import { restoreHealth, snapshotHealth, type HealthSnapshot } from './health-snapshot.js';
 import {
   DEFAULT_ACTION_TIMEOUT_MS,
   RemediationExecutor,
@@ -68,6 +69,8 @@ export class InstanceHealth {
   /** Bumped whenever a rung is launched or abandoned, so a stale outcome is dropped. */
   private generation = 0;
   private stopped = false;
+  /** The rung launched last and when its delay ends (the durable state resumes it after a restart). */
+  private pending: { plan: RemediationPlan; dueAt: number } | null = null;
 
   constructor(private readonly options: InstanceHealthOptions) {
     this.id = options.id;
@@ -92,6 +95,21 @@ export class InstanceHealth {
 
   view(): HealthView {
     return healthView(this.s);
+  }
+
+  /** What the durable state keeps of this instance's health. */
+  persistable(): HealthSnapshot {
+    return snapshotHealth(this.s, this.pending);
+  }
+
+  /** Begins from what the durable state kept (before the instance starts); a rung under way resumes. */
+  restore(snapshot: HealthSnapshot): void {
+    const { state, resume } = restoreHealth(snapshot, this.config, this.clock.now());
+    this.s = state;
+    if (resume) {
+      this.log.info('remediation resumes after the restart', { rung: resume.rung, attempt: resume.attempt, delay_ms: resume.delayMs });
+      this.launch(resume);
+    }
   }
 
   /** healthy, degraded or probation. */
@@ -196,6 +214,7 @@ export class InstanceHealth {
   private launch(plan: RemediationPlan): void {
     if (this.stopped) return;
     const generation = ++this.generation;
+    this.pending = { plan, dueAt: this.clock.now() + plan.delayMs };
     void this.executor
       .run(plan, () => {
         if (generation === this.generation) this.dispatch({ type: 'remediationBegan' }, this.clock.now());

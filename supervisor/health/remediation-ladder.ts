@@ -73,6 +73,11 @@ export class RemediationLadder {
     return RemediationLadder.IDLE;
   }
 
+  /** A ladder read back from the durable state. */
+  static restored(rung: RemediationRung | null, attemptsAtRung: number, lastCompletedAt: number | null, active: boolean): RemediationLadder {
+    return rung === null && lastCompletedAt === null && !active ? RemediationLadder.IDLE : new RemediationLadder(rung, attemptsAtRung, lastCompletedAt, active, 0);
+  }
+
   /** What the health object shows: the rung while a remediation is under way, else none. */
   get rungName(): RemediationRungName {
     return this.active && this.rung !== null ? this.rung : 'none';

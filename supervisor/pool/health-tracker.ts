@@ -1,4 +1,5 @@
 import type { HealthView } from '../../shared/api/views.js';
+import type { HealthSnapshot } from '../health/health-snapshot.js';
 
 import type { FailureKind, FailureOptions, FailureSource } from '../../shared/health/failure-kind.js';
 
@@ -27,5 +28,9 @@ export interface HealthTracker {
   quarantine(now: number): boolean;
   release(now: number): void;
   stop(): void;
+  /** What the durable state keeps (supervisor/health/health-snapshot.ts). */
+  persistable(): HealthSnapshot;
+  /** Begins from a kept snapshot: called once, before the instance starts. */
+  restore(snapshot: HealthSnapshot): void;
   lifetime(): { transport: number; client: number; byKind: Record<string, number>; remediations: number };
 }

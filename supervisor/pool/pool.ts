@@ -13,6 +13,7 @@ import type { QuarantineCause } from '../health/health-machine.js';
 import { viewOf } from '../sessions/session.js';
 import { SessionTable, type Assignment, type Placement } from '../sessions/session-table.js';
 import { StatsHistory } from '../stats/stats-history.js';
+import type { HealthSnapshot } from '../health/health-snapshot.js';
 import { PendingSuccesses } from './pending-successes.js';
 import { dependsOnClient, ReportBudget, reporterKey, RoutableFloorGuard, type Reporter } from './client-evidence.js';
 import type { FailureKind, HealthTracker } from './health-tracker.js';
@@ -90,6 +91,7 @@ export class Pool extends EventEmitter<PoolEvents> {
   private serving = false;
   private listening: boolean;
   private stopped = false;
+  private shuttingDown = false;
   private readonly totals = { requests: 0, failures: 0, bytesUp: 0, bytesDown: 0 };
   private growTimer: NodeJS.Timeout | null = null;
   private readonly reportBudget: ReportBudget;
@@ -530,6 +532,9 @@ export class Pool extends EventEmitter<PoolEvents> {
   }
 
   private moveOff(e: PoolEntry, reason: 'rotate' | 'drain' | 'quarantine' | 'retired' | 'unroutable', leavingIp = e.instance.exit().exitIp): Assignment[] {
+    // Shutting down, every instance stops: its sessions stay where they are, so that the durable
+    // state restarts each on the instance (and the exit) it had.
+    if (this.shuttingDown) return [];
     // A quarantine blames the exit (a captcha, a block): another instance on that same exit relay
     // would hand the sessions the same burnt address, so prefer instances on a different one.
     const placement = reason === 'quarantine' ? this.rotation.targets(e.instance.id, [leavingIp].filter((ip) => ip !== '')).placement : this.placement();
@@ -561,6 +566,17 @@ export class Pool extends EventEmitter<PoolEvents> {
     return this.entries.get(id)?.instance.exit().exitIp ?? '';
   }
 
+  /** The exit an instance leaves through now (IP and relay, '' while unknown): the durable state writes it with each session. */
+  instanceExit(id: number): { ip: string; fingerprint: string } {
+    const exit = this.entries.get(id)?.instance.exit();
+    return { ip: exit?.exitIp ?? '', fingerprint: exit?.exitFingerprint ?? '' };
+  }
+
+  /** Each instance's health as the durable state keeps it. */
+  persistableHealth(): Map<number, HealthSnapshot> {
+    return new Map([...this.entries].map(([id, e]) => [id, e.health.persistable()]));
+  }
+
   /**
    * A client's report about a request through `key`. Scored only within the reporter's budget
    * (CLIENT_REPORT_BUDGET), and never quarantines below the routable floor (MIN_ROUTABLE).
@@ -584,6 +600,7 @@ export class Pool extends EventEmitter<PoolEvents> {
       details: { kind, reason, scored, reporter: reporterKey(reporter), ...(domain !== '' ? { domain } : {}) },
     });
     if (domain !== '') s.domains = [...s.domains.filter((d) => d !== domain), domain].slice(-MAX_SESSION_DOMAINS);
+    this.sessions.markChanged(key);
     if (e && scored) {
       e.lastFailureKind = kind;
       if (kind === 'captcha' || kind === 'blocked') e.complaints = [...e.complaints, { domain, at: now }].slice(-MAX_COMPLAINTS);
@@ -739,6 +756,7 @@ export class Pool extends EventEmitter<PoolEvents> {
    * nothing is quarantined or restarted while connections finish and tor is stopped.
    */
   beginShutdown(): void {
+    this.shuttingDown = true;
     for (const e of this.entries.values()) e.health.stop();
     this.floor.flush();
   }

@@ -96,8 +96,11 @@ export class SessionRotation {
 
   /** Remembers the exit a session was moved away from (EXIT_HISTORY of them, newest last). */
   noteLeftExit(key: string, ip: string): void {
-    const s = this.host.sessions().get(key);
-    if (s) s.recentExits = rememberExit(s.recentExits, ip, this.host.deps().config.exitHistory);
+    const sessions = this.host.sessions();
+    const s = sessions.get(key);
+    if (!s) return;
+    s.recentExits = rememberExit(s.recentExits, ip, this.host.deps().config.exitHistory);
+    sessions.markChanged(key);
   }
 
   private exitIpOf(id: number): string {

@@ -32,6 +32,9 @@ export type RouteOutcome =
   | { ok: true; session: Session; assignment: Assignment | null }
   | { ok: false; reason: 'no_routable_instance' | 'session_limit' };
 
+/** A session as the durable state keeps it: everything but its incarnation and live connections. */
+export type RestoredSession = Omit<Session, 'id' | 'active'>;
+
 export interface CloseRecord {
   bytesUp: number;
   bytesDown: number;
@@ -48,6 +51,8 @@ export class SessionTable {
   private readonly byInstance = new Map<number, Set<string>>();
   private displaced = 0;
   private lastId = 0;
+  /** Keys whose stored record is out of date (null: the durable state is off, nothing is tracked). */
+  private changed: Set<string> | null = null;
 
   constructor(
     private readonly options: {
@@ -61,6 +66,44 @@ export class SessionTable {
 
   get size(): number {
     return this.sessions.size;
+  }
+
+  /** From now on, remember which keys changed (created, counted, moved, removed) for the durable state. */
+  trackChanges(): void {
+    this.changed ??= new Set();
+  }
+
+  /** A field the table does not own changed (a rotation's exit history, a reported site). */
+  markChanged(key: string): void {
+    this.changed?.add(key);
+  }
+
+  /** The keys changed since the last call; a key no longer in the table was removed. */
+  takeChanged(): string[] {
+    if (!this.changed || this.changed.size === 0) return [];
+    const keys = [...this.changed];
+    this.changed.clear();
+    return keys;
+  }
+
+  /**
+   * Puts back sessions read from the durable state, oldest seen first (the map's order is the
+   * LRU order). They have no live connection; a key already in the table wins. Returns how many
+   * were restored (never more than MAX_SESSIONS: the most recently seen are kept).
+   */
+  restore(stored: readonly RestoredSession[]): number {
+    const newest = [...stored].sort((a, b) => a.lastSeen - b.lastSeen).slice(-Math.max(0, this.options.maxSessions - this.sessions.size));
+    let n = 0;
+    for (const r of newest) {
+      if (this.sessions.has(r.key)) continue;
+      const session: Session = { ...r, id: ++this.lastId, active: 0, recentExits: [...r.recentExits], domains: [...r.domains] };
+      delete (session as { displaced?: unknown }).displaced;
+      this.sessions.set(r.key, session);
+      this.index(r.key, r.instance);
+      if (r.displaced) this.setDisplaced(session, { ...r.displaced });
+      n++;
+    }
+    return n;
   }
 
   /** Sessions the pool moved for its own reasons and has not moved back or seen rotated since. */
@@ -106,6 +149,7 @@ export class SessionTable {
     if (this.sessions.size >= this.options.maxSessions && !this.evictOne()) {
       return { ok: false, reason: 'session_limit' };
     }
+    this.changed?.add(key);
     const session: Session = {
       key,
       id: ++this.lastId,
@@ -138,6 +182,7 @@ export class SessionTable {
 
   /** One more live connection on `s`, seen now. */
   private countConnection(s: Session, now: number): void {
+    this.changed?.add(s.key);
     s.lastSeen = now;
     s.active += 1;
     this.touch(s);
@@ -150,6 +195,7 @@ export class SessionTable {
   close(key: string, id: number, record: CloseRecord, now: number): void {
     const s = this.sessions.get(key);
     if (!s || s.id !== id) return;
+    this.changed?.add(key);
     s.active = Math.max(0, s.active - 1);
     s.requests += 1;
     if (!record.ok) s.failures += 1;
@@ -332,6 +378,7 @@ export class SessionTable {
     this.unindex(s.key, from);
     s.instance = to;
     this.index(s.key, to);
+    this.changed?.add(s.key);
     this.options.onChanged?.(s.key);
     // A rebalance keeps the mark (and the instance the session fled): instances come back one at a
     // time, and a session spread onto the first one back may be spread again when the next comes.
@@ -350,6 +397,7 @@ export class SessionTable {
     this.sessions.delete(s.key);
     this.unindex(s.key, s.instance);
     this.setDisplaced(s, undefined);
+    this.changed?.add(s.key);
     this.options.onChanged?.(s.key);
   }
 

@@ -98,6 +98,12 @@ export class StatsHistory {
     return sample;
   }
 
+  /** Puts back the series the durable state kept (oldest first), before the first tick. */
+  restore(fine: readonly StatsSample[], long: readonly StatsSample[]): void {
+    for (const sample of fine.slice(-FINE_SAMPLES)) this.fine.push(sample);
+    for (const sample of long.slice(-LONG_SAMPLES)) this.long.push(sample);
+  }
+
   series(range: 'fine' | 'long'): StatsSample[] {
     return range === 'long' ? this.long.all() : this.fine.all();
   }

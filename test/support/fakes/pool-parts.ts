@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { HealthView } from '../../../shared/api/views.js';
+import type { HealthSnapshot } from '../../../supervisor/health/health-snapshot.js';
 import type { FailureKind, FailureOptions, FailureSource, HealthTracker } from '../../../supervisor/pool/health-tracker.js';
 import type { ExitState, PoolInstance, PoolInstanceEvents, RotationPlan } from '../../../supervisor/pool/pool-instance.js';
 import { loadConfig } from '../../../shared/config/index.js';
@@ -148,6 +149,21 @@ export class FakeHealth implements HealthTracker {
     this.failures = [];
   }
   stop(): void {}
+  /** The snapshot restore() was given, if any. */
+  restored: HealthSnapshot | null = null;
+  persistable(): HealthSnapshot {
+    return {
+      state: this.state,
+      window: [],
+      sinceRelease: { transport: 0, client: 0, byKind: {} },
+      remediations: 0,
+      ladder: { rung: null, attemptsAtRung: 0, lastCompletedAt: null, active: false },
+      pending: null,
+    };
+  }
+  restore(snapshot: HealthSnapshot): void {
+    this.restored = snapshot;
+  }
   lifetime(): { transport: number; client: number; byKind: Record<string, number>; remediations: number } {
     return { transport: 0, client: 0, byKind: {}, remediations: 0 };
   }

@@ -1,0 +1,233 @@
+import type { AuditEvent } from '../../shared/api/audit-event.js';
+import type { StatsSample } from '../../shared/api/views.js';
+import type { Logger } from '../../shared/logger.js';
+import { AUDIT_CAPACITY, auditClassOf, type AuditLog } from '../audit/audit-log.js';
+import type { ExitBan } from '../exits/exit-bans.js';
+import type { ExitAssignments, RestoredAssignment } from '../exits/exit-assignments.js';
+import type { HealthSnapshot } from '../health/health-snapshot.js';
+import type { SessionTable, RestoredSession } from '../sessions/session-table.js';
+import { FINE_SAMPLES, LONG_SAMPLES, type StatsHistory } from '../stats/stats-history.js';
+import { banKey, decodeAssignment, decodeBan, encodeAssignment, encodeBan } from './exit-records.js';
+import { decodeHealth, encodeHealth } from './health-records.js';
+import { decodeAuditEvent, decodeStatsSample, encodeAuditEvent, encodeStatsSample } from './ring-records.js';
+import { decodeSession, encodeSession, type StoredExit } from './session-records.js';
+import { batchIsEmpty, emptyBatch, type RecordNamespace, type RingNamespace, type StateBatch, type StateStore, type StoredState } from './state-store.js';
+
+/** Changes reach the store at most this long after they happen: what a kill -9 can lose. */
+export const STATE_FLUSH_MS = 1000;
+/** A store that keeps failing is reported at most this often (the service goes on from memory). */
+const WRITE_FAILURE_LOG_MS = 60_000;
+
+const RING_CAPACITY: Record<RingNamespace, number> = {
+  'audit-session': AUDIT_CAPACITY,
+  'audit-operator': AUDIT_CAPACITY,
+  'stats-fine': FINE_SAMPLES,
+  'stats-long': LONG_SAMPLES,
+};
+
+/** The parts of the supervisor whose state outlives a restart. */
+export interface DurableParts {
+  sessions: SessionTable;
+  /** The exit an instance leaves through now (written with each of its sessions). */
+  exitOf(instance: number): StoredExit;
+  exits: ExitAssignments | undefined;
+  /** Each instance's health, by id. */
+  health(): Map<number, HealthSnapshot>;
+  audit: AuditLog;
+  stats: StatsHistory;
+}
+
+/** What was read at start, checked, ready to hand to the parts. */
+export interface RestoredState {
+  sessions: RestoredSession[];
+  assignments: Map<number, RestoredAssignment>;
+  bans: ExitBan[];
+  health: Map<number, HealthSnapshot>;
+  audit: AuditEvent[];
+  stats: { fine: StatsSample[]; long: StatsSample[] };
+  /** Records that failed their checks and were left out, by namespace. */
+  skipped: Partial<Record<RecordNamespace | RingNamespace, number>>;
+}
+
+function decodeAll<T>(entries: Iterable<[string, string]>, decode: (key: string, value: string) => T, onSkip: () => void): T[] {
+  const out: T[] = [];
+  for (const [key, value] of entries) {
+    try {
+      out.push(decode(key, value));
+    } catch {
+      onSkip();
+    }
+  }
+  return out;
+}
+
+/** Checks every stored record; one that fails is skipped and counted, never half-applied. */
+export function checkStoredState(stored: StoredState): RestoredState {
+  const skipped: RestoredState['skipped'] = {};
+  const skip = (ns: RecordNamespace | RingNamespace) => () => {
+    skipped[ns] = (skipped[ns] ?? 0) + 1;
+  };
+  const r = stored.records;
+  const ring = (ns: RingNamespace) => stored.rings[ns].map((x): [string, string] => [String(x.seq), x.value]);
+  return {
+    sessions: decodeAll(r.sessions, decodeSession, skip('sessions')).map((s) => s.session),
+    assignments: new Map(decodeAll(r['exit-assignments'], decodeAssignment, skip('exit-assignments')).map((a) => [a.instance, a.assignment])),
+    bans: decodeAll(r['exit-bans'], decodeBan, skip('exit-bans')),
+    health: new Map(decodeAll(r.health, decodeHealth, skip('health')).map((h) => [h.instance, h.snapshot])),
+    audit: [
+      ...decodeAll(ring('audit-session'), (k, v) => decodeAuditEvent(Number(k), v), skip('audit-session')),
+      ...decodeAll(ring('audit-operator'), (k, v) => decodeAuditEvent(Number(k), v), skip('audit-operator')),
+    ],
+    stats: {
+      fine: decodeAll(ring('stats-fine'), (_k, v) => decodeStatsSample(v), skip('stats-fine')),
+      long: decodeAll(ring('stats-long'), (_k, v) => decodeStatsSample(v), skip('stats-long')),
+    },
+    skipped,
+  };
+}
+
+/**
+ * Writes the supervisor's state behind it: every STATE_FLUSH_MS it collects what changed
+ * (sessions by key, the small tables whole when they differ, new audit events and stats samples)
+ * into one batch for the store, one write at a time. Nothing on a request path waits for it: the
+ * parts change in memory, and this reads them on its own timer.
+ */
+export class DurableState {
+  private timer: NodeJS.Timeout | null = null;
+  private writing: Promise<void> | null = null;
+  private readonly auditQueue: AuditEvent[] = [];
+  private lastAssignments = '';
+  private lastBans = '';
+  private lastHealth = '';
+  private lastFine = 0;
+  private lastLong = 0;
+  private lastFailureLog = 0;
+  private parts: DurableParts | null = null;
+  private readonly onAudit = (e: AuditEvent): void => {
+    this.auditQueue.push(e);
+    // Beyond both rings' worth the oldest could never survive a trim anyway.
+    if (this.auditQueue.length > 2 * AUDIT_CAPACITY) this.auditQueue.splice(0, this.auditQueue.length - 2 * AUDIT_CAPACITY);
+  };
+  /** Batches written and how long the last took (the write-load benchmark reads them). */
+  readonly counters = { batches: 0, records: 0, failures: 0, lastWriteMs: 0 };
+
+  constructor(
+    private readonly store: StateStore,
+    private readonly log: Logger,
+  ) {}
+
+  /** Puts the restored state into the parts; health snapshots are the caller's (applied as instances are created). */
+  static apply(restored: RestoredState, parts: Omit<DurableParts, 'exitOf' | 'health'>): { sessions: number } {
+    parts.audit.restore(restored.audit);
+    parts.stats.restore(restored.stats.fine, restored.stats.long);
+    parts.exits?.restore(restored.assignments, restored.bans);
+    return { sessions: parts.sessions.restore(restored.sessions) };
+  }
+
+  /** Starts tracking and writing; what was restored counts as written. */
+  start(parts: DurableParts): void {
+    this.parts = parts;
+    parts.sessions.trackChanges();
+    parts.audit.on('event', this.onAudit);
+    const fine = parts.stats.series('fine');
+    const long = parts.stats.series('long');
+    this.lastFine = fine.length > 0 ? Date.parse((fine[fine.length - 1] as StatsSample).time) : 0;
+    this.lastLong = long.length > 0 ? Date.parse((long[long.length - 1] as StatsSample).time) : 0;
+    this.timer = setInterval(() => void this.flush(), STATE_FLUSH_MS);
+  }
+
+  private collect(parts: DurableParts): { batch: StateBatch; sessionKeys: string[]; audit: AuditEvent[]; fine: number; long: number } {
+    const batch = emptyBatch(RING_CAPACITY);
+    const sessionKeys = parts.sessions.takeChanged();
+    for (const key of sessionKeys) {
+      const s = parts.sessions.get(key);
+      if (s) batch.puts.push({ ns: 'sessions', key, value: encodeSession(s, parts.exitOf(s.instance)) });
+      else batch.deletes.push({ ns: 'sessions', key });
+    }
+    if (parts.exits) {
+      const assignments = [...parts.exits.assignmentsToStore()].sort(([a], [b]) => a - b).map(([id, a]) => ({ ns: 'exit-assignments' as const, key: String(id), value: encodeAssignment(a) }));
+      const text = JSON.stringify(assignments);
+      if (text !== this.lastAssignments) {
+        batch.replace.push('exit-assignments');
+        batch.puts.push(...assignments);
+        this.lastAssignments = text;
+      }
+      const bans = parts.exits.bans.list(Date.now()).map((b) => ({ ns: 'exit-bans' as const, key: banKey(b), value: encodeBan(b) }));
+      const bansText = JSON.stringify(bans);
+      if (bansText !== this.lastBans) {
+        batch.replace.push('exit-bans');
+        batch.puts.push(...bans);
+        this.lastBans = bansText;
+      }
+    }
+    const health = [...parts.health()].sort(([a], [b]) => a - b).map(([id, h]) => ({ ns: 'health' as const, key: String(id), value: encodeHealth(h) }));
+    const healthText = JSON.stringify(health);
+    if (healthText !== this.lastHealth) {
+      batch.replace.push('health');
+      batch.puts.push(...health);
+      this.lastHealth = healthText;
+    }
+    const audit = this.auditQueue.splice(0);
+    for (const e of audit) batch.appends.push({ ring: auditClassOf(e.type, e.session) === 'session' ? 'audit-session' : 'audit-operator', seq: e.id, value: encodeAuditEvent(e) });
+    let fine = this.lastFine;
+    for (const s of parts.stats.series('fine')) {
+      const t = Date.parse(s.time);
+      if (t <= this.lastFine) continue;
+      batch.appends.push({ ring: 'stats-fine', seq: t, value: encodeStatsSample(s) });
+      fine = Math.max(fine, t);
+    }
+    let long = this.lastLong;
+    for (const s of parts.stats.series('long')) {
+      const t = Date.parse(s.time);
+      if (t <= this.lastLong) continue;
+      batch.appends.push({ ring: 'stats-long', seq: t, value: encodeStatsSample(s) });
+      long = Math.max(long, t);
+    }
+    return { batch, sessionKeys, audit, fine, long };
+  }
+
+  /** Writes what changed since the last flush; a flush already under way is waited for, not doubled. */
+  flush(): Promise<void> {
+    if (this.writing) return this.writing;
+    const parts = this.parts;
+    if (!parts) return Promise.resolve();
+    const { batch, sessionKeys, audit, fine, long } = this.collect(parts);
+    if (batchIsEmpty(batch)) return Promise.resolve();
+    const started = Date.now();
+    this.writing = this.store
+      .write(batch)
+      .then(() => {
+        this.lastFine = fine;
+        this.lastLong = long;
+        this.counters.batches += 1;
+        this.counters.records += batch.puts.length + batch.deletes.length + batch.appends.length;
+        this.counters.lastWriteMs = Date.now() - started;
+      })
+      .catch((error: unknown) => {
+        // Nothing is lost from memory: the changes go again with the next batch.
+        this.counters.failures += 1;
+        for (const key of sessionKeys) parts.sessions.markChanged(key);
+        this.auditQueue.unshift(...audit);
+        this.lastAssignments = this.lastBans = this.lastHealth = '';
+        const now = Date.now();
+        if (now - this.lastFailureLog >= WRITE_FAILURE_LOG_MS) {
+          this.lastFailureLog = now;
+          this.log.error('writing the durable state failed; serving from memory and retrying every flush', { store: this.store.location, error: (error as Error).message });
+        }
+      })
+      .finally(() => {
+        this.writing = null;
+      });
+    return this.writing;
+  }
+
+  /** A last flush (waiting for one under way first), then the store closes. */
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.writing;
+    await this.flush();
+    this.parts?.audit.off('event', this.onAudit);
+    await this.store.close();
+  }
+}

@@ -1,0 +1,177 @@
+import fs from 'node:fs';
+import { DatabaseSync } from 'node:sqlite';
+import { parentPort, workerData } from 'node:worker_threads';
+import { RECORD_NAMESPACES, RING_NAMESPACES, type RingNamespace, type StateBatch } from './state-store.js';
+
+/**
+ * The thread that owns the SQLite file: every disk access of the durable state happens here, so
+ * the supervisor's event loop (which answers the proxies' routes) never waits on a disk.
+ *
+ * WAL with synchronous=NORMAL: a committed batch survives a kill -9 of the process at once (it
+ * is in the WAL file); only an OS crash or power loss can take the last batches back, and never
+ * leaves the file unreadable.
+ */
+
+/** Written to the meta table; a file with another value is another program's or another format's. */
+export const STATE_FORMAT = 'exitpool-state';
+export const STATE_FORMAT_VERSION = 1;
+
+export type ThreadRequest =
+  | { id: number; type: 'load' }
+  | { id: number; type: 'write'; batch: StateBatch }
+  | { id: number; type: 'close' };
+
+export type ThreadReply =
+  | { id: number; ok: true; loaded?: LoadedRows }
+  | { id: number; ok: false; error: string };
+
+export interface LoadedRows {
+  records: { ns: string; key: string; value: string }[];
+  rings: { ns: string; seq: number; value: string }[];
+  movedAside: { path: string; reason: string } | null;
+}
+
+/** The file cannot be used as a state file (corrupt, foreign, a newer format). */
+class UnusableStateFile extends Error {}
+
+const SCHEMA = `
+  CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS records (ns TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (ns, key)) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS rings (ns TEXT NOT NULL, seq INTEGER NOT NULL, value TEXT NOT NULL, PRIMARY KEY (ns, seq)) WITHOUT ROWID;
+`;
+
+function openChecked(file: string): DatabaseSync {
+  let db: DatabaseSync | undefined;
+  try {
+    db = new DatabaseSync(file);
+    // Checked before anything is written, so a file that is not ours is moved aside as it was.
+    const check = db.prepare('PRAGMA quick_check').get() as { quick_check?: string } | undefined;
+    if (check?.quick_check !== 'ok') throw new UnusableStateFile(`integrity check: ${String(check?.quick_check)}`);
+    const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((t) => t.name);
+    if (tables.length > 0) {
+      if (!tables.includes('meta')) throw new UnusableStateFile(`not an exitpool state file (tables ${tables.slice(0, 5).join(', ')})`);
+      const meta = new Map((db.prepare('SELECT key, value FROM meta').all() as { key: string; value: string }[]).map((r) => [r.key, r.value]));
+      if (meta.get('format') !== STATE_FORMAT) {
+        throw new UnusableStateFile(`not an exitpool state file (format ${JSON.stringify(meta.get('format') ?? null)})`);
+      }
+      if (meta.get('version') !== String(STATE_FORMAT_VERSION)) {
+        throw new UnusableStateFile(`format version ${String(meta.get('version'))}; this exitpool reads version ${STATE_FORMAT_VERSION}`);
+      }
+    }
+    db.exec('PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=2000;');
+    db.exec(SCHEMA);
+    if (tables.length === 0) {
+      db.prepare('INSERT INTO meta (key, value) VALUES (?, ?), (?, ?)').run('format', STATE_FORMAT, 'version', String(STATE_FORMAT_VERSION));
+    }
+    return db;
+  } catch (error) {
+    try {
+      db?.close();
+    } catch {
+      // already unusable
+    }
+    if (error instanceof UnusableStateFile) throw error;
+    // SQLITE_NOTADB, SQLITE_CORRUPT and the like: the file is not a database we can read.
+    throw new UnusableStateFile((error as Error).message);
+  }
+}
+
+/** Moves the file and its WAL and shared-memory companions aside; returns the new path. */
+function moveAside(file: string): string {
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  const target = `${file}.unusable-${stamp}`;
+  for (const suffix of ['', '-wal', '-shm']) {
+    if (fs.existsSync(file + suffix)) fs.renameSync(file + suffix, target + suffix);
+  }
+  return target;
+}
+
+class StateThread {
+  private db: DatabaseSync | null = null;
+  private movedAside: LoadedRows['movedAside'] = null;
+
+  constructor(private readonly file: string) {}
+
+  private database(): DatabaseSync {
+    if (this.db) return this.db;
+    try {
+      this.db = openChecked(this.file);
+    } catch (error) {
+      if (!(error instanceof UnusableStateFile)) throw error;
+      this.movedAside = { path: moveAside(this.file), reason: error.message };
+      this.db = openChecked(this.file);
+    }
+    return this.db;
+  }
+
+  load(): LoadedRows {
+    const db = this.database();
+    const records = db.prepare('SELECT ns, key, value FROM records').all() as LoadedRows['records'];
+    const rings = db.prepare('SELECT ns, seq, value FROM rings ORDER BY ns, seq').all() as LoadedRows['rings'];
+    return {
+      records: records.filter((r) => (RECORD_NAMESPACES as readonly string[]).includes(r.ns)),
+      rings: rings.filter((r) => (RING_NAMESPACES as readonly string[]).includes(r.ns)),
+      movedAside: this.movedAside,
+    };
+  }
+
+  write(batch: StateBatch): void {
+    const db = this.database();
+    const put = db.prepare('INSERT INTO records (ns, key, value) VALUES (?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value');
+    const del = db.prepare('DELETE FROM records WHERE ns = ? AND key = ?');
+    const clear = db.prepare('DELETE FROM records WHERE ns = ?');
+    const append = db.prepare('INSERT OR REPLACE INTO rings (ns, seq, value) VALUES (?, ?, ?)');
+    // By count: the newest `capacity` rows stay (seq need not be dense; the audit's ids are shared by two rings).
+    const trim = db.prepare('DELETE FROM rings WHERE ns = ? AND seq < (SELECT seq FROM rings WHERE ns = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)');
+    db.exec('BEGIN');
+    try {
+      for (const ns of batch.replace) clear.run(ns);
+      for (const d of batch.deletes) del.run(d.ns, d.key);
+      for (const p of batch.puts) put.run(p.ns, p.key, p.value);
+      const touched = new Set<RingNamespace>();
+      for (const a of batch.appends) {
+        append.run(a.ring, a.seq, a.value);
+        touched.add(a.ring);
+      }
+      for (const ring of touched) trim.run(ring, ring, Math.max(0, batch.capacity[ring] - 1));
+      db.exec('COMMIT');
+    } catch (error) {
+      db.exec('ROLLBACK');
+      throw error;
+    }
+  }
+
+  close(): void {
+    this.db?.close();
+    this.db = null;
+  }
+}
+
+function serve(): void {
+  const port = parentPort;
+  if (!port) return;
+  const thread = new StateThread((workerData as { file: string }).file);
+  port.on('message', (request: ThreadRequest) => {
+    let reply: ThreadReply;
+    try {
+      switch (request.type) {
+        case 'load':
+          reply = { id: request.id, ok: true, loaded: thread.load() };
+          break;
+        case 'write':
+          thread.write(request.batch);
+          reply = { id: request.id, ok: true };
+          break;
+        case 'close':
+          thread.close();
+          reply = { id: request.id, ok: true };
+          break;
+      }
+    } catch (error) {
+      reply = { id: request.id, ok: false, error: (error as Error).message };
+    }
+    port.postMessage(reply);
+  });
+}
+
+serve();

@@ -1,0 +1,191 @@
+import { expect } from 'chai';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { AuditEvent } from '../../shared/api/audit-event.js';
+import type { ExitsView, InstanceView, SessionView, StatsSample } from '../../shared/api/views.js';
+import { STATE_FLUSH_MS } from '../../supervisor/state/durable-state.js';
+import { STATE_FILE_NAME } from '../../supervisor/state/sqlite-state-store.js';
+import { HealApi } from '../support/clients/api-client.js';
+import { exitIpOf, fetchThroughSession } from '../support/clients/session-fetch.js';
+import { startService, SUITE_READY_TIMEOUT_MS, type RunningService } from '../support/fixtures/service.js';
+import { pollUntil } from '../support/waiting.js';
+
+const POOL = 4;
+const SESSIONS = 20;
+/** Reports within ROTATION_GRACE of an instance's rotation are not held against it: kept short here. */
+const ROTATION_GRACE_MS = 1000;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function started(dataDir: string, env: Record<string, string> = {}): Promise<{ svc: RunningService; api: HealApi }> {
+  const svc = await startService({ POOL_SIZE: String(POOL), DATA_DIR: dataDir, ROTATION_GRACE: `${ROTATION_GRACE_MS}ms`, CLIENT_REPORT_BUDGET: '1000/1m', ...env });
+  await svc.waitReady(POOL, SUITE_READY_TIMEOUT_MS);
+  return { svc, api: await HealApi.signIn(svc) };
+}
+
+/** Every tor of the service: a restart on the same DATA_DIR must wait for them to let go of their data directories. */
+async function torPids(api: HealApi): Promise<number[]> {
+  return (await api.instances()).map((i) => i.pid).filter((p) => p > 0);
+}
+
+describe('durable state across restarts (real service, private network)', function () {
+  this.timeout(SUITE_READY_TIMEOUT_MS * 3);
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-durable-'));
+  let running: RunningService | undefined;
+
+  after(async () => {
+    if (running) await running.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('keeps 20 sessions on their exit IPs, a ban, the audit trail and the stats history across SIGTERM and start', async () => {
+    let { svc, api } = await started(dataDir);
+    running = svc;
+    const keys = Array.from({ length: SESSIONS }, (_, i) => `durable-${i}`);
+    const before = new Map<string, string>();
+    for (const key of keys) before.set(key, await exitIpOf(svc, key));
+    expect(new Set([...before.values()]).size, 'the sessions spread over the pool').to.be.greaterThan(1);
+
+    // Burn one exit: two captcha reports quarantine its instance and ban the exit.
+    const burnt = keys[0] as string;
+    const burntIp = before.get(burnt) as string;
+    const burntInstance = (await api.session(burnt)).instance;
+    const fingerprint = (await api.instance(burntInstance)).assigned_exit?.fingerprint as string;
+    svc.net.whoami.setBehaviour(burntIp, 'captcha');
+    try {
+      await sleep(ROTATION_GRACE_MS + 500);
+      for (let i = 0; i < 2; i++) {
+        expect((await fetchThroughSession(svc, burnt)).kind).to.equal('captcha');
+        await api.reportFailure(burnt, { kind: 'captcha' });
+      }
+      await pollUntil('the exit banned', () => api.json<ExitsView>('/api/exits'), 10_000, { until: (v) => v.bans.some((b) => b.fingerprint === fingerprint) });
+      await pollUntil('the quarantined instance back', () => api.instance(burntInstance), 90_000, {
+        until: (v: InstanceView) => ['healthy', 'probation', 'degraded'].includes(v.health.state),
+      });
+    } finally {
+      svc.net.whoami.setBehaviour(burntIp, 'ok');
+    }
+    // Where every session leaves now (the quarantine moved some), and what it has counted.
+    for (const key of keys) before.set(key, await exitIpOf(svc, key));
+    expect([...before.values()], 'no session on the banned exit').to.not.include(burntIp);
+    const sessionsBefore = new Map((await api.sessions()).map((s) => [s.key, s]));
+    const banBefore = (await api.json<ExitsView>('/api/exits')).bans.find((b) => b.fingerprint === fingerprint);
+    const eventsBefore = await api.events(1000);
+    const lastEventBefore = (eventsBefore[0] as AuditEvent).id;
+    const fineBefore = await api.json<StatsSample[]>('/api/stats/history?range=fine');
+    await sleep(2 * STATE_FLUSH_MS);
+
+    expect(await svc.stop()).to.equal(0);
+    running = undefined;
+    expect(fs.existsSync(path.join(dataDir, STATE_FILE_NAME))).to.equal(true);
+
+    ({ svc, api } = await started(dataDir));
+    running = svc;
+    expect(svc.output()).to.match(/durable state restored/);
+    // Each session's next request leaves through the IP it had.
+    for (const key of keys) expect(await exitIpOf(svc, key), key).to.equal(before.get(key));
+    const sessionsAfter = new Map((await api.sessions()).map((s) => [s.key, s]));
+    for (const key of keys) {
+      const was = sessionsBefore.get(key) as SessionView;
+      const now = sessionsAfter.get(key) as SessionView;
+      expect(now.created_at, key).to.equal(was.created_at);
+      expect(now.requests, `${key} counts on from ${was.requests}`).to.be.greaterThan(was.requests);
+      expect(now.instance, key).to.equal(was.instance);
+    }
+    // The ban holds, with its own end.
+    const exits = await api.json<ExitsView>('/api/exits');
+    expect(exits.bans.find((b) => b.fingerprint === fingerprint)).to.deep.equal(banBefore);
+    expect(exits.exits.find((e) => e.fingerprint === fingerprint)?.instances ?? [], 'nobody has the banned exit').to.deep.equal([]);
+    // The audit trail goes on: the events of before are there, the new ones follow them.
+    const eventsAfter = await api.events(1000);
+    expect(eventsAfter.some((e) => e.id === lastEventBefore && e.message === (eventsBefore[0] as AuditEvent).message)).to.equal(true);
+    expect(eventsAfter.some((e) => e.type === 'quarantine' && e.instance === burntInstance)).to.equal(true);
+    expect((eventsAfter[0] as AuditEvent).id).to.be.greaterThan(lastEventBefore);
+    expect(eventsAfter.filter((e) => e.type === 'exit' && e.details.why === 'restored').length, 'instances took their exits back').to.equal(POOL);
+    // The stats history too.
+    const fineAfter = await api.json<StatsSample[]>('/api/stats/history?range=fine');
+    const lastBefore = (fineBefore[fineBefore.length - 1] as StatsSample).time;
+    expect(fineAfter.map((s) => s.time)).to.include(lastBefore);
+  });
+
+  it('loads after a kill -9 of the supervisor during traffic, and serves', async () => {
+    const svc = running as RunningService;
+    const api = await HealApi.signIn(svc);
+    const keys = Array.from({ length: 8 }, (_, i) => `kill-${i}`);
+    for (const key of keys) await exitIpOf(svc, key);
+    await sleep(2 * STATE_FLUSH_MS);
+    const tors = await torPids(api);
+    let stop = false;
+    const traffic = Promise.all(
+      keys.map(async (key) => {
+        while (!stop) await fetchThroughSession(svc, key).catch(() => undefined);
+      }),
+    );
+    await sleep(1500);
+    process.kill(svc.pid, 'SIGKILL');
+    stop = true;
+    await traffic;
+    running = undefined;
+    // What a host would do before starting again: the old tors let go of their data directories.
+    await pollUntil('the killed service’s tors exited', async () => tors.filter(isAlive), 60_000, { until: (alive) => alive.length === 0 });
+
+    const again = await started(dataDir);
+    running = again.svc;
+    const sessions = new Map((await again.api.sessions()).map((s) => [s.key, s]));
+    for (const key of keys) expect(sessions.has(key), `${key} restored`).to.equal(true);
+    for (const key of keys) expect((await fetchThroughSession(again.svc, key)).kind, key).to.equal('ip');
+    await again.svc.stop();
+    running = undefined;
+  });
+
+  for (const [name, spoil] of [
+    ['garbage', (file: string) => fs.writeFileSync(file, 'this is not a database\n'.repeat(200))],
+    ['truncated', (file: string) => fs.truncateSync(file, Math.floor(fs.statSync(file).size / 3))],
+  ] as const) {
+    it(`moves a ${name} state file aside with an error line and starts empty, credentials untouched`, async () => {
+      const copy = fs.mkdtempSync(path.join(os.tmpdir(), `exitpool-${name}-`));
+      try {
+        fs.cpSync(dataDir, copy, { recursive: true });
+        const file = path.join(copy, STATE_FILE_NAME);
+        for (const side of ['-wal', '-shm']) fs.rmSync(file + side, { force: true });
+        spoil(file);
+        const auth = fs.readFileSync(path.join(copy, 'auth.json'), 'utf8');
+        const { svc, api } = await started(copy);
+        running = svc;
+        expect(svc.output()).to.match(/the durable state file could not be used: moved aside/);
+        const aside = fs.readdirSync(copy).filter((f) => f.startsWith(`${STATE_FILE_NAME}.unusable-`) && !f.endsWith('-wal') && !f.endsWith('-shm'));
+        expect(aside).to.have.length(1);
+        expect(fs.readFileSync(path.join(copy, aside[0] as string)).length, 'kept as it was').to.be.greaterThan(0);
+        expect(await api.sessions()).to.deep.equal([]);
+        // The proxy token in auth.json still opens the proxy.
+        expect(fs.readFileSync(path.join(copy, 'auth.json'), 'utf8')).to.equal(auth);
+        expect((await fetchThroughSession(svc, 'after-corruption')).kind).to.equal('ip');
+        expect(await svc.stop()).to.equal(0);
+        running = undefined;
+      } finally {
+        fs.rmSync(copy, { recursive: true, force: true });
+      }
+    });
+  }
+
+  it('starts from a clean slate with STATE_STORE=none', async () => {
+    const { svc, api } = await started(dataDir, { STATE_STORE: 'none' });
+    running = svc;
+    expect(await api.sessions()).to.deep.equal([]);
+    expect(svc.output()).to.not.match(/durable state restored/);
+    expect(await svc.stop()).to.equal(0);
+    running = undefined;
+  });
+});

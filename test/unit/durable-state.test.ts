@@ -1,0 +1,337 @@
+import { expect } from 'chai';
+import fc from 'fast-check';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import '../support/fixtures/fuzz-runs.js';
+import { loadConfig } from '../../shared/config/index.js';
+import { logger } from '../../shared/logger.js';
+import { AuditLog } from '../../supervisor/audit/audit-log.js';
+import { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
+import { addressBlock, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
+import { restoreHealth, snapshotHealth } from '../../supervisor/health/health-snapshot.js';
+import { initialHealthState, reduceHealth, type HealthMachineState } from '../../supervisor/health/health-machine.js';
+import { SessionTable } from '../../supervisor/sessions/session-table.js';
+import { StatsHistory } from '../../supervisor/stats/stats-history.js';
+import { checkStoredState, DurableState } from '../../supervisor/state/durable-state.js';
+import { decodeAssignment, decodeBan, encodeAssignment, encodeBan } from '../../supervisor/state/exit-records.js';
+import { decodeHealth, encodeHealth } from '../../supervisor/state/health-records.js';
+import { decodeAuditEvent, decodeStatsSample } from '../../supervisor/state/ring-records.js';
+import { decodeSession, encodeSession } from '../../supervisor/state/session-records.js';
+import { SqliteStateStore, STATE_FILE_NAME } from '../../supervisor/state/sqlite-state-store.js';
+import { emptyBatch, emptyStoredState, type StateBatch, type StateStore, type StoredState } from '../../supervisor/state/state-store.js';
+import { InvalidStoredRecord } from '../../supervisor/state/stored-value.js';
+
+const CAP = { 'audit-session': 3, 'audit-operator': 3, 'stats-fine': 900, 'stats-long': 1440 };
+const fp = (c: string): string => c.repeat(40).toUpperCase();
+
+function relay(c: string, address: string): ExitRelay {
+  return { fingerprint: fp(c), nickname: `n${c}`, address, country: 'de', bandwidth: 1000, block: addressBlock(address), family: fp(c) };
+}
+
+function tempDir(): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-state-unit-'));
+}
+
+describe('durable state: the SQLite store', () => {
+  const dirs: string[] = [];
+  after(() => {
+    for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
+  });
+  const dir = (): string => {
+    const d = tempDir();
+    dirs.push(d);
+    return d;
+  };
+
+  it('writes batches atomically and reads them back: upserts, deletes, whole namespaces, rings trimmed by count', async () => {
+    const d = dir();
+    const store = new SqliteStateStore(d);
+    expect((await store.load()).records.sessions.size).to.equal(0);
+    const b: StateBatch = emptyBatch(CAP);
+    b.puts.push({ ns: 'sessions', key: 'a', value: '1' }, { ns: 'sessions', key: 'b', value: '2' }, { ns: 'health', key: '0', value: 'h0' });
+    for (let i = 1; i <= 5; i++) b.appends.push({ ring: 'audit-session', seq: i * 2, value: `e${i}` });
+    await store.write(b);
+    const b2 = emptyBatch(CAP);
+    b2.deletes.push({ ns: 'sessions', key: 'a' });
+    b2.puts.push({ ns: 'sessions', key: 'b', value: '3' });
+    b2.replace.push('health');
+    b2.puts.push({ ns: 'health', key: '1', value: 'h1' });
+    await store.write(b2);
+    await store.close();
+
+    const again = new SqliteStateStore(d);
+    const s = await again.load();
+    expect([...s.records.sessions]).to.deep.equal([['b', '3']]);
+    expect([...s.records.health]).to.deep.equal([['1', 'h1']]);
+    expect(s.rings['audit-session'].map((r) => r.value), 'the newest 3, oldest first').to.deep.equal(['e3', 'e4', 'e5']);
+    expect(s.movedAside).to.equal(null);
+    await again.close();
+  });
+
+  it('a batch that fails is rolled back whole', async () => {
+    const d = dir();
+    const store = new SqliteStateStore(d);
+    await store.load();
+    const bad = emptyBatch(CAP);
+    bad.puts.push({ ns: 'sessions', key: 'a', value: '1' });
+    // A NULL value violates the schema: the put before it must not stay.
+    bad.puts.push({ ns: 'sessions', key: 'b', value: null as unknown as string });
+    let failed = false;
+    await store.write(bad).catch(() => (failed = true));
+    expect(failed).to.equal(true);
+    expect((await new Promise<StoredState>((resolve) => void store.load().then(resolve))).records.sessions.size).to.equal(0);
+    await store.close();
+  });
+
+  for (const [name, spoil] of [
+    ['garbage', (file: string) => fs.writeFileSync(file, Buffer.alloc(8192, 0x5a))],
+    ['another program’s database', (file: string) => new DatabaseSync(file).exec('CREATE TABLE records (x); INSERT INTO records VALUES (1);')],
+    [
+      'a newer format version',
+      (file: string) => {
+        const db = new DatabaseSync(file);
+        db.exec("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL); INSERT INTO meta VALUES ('format', 'exitpool-state'), ('version', '99');");
+        db.close();
+      },
+    ],
+  ] as const) {
+    it(`moves ${name} aside and starts empty`, async () => {
+      const d = dir();
+      const file = path.join(d, STATE_FILE_NAME);
+      spoil(file);
+      const before = fs.readFileSync(file);
+      const store = new SqliteStateStore(d);
+      const s = await store.load();
+      expect(s.movedAside?.path).to.match(/state\.db\.unusable-/);
+      expect(fs.readFileSync(s.movedAside?.path as string).equals(before), 'the file is kept as it was').to.equal(true);
+      expect(s.records.sessions.size).to.equal(0);
+      const b = emptyBatch(CAP);
+      b.puts.push({ ns: 'sessions', key: 'k', value: 'v' });
+      await store.write(b);
+      await store.close();
+    });
+  }
+});
+
+describe('durable state: stored records are checked field by field', () => {
+  it('round-trips a session, an assignment, a ban and a health snapshot', () => {
+    const table = new SessionTable({ maxSessions: 10, ttlMs: 60_000 });
+    const routed = table.route('user-1', { routable: [2], lastResort: null }, 1_000);
+    if (!routed.ok) throw new Error('not routed');
+    routed.session.recentExits = ['127.20.0.1'];
+    routed.session.domains = ['shop.example'];
+    const text = encodeSession(routed.session, { ip: '127.21.0.1', fingerprint: fp('a') });
+    const back = decodeSession('user-1', text);
+    expect(back.session).to.deep.include({ key: 'user-1', instance: 2, createdAt: 1_000, lastSeen: 1_000, recentExits: ['127.20.0.1'], domains: ['shop.example'] });
+    expect(back.exit).to.deep.equal({ ip: '127.21.0.1', fingerprint: fp('a') });
+
+    expect(decodeAssignment('3', encodeAssignment({ fingerprint: fp('b'), nickname: 'nb', address: '10.0.0.2' })).assignment.fingerprint).to.equal(fp('b'));
+    const ban = { fingerprint: fp('c'), address: '10.0.0.3', nickname: 'nc', domain: '', cause: 'captcha' as const, reason: 'x', since: 1, until: 2 };
+    expect(decodeBan(`${fp('c')}|`, encodeBan(ban))).to.deep.equal(ban);
+    const config = loadConfig({});
+    const h = snapshotHealth(initialHealthState(config), null);
+    expect(decodeHealth('0', encodeHealth(h)).snapshot).to.deep.equal(h);
+  });
+
+  it('refuses records whose key, types or bounds are wrong', () => {
+    const good = JSON.parse(encodeSession({ key: 'k', id: 1, instance: 0, createdAt: 1, lastSeen: 2, requests: 0, failures: 0, bytesUp: 0, bytesDown: 0, active: 0, recentExits: [], domains: [] }, { ip: '', fingerprint: '' })) as Record<string, unknown>;
+    const cases: [string, Record<string, unknown>][] = [
+      ['another key', { ...good, key: 'other' }],
+      ['instance out of range', { ...good, instance: 64 }],
+      ['negative counter', { ...good, requests: -1 }],
+      ['fractional counter', { ...good, bytes_up: 1.5 }],
+      ['seen before created', { ...good, last_seen: 0 }],
+      ['a huge exit list', { ...good, recent_exits: Array.from({ length: 1000 }, () => '1.2.3.4') }],
+      ['a time past year 9999', { ...good, created_at: 1e15, last_seen: 1e15 }],
+      ['no exit', { ...good, exit: undefined }],
+    ];
+    for (const [name, record] of cases) expect(() => decodeSession('k', JSON.stringify(record)), name).to.throw(InvalidStoredRecord);
+    expect(() => decodeAssignment('64', encodeAssignment({ fingerprint: fp('a'), nickname: 'n', address: 'x' }))).to.throw(InvalidStoredRecord);
+    expect(() => decodeAssignment('01', encodeAssignment({ fingerprint: fp('a'), nickname: 'n', address: 'x' }))).to.throw(InvalidStoredRecord);
+    expect(() => decodeAssignment('1', encodeAssignment({ fingerprint: 'a'.repeat(40), nickname: 'n', address: 'x' })), 'lower-case fingerprint').to.throw(InvalidStoredRecord);
+    expect(() => decodeAuditEvent(2, JSON.stringify({ id: 1, time: '2026-01-01T00:00:00.000Z', type: 'rotate', instance: null, session: null, message: '', details: {} }))).to.throw(InvalidStoredRecord);
+    expect(() => decodeAuditEvent(1, JSON.stringify({ id: 1, time: 'yesterday', type: 'rotate', instance: null, session: null, message: '', details: {} }))).to.throw(InvalidStoredRecord);
+    expect(() => decodeStatsSample('{"time":"2026-01-01T00:00:00Z"}')).to.throw(InvalidStoredRecord);
+  });
+
+  it('property: any stored text either decodes to a valid record or fails with InvalidStoredRecord (never another error)', () => {
+    const decoders: ((text: string) => unknown)[] = [
+      (t) => decodeSession('k', t),
+      (t) => decodeAssignment('0', t),
+      (t) => decodeBan(`${fp('a')}|`, t),
+      (t) => decodeHealth('0', t),
+      (t) => decodeAuditEvent(1, t),
+      (t) => decodeStatsSample(t),
+    ];
+    fc.assert(
+      fc.property(fc.oneof(fc.string(), fc.json(), fc.jsonValue().map((v) => JSON.stringify({ key: 'k', window: v, exit: v, details: v, latency_ms: v }))), fc.nat(decoders.length - 1), (text, i) => {
+        try {
+          (decoders[i] as (t: string) => unknown)(text);
+        } catch (error) {
+          expect(error).to.be.instanceOf(InvalidStoredRecord);
+        }
+      }),
+    );
+  });
+
+  it('checkStoredState keeps the good records and counts the bad ones by namespace', () => {
+    const stored = emptyStoredState();
+    stored.records.sessions.set('ok', encodeSession({ key: 'ok', id: 1, instance: 1, createdAt: 1, lastSeen: 1, requests: 0, failures: 0, bytesUp: 0, bytesDown: 0, active: 0, recentExits: [], domains: [] }, { ip: '', fingerprint: '' }));
+    stored.records.sessions.set('bad', '{"key":"bad"}');
+    stored.records['exit-bans'].set('x', 'not json');
+    stored.rings['audit-operator'].push({ seq: 1, value: '{}' });
+    const r = checkStoredState(stored);
+    expect(r.sessions.map((s) => s.key)).to.deep.equal(['ok']);
+    expect(r.skipped).to.deep.equal({ sessions: 1, 'exit-bans': 1, 'audit-operator': 1 });
+  });
+});
+
+describe('durable state: what each part restores', () => {
+  const config = loadConfig({ FAILURE_WINDOW: '60s', QUARANTINE_FAILURES: '5', REMEDIATION_BACKOFF_BASE: '30s' });
+
+  function withFailures(s: HealthMachineState, at: number[], successAfter: number): HealthMachineState {
+    let state = reduceHealth(s, { type: 'bootstrapped' }, 0, config).state;
+    at.forEach((t, i) => {
+      state = reduceHealth(state, { type: 'failure', kind: 'other', source: 'client', scored: true, mayQuarantine: false }, t, config).state;
+      if (i === successAfter) state = reduceHealth(state, { type: 'success', endedAt: t + 1 }, t + 1, config).state;
+    });
+    return state;
+  }
+
+  it('health: the window resumes with its run, old failures drop out, the ladder keeps its recurrence clock', () => {
+    const s = withFailures(initialHealthState(config), [1_000, 2_000, 3_000], 0);
+    expect([s.window.size, s.window.consecutive]).to.deep.equal([3, 2]);
+    const snap = snapshotHealth({ ...s, ladder: s.ladder }, null);
+    const back = restoreHealth(snap, config, 10_000).state;
+    expect(back.state, 'a routable instance starts again').to.equal('starting');
+    expect([back.window.size, back.window.consecutive, back.window.score]).to.deep.equal([3, 2, s.window.score]);
+    const later = restoreHealth(snap, config, 61_500).state;
+    expect([later.window.size, later.window.consecutive], 'the first failure left the window meanwhile').to.deep.equal([2, 2]);
+  });
+
+  it('health: a rung under way resumes with what was left of its delay; a rung long overdue runs at once', () => {
+    let s = reduceHealth(initialHealthState(config), { type: 'bootstrapped' }, 0, config).state;
+    s = reduceHealth(s, { type: 'manualQuarantine' }, 0, config).state;
+    const snap = snapshotHealth(s, { plan: { rung: 'restart_backoff', attempt: 2, cause: 'recurrence', delayMs: 60_000 }, dueAt: 60_000 });
+    const early = restoreHealth(snap, config, 20_000);
+    expect(early.state.state).to.equal('quarantined');
+    expect(early.state.ladder.active).to.equal(true);
+    expect(early.resume).to.deep.equal({ rung: 'restart_backoff', attempt: 2, cause: 'recurrence', delayMs: 40_000 });
+    expect(restoreHealth(snap, config, 90_000).resume?.delayMs).to.equal(0);
+  });
+
+  it('sessions: restored in last-seen order, newest kept within MAX_SESSIONS, ids fresh, nothing active', () => {
+    const table = new SessionTable({ maxSessions: 2, ttlMs: 60_000 });
+    const base = { instance: 1, createdAt: 0, requests: 3, failures: 0, bytesUp: 0, bytesDown: 0, recentExits: [], domains: [] };
+    const n = table.restore([
+      { ...base, key: 'new', lastSeen: 300 },
+      { ...base, key: 'old', lastSeen: 100 },
+      { ...base, key: 'mid', lastSeen: 200, displaced: { from: 0, burnt: true } },
+    ]);
+    expect(n).to.equal(2);
+    expect([...table.all()].map((s) => s.key)).to.deep.equal(['mid', 'new']);
+    expect(table.get('mid')?.active).to.equal(0);
+    expect(table.displacedCount).to.equal(1);
+    expect(table.expire(200 + 60_000)).to.deep.equal(['mid']);
+  });
+
+  it('sessions: changes are tracked once asked, and a removed key reads as gone', () => {
+    const table = new SessionTable({ maxSessions: 10, ttlMs: 1_000 });
+    table.route('before', { routable: [0], lastResort: null }, 0);
+    table.trackChanges();
+    expect(table.takeChanged()).to.deep.equal([]);
+    table.route('a', { routable: [0], lastResort: null }, 0);
+    table.route('b', { routable: [0], lastResort: null }, 0);
+    expect(table.takeChanged().sort()).to.deep.equal(['a', 'b']);
+    table.delete('a');
+    expect(table.takeChanged()).to.deep.equal(['a']);
+  });
+
+  it('exits: each instance gets its exit back, nobody else takes it meanwhile, and one that left is audited', () => {
+    const audit = new AuditLog();
+    const a = new ExitAssignments({ unit: 'subnet', banTtlMs: 1000, exitNodes: [], strictNodes: false, audit, log: logger(), now: () => 0, random: () => 0 });
+    a.catalog.replace([relay('a', '10.0.0.1'), relay('b', '10.1.0.1'), relay('c', '10.2.0.1')], 1);
+    a.restore(
+      new Map([
+        [0, { fingerprint: fp('b'), nickname: 'nb', address: '10.1.0.1' }],
+        [1, { fingerprint: fp('a'), nickname: 'na', address: '10.0.0.1' }],
+        [2, { fingerprint: fp('f'), nickname: 'gone', address: '10.9.0.1' }],
+      ]),
+      [{ fingerprint: fp('c'), address: '10.2.0.1', nickname: 'nc', domain: '', cause: 'captcha', reason: 'r', since: 0, until: 500 }],
+    );
+    const two = a.next(2, { fresh: false, why: 'bootstrap' });
+    // Its exit left and c is banned: a and b are reserved, so it can only share one (a shortage).
+    expect(two.ok && !two.distinct && two.relay.fingerprint !== fp('c')).to.equal(true);
+    expect(audit.recent(10).some((e) => e.details.reason === 'restored_exit_unavailable' && e.instance === 2)).to.equal(true);
+    const zero = a.next(0, { fresh: false, why: 'bootstrap' });
+    const one = a.next(1, { fresh: false, why: 'bootstrap' });
+    expect([zero.ok && zero.relay.fingerprint, one.ok && one.relay.fingerprint]).to.deep.equal([fp('b'), fp('a')]);
+    expect(audit.recent(10).filter((e) => e.details.why === 'restored').length).to.equal(2);
+    expect([...a.assignmentsToStore().keys()].sort()).to.deep.equal([0, 1, 2]);
+  });
+
+  it('audit and stats: ids go on from the highest kept, each class keeps its ring, samples come back in order', () => {
+    const audit = new AuditLog(2);
+    audit.restore([
+      { id: 7, time: new Date(0).toISOString(), type: 'rotate', instance: 0, session: 's', message: 'r', details: {} },
+      { id: 5, time: new Date(0).toISOString(), type: 'auth', instance: null, session: null, message: 'a', details: {} },
+    ]);
+    expect(audit.record({ type: 'resize', message: 'x' }).id).to.equal(8);
+    expect(audit.recent(10).map((e) => e.id)).to.deep.equal([8, 7, 5]);
+    const stats = new StatsHistory();
+    const sample = (t: number) => ({ time: new Date(t).toISOString(), interval_secs: 1, requests: t, failures: 0, bytes_up: 0, bytes_down: 0, latency_ms: { p50: 0, p90: 0, p99: 0 }, sessions: 0, routable: 1 });
+    stats.restore([sample(1000), sample(2000)], []);
+    stats.tick(3000, { sessions: 0, routable: 1 });
+    expect(stats.series('fine').map((s) => s.time)).to.deep.equal([1000, 2000, 3000].map((t) => new Date(t).toISOString()));
+  });
+});
+
+describe('durable state: the writer', () => {
+  class MemoryStore implements StateStore {
+    readonly location = 'memory';
+    batches: StateBatch[] = [];
+    failNext = false;
+    load(): Promise<StoredState> {
+      return Promise.resolve(emptyStoredState());
+    }
+    write(batch: StateBatch): Promise<void> {
+      if (this.failNext) {
+        this.failNext = false;
+        return Promise.reject(new Error('disk full'));
+      }
+      this.batches.push(batch);
+      return Promise.resolve();
+    }
+    close(): Promise<void> {
+      return Promise.resolve();
+    }
+  }
+
+  function parts(): { sessions: SessionTable; audit: AuditLog; stats: StatsHistory; health: Map<number, ReturnType<typeof snapshotHealth>> } {
+    return { sessions: new SessionTable({ maxSessions: 10, ttlMs: 60_000 }), audit: new AuditLog(), stats: new StatsHistory(), health: new Map() };
+  }
+
+  it('writes only what changed, and after a failed write writes it again with the next', async () => {
+    const store = new MemoryStore();
+    const p = parts();
+    const durable = new DurableState(store, logger());
+    durable.start({ sessions: p.sessions, exitOf: () => ({ ip: '10.0.0.1', fingerprint: fp('a') }), exits: undefined, health: () => p.health, audit: p.audit, stats: p.stats });
+    p.sessions.route('a', { routable: [0], lastResort: null }, 0);
+    p.audit.record({ type: 'resize', message: 'one' });
+    store.failNext = true;
+    await durable.flush();
+    expect(store.batches).to.have.length(0);
+    expect(durable.counters.failures).to.equal(1);
+    await durable.flush();
+    const [first] = store.batches as [StateBatch];
+    expect(first.puts.map((x) => x.key)).to.deep.equal(['a']);
+    expect(first.appends.map((x) => x.seq)).to.deep.equal([1]);
+    await durable.flush();
+    expect(store.batches, 'nothing changed: nothing written').to.have.length(1);
+    p.sessions.delete('a');
+    await durable.close();
+    expect((store.batches[1] as StateBatch).deletes).to.deep.equal([{ ns: 'sessions', key: 'a' }]);
+  });
+});
