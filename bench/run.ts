@@ -8,6 +8,7 @@ import { packageRoot } from '../shared/version.js';
 import { stopSharedTestnet } from '../test/support/fixtures/testnet.js';
 import { benchConnectionSetup, FULL_SETUP_OPTIONS } from './connection-setup.js';
 import { benchIdleConnections, FULL_IDLE_OPTIONS } from './idle-connections.js';
+import { benchDurableState, FULL_DURABLE_OPTIONS } from './durable-state.js';
 import { benchIpcRoundTrip } from './ipc-roundtrip.js';
 import { benchPoolStart } from './pool-start.js';
 import { benchRelayThroughput, FULL_RELAY_OPTIONS } from './relay-throughput.js';
@@ -28,6 +29,7 @@ const BENCHES: Record<string, () => Promise<BenchSection>> = {
   'pool-start': () => benchPoolStart(),
   'tor-relay': () => benchTorRelay(QUICK ? { bytes: 8e6, rounds: 2 } : FULL_TOR_RELAY_OPTIONS),
   rotation: () => benchSessionRotation(QUICK ? { sessions: 8, newnymSamples: 2 } : FULL_ROTATION_OPTIONS),
+  state: () => benchDurableState(QUICK ? { storedSessions: 20_000, newPerSecond: 1000, loadSeconds: 4, startRounds: 1 } : FULL_DURABLE_OPTIONS),
   peers: () => benchPeers(QUICK ? { clients: 16, roundMs: 4_000, rounds: 1, burst: 100, bursts: 1 } : FULL_PEERS_OPTIONS),
 };
 

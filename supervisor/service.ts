@@ -163,6 +163,7 @@ export class Service {
     let durable: DurableState | null = null;
     if (durableStore && restored) {
       const { sessions } = DurableState.apply(restored, { sessions: pool.sessions, exits, audit, stats: pool.stats });
+      pool.holdRestoredSessions([...new Set(restored.sessions.map((s) => s.instance))]);
       log.info('durable state restored', {
         store: durableStore.location,
         sessions,

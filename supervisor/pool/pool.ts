@@ -31,6 +31,12 @@ export const SWEEP_STEP_TIMEOUT_MS = 60_000;
 const MAX_COMPLAINTS = 20;
 /** Sites a session remembers from its reports. */
 const MAX_SESSION_DOMAINS = 5;
+/**
+ * How long after a restart a restored session waits for its own instance to bootstrap before it
+ * is moved to another: a tor that kept its DataDirectory bootstraps in seconds; one that needs
+ * a fresh consensus can take a minute.
+ */
+export const RESTORED_INSTANCE_HOLD_MS = 60_000;
 
 
 export interface PoolDeps {
@@ -92,6 +98,8 @@ export class Pool extends EventEmitter<PoolEvents> {
   private listening: boolean;
   private stopped = false;
   private shuttingDown = false;
+  /** Instances restored sessions wait for after a restart, until when (holdRestoredSessions). */
+  private readonly restoredHolds = new Map<number, number>();
   private readonly totals = { requests: 0, failures: 0, bytesUp: 0, bytesDown: 0 };
   private growTimer: NodeJS.Timeout | null = null;
   private readonly reportBudget: ReportBudget;
@@ -195,6 +203,7 @@ export class Pool extends EventEmitter<PoolEvents> {
       const e = this.entries.get(ids[Math.floor(Math.random() * ids.length)] as number) as PoolEntry;
       return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key: null, session: null, lease: false, exitIp: e.instance.exit().exitIp };
     }
+    if (this.restoredHolds.size > 0 && this.heldForItsInstance(key, now)) return { ok: false, reason: 'no_routable_instance' };
     const outcome = this.sessions.route(key, placement, now);
     if (!outcome.ok) return { ok: false, reason: outcome.reason };
     if (outcome.assignment) this.auditAssignment(outcome.assignment);
@@ -204,6 +213,27 @@ export class Pool extends EventEmitter<PoolEvents> {
     const lease = placement.routable.includes(session.instance);
     if (lease) this.leases.granted(session.instance);
     return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key, session: session.id, lease, exitIp: e.instance.exit().exitIp };
+  }
+
+  /**
+   * After a restart, sessions the durable state put back on instances that are still starting
+   * wait for them (RESTORED_INSTANCE_HOLD_MS at most) instead of moving to whichever instance
+   * bootstrapped first: a move would cost them the exit IP the restart was meant to keep. Their
+   * connections are refused meanwhile, as while the service itself was down.
+   */
+  holdRestoredSessions(instances: readonly number[]): void {
+    const until = this.now() + RESTORED_INSTANCE_HOLD_MS;
+    for (const id of instances) if (id < this.targetSize) this.restoredHolds.set(id, until);
+  }
+
+  private heldForItsInstance(key: string, now: number): boolean {
+    const s = this.sessions.get(key);
+    if (!s) return false;
+    const until = this.restoredHolds.get(s.instance);
+    if (until === undefined) return false;
+    if (now < until) return true;
+    this.restoredHolds.delete(s.instance);
+    return false;
   }
 
   /** Connections a worker routed with its leases: counted on their sessions as route() counts one. */
@@ -711,6 +741,7 @@ export class Pool extends EventEmitter<PoolEvents> {
     };
     this.entries.set(id, entry);
     instance.on('ready', () => {
+      this.restoredHolds.delete(id);
       health.bootstrapped(this.now());
       this.emit('ready-count', this.readyCount());
       this.maybeServe();

@@ -29,9 +29,9 @@ function isAlive(pid: number): boolean {
   }
 }
 
-async function started(dataDir: string, env: Record<string, string> = {}): Promise<{ svc: RunningService; api: HealApi }> {
+async function started(dataDir: string, env: Record<string, string> = {}, ready = POOL): Promise<{ svc: RunningService; api: HealApi }> {
   const svc = await startService({ POOL_SIZE: String(POOL), DATA_DIR: dataDir, ROTATION_GRACE: `${ROTATION_GRACE_MS}ms`, CLIENT_REPORT_BUDGET: '1000/1m', ...env });
-  await svc.waitReady(POOL, SUITE_READY_TIMEOUT_MS);
+  await svc.waitReady(ready, SUITE_READY_TIMEOUT_MS);
   return { svc, api: await HealApi.signIn(svc) };
 }
 
@@ -91,11 +91,16 @@ describe('durable state across restarts (real service, private network)', functi
     running = undefined;
     expect(fs.existsSync(path.join(dataDir, STATE_FILE_NAME))).to.equal(true);
 
-    ({ svc, api } = await started(dataDir));
+    // Asked as soon as the proxies serve (one instance up): a session whose instance is still
+    // bootstrapping is refused for a moment, never moved to another exit.
+    ({ svc, api } = await started(dataDir, {}, 1));
     running = svc;
     expect(svc.output()).to.match(/durable state restored/);
-    // Each session's next request leaves through the IP it had.
-    for (const key of keys) expect(await exitIpOf(svc, key), key).to.equal(before.get(key));
+    for (const key of keys) {
+      const got = await pollUntil(`${key} served`, () => fetchThroughSession(svc, key), 60_000, { until: (f) => f.kind === 'ip' });
+      expect(got.kind === 'ip' && got.ip, `${key} leaves through the IP it had`).to.equal(before.get(key));
+    }
+    await svc.waitReady(POOL, SUITE_READY_TIMEOUT_MS);
     const sessionsAfter = new Map((await api.sessions()).map((s) => [s.key, s]));
     for (const key of keys) {
       const was = sessionsBefore.get(key) as SessionView;

@@ -46,7 +46,7 @@ describe('packaging: under pm2 with ecosystem.config.cjs', function () {
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('starts in fork mode, answers /health, and stops with no tor left', async () => {
+  it('starts in fork mode, answers /health, keeps a session on its exit IP across pm2 restart, and stops with no tor left', async () => {
     const net = await sharedTestnet();
     const ports = await servicePorts(2);
     // pm2 runs the service as shipped: generated dashboard credentials, default logging.
@@ -68,10 +68,26 @@ describe('packaging: under pm2 with ecosystem.config.cjs', function () {
     const r = await curlSocks(ports.socks, 'pm2', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
     expect(r.code, r.stderr).to.equal(0);
 
-    const torPids = execFileSync('pgrep', ['-P', String(supervisorPid), '-x', 'tor']).toString().trim().split('\n').map(Number);
-    expect(torPids).to.have.length(2);
+    const firstTors = execFileSync('pgrep', ['-P', String(supervisorPid), '-x', 'tor']).toString().trim().split('\n').map(Number);
+    expect(firstTors).to.have.length(2);
+
+    // pm2 restart (SIGINT, then a new process): the session keeps its exit IP (durable state).
+    const ip = r.stdout.trim();
+    await pm2(['restart', 'exitpool'], env);
+    expect(await waitAllGone([supervisorPid, ...firstTors], 30_000), 'the old supervisor and its tors are gone').to.deep.equal([]);
+    const restarted = (JSON.parse(await pm2(['jlist'], env)) as { name: string; pid: number }[]).find((a) => a.name === 'exitpool');
+    expect(restarted?.pid).to.be.a('number').and.not.equal(supervisorPid);
+    let again = await curlSocks(ports.socks, 'pm2', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
+    for (const until = Date.now() + 120_000; again.code !== 0 && Date.now() < until; ) {
+      await new Promise((res) => setTimeout(res, 300));
+      again = await curlSocks(ports.socks, 'pm2', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
+    }
+    expect(again.code, `${again.stderr}\n${pm2Logs(pm2Home)}`).to.equal(0);
+    expect(again.stdout.trim(), 'the same exit IP after pm2 restart').to.equal(ip);
+
+    const torPids = execFileSync('pgrep', ['-P', String(restarted!.pid), '-x', 'tor']).toString().trim().split('\n').map(Number);
     await pm2(['stop', 'exitpool'], env);
-    expect(await waitAllGone([supervisorPid, ...torPids], 30_000)).to.deep.equal([]);
-    expect(isAlive(supervisorPid)).to.equal(false);
+    expect(await waitAllGone([restarted!.pid, ...torPids], 30_000)).to.deep.equal([]);
+    expect(isAlive(restarted!.pid)).to.equal(false);
   });
 });

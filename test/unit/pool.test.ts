@@ -368,3 +368,25 @@ describe('pool waiting for its listeners', () => {
     expect(pool.summary().routable).to.equal(1);
   });
 });
+
+describe('pool after a restart (durable state)', () => {
+  it('holds a restored session for its own instance while that one still bootstraps, instead of moving it to the first one ready', () => {
+    const { pool, instances } = fakePool({ POOL_SIZE: '2' }, { readyAll: false });
+    const base = { createdAt: 0, lastSeen: 0, requests: 1, failures: 0, bytesUp: 0, bytesDown: 0, recentExits: [], domains: [] };
+    pool.sessions.restore([
+      { ...base, key: 'on-0', instance: 0 },
+      { ...base, key: 'on-1', instance: 1 },
+      { ...base, key: 'on-9', instance: 9 },
+    ]);
+    pool.holdRestoredSessions([0, 1, 9]);
+    instances.get(0)!.setReady(true);
+    expect(routed(pool.route(socks('on-0'), 0))).to.equal(0);
+    const held = pool.route(socks('on-1'), 0);
+    expect(held.ok, 'refused, not moved').to.equal(false);
+    expect(pool.sessions.get('on-1')?.instance).to.equal(1);
+    expect(routed(pool.route(socks('on-9'), 0)), 'an instance the pool no longer has: moved at once').to.equal(0);
+    expect(routed(pool.route(socks('new-key'), 0)), 'new keys are not held').to.equal(0);
+    instances.get(1)!.setReady(true);
+    expect(routed(pool.route(socks('on-1'), 0))).to.equal(1);
+  });
+});
