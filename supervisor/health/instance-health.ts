@@ -71,6 +71,8 @@ export class InstanceHealth {
   private stopped = false;
   /** The rung launched last and when its delay ends (the durable state resumes it after a restart). */
   private pending: { plan: RemediationPlan; dueAt: number } | null = null;
+  /** A rung restored from the durable state, launched at the first bootstrap. */
+  private resumeAtBootstrap: { plan: RemediationPlan; dueAt: number } | null = null;
 
   constructor(private readonly options: InstanceHealthOptions) {
     this.id = options.id;
@@ -99,17 +101,19 @@ export class InstanceHealth {
 
   /** What the durable state keeps of this instance's health. */
   persistable(): HealthSnapshot {
-    return snapshotHealth(this.s, this.pending);
+    return snapshotHealth(this.s, this.pending ?? this.resumeAtBootstrap);
   }
 
-  /** Begins from what the durable state kept (before the instance starts); a rung under way resumes. */
+  /**
+   * Begins from what the durable state kept (before the instance starts). A rung under way
+   * resumes once the new process has bootstrapped (its actions need a running tor), with what
+   * was left of its delay then.
+   */
   restore(snapshot: HealthSnapshot): void {
-    const { state, resume } = restoreHealth(snapshot, this.config, this.clock.now());
+    const now = this.clock.now();
+    const { state, resume } = restoreHealth(snapshot, this.config, now);
     this.s = state;
-    if (resume) {
-      this.log.info('remediation resumes after the restart', { rung: resume.rung, attempt: resume.attempt, delay_ms: resume.delayMs });
-      this.launch(resume);
-    }
+    this.resumeAtBootstrap = resume ? { plan: resume, dueAt: now + resume.delayMs } : null;
   }
 
   /** healthy, degraded or probation. */
@@ -119,6 +123,13 @@ export class InstanceHealth {
 
   bootstrapped(now: number): void {
     this.dispatch({ type: 'bootstrapped' }, now);
+    const resume = this.resumeAtBootstrap;
+    this.resumeAtBootstrap = null;
+    if (resume && (this.s.state === 'quarantined' || this.s.state === 'remediating')) {
+      const plan = { ...resume.plan, delayMs: Math.max(0, resume.dueAt - now) };
+      this.log.info('remediation resumes after the restart', { rung: plan.rung, attempt: plan.attempt, delay_ms: plan.delayMs });
+      this.launch(plan);
+    }
   }
 
   /** The process died or restarts outside a remediation: back to starting unless mid-remediation. */

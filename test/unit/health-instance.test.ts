@@ -279,3 +279,43 @@ describe('health: instance health', () => {
     expect(r.h.lifetime()).to.deep.equal({ transport: 1, client: 3, byKind: { other: 2, captcha: 2 }, remediations: 0, unscored: 3 });
   });
 });
+
+describe('health: instance health across a restart (durable state)', () => {
+  it('an instance restored under remediation stays out of service and resumes its rung after the new process bootstraps, with what was left of its delay', async () => {
+    const before = rig();
+    // Recurrence escalates: new_circuit, then (within the recurrence window) wipe_restart.
+    captchas(before, 2);
+    await before.clock.settle();
+    before.h.success(before.clock.now());
+    captchas(before, 2);
+    const snapshot = before.h.persistable();
+    expect(snapshot.state).to.equal('quarantined');
+    expect(snapshot.pending).to.include({ rung: 'wipe_restart' });
+    before.h.stop();
+
+    const clock = new ManualClock(before.clock.now() + 2 * SEC);
+    const actions = new ScriptedActions(clock);
+    const h = new InstanceHealth({ id: 3, config: CONFIG, actions, clock, log: quietLogger() });
+    h.restore(snapshot);
+    expect(h.state).to.equal('quarantined');
+    expect(h.routable()).to.equal(false);
+    await clock.settle();
+    expect(actions.calls, 'nothing runs before the new process has bootstrapped').to.deep.equal([]);
+    expect(h.persistable().pending, 'a second restart meanwhile keeps it').to.include({ rung: 'wipe_restart' });
+    h.bootstrapped(clock.now());
+    await clock.settle();
+    expect(actions.calls[0]).to.match(/^wipeRestart@/);
+    expect(h.state).to.equal('probation');
+    expect(h.view().remediation_rung).to.equal('wipe_restart');
+  });
+
+  it('a routable instance comes back as starting with its failure window, and is degraded once it bootstraps', () => {
+    const before = rig();
+    before.h.failure('other', 'client', true, before.clock.now());
+    const h = new InstanceHealth({ id: 3, config: CONFIG, actions: new ScriptedActions(before.clock), clock: before.clock, log: quietLogger() });
+    h.restore(before.h.persistable());
+    expect(h.state).to.equal('starting');
+    h.bootstrapped(before.clock.now());
+    expect(h.view()).to.include({ state: 'degraded', failures_in_window: 1, client_failures: 1 });
+  });
+});
