@@ -112,6 +112,9 @@ export class Service {
       ...(exits ? { exits } : {}),
       blame,
       onDestinationFault: () => metrics.failuresBlamedOnDestination.inc(),
+      onCountryRefusal: (countries, reason) => {
+        for (const country of countries) metrics.countryRefusals.inc({ country, reason });
+      },
       createInstance: (id) =>
         new TorPoolInstance(
           {
@@ -190,6 +193,7 @@ export class Service {
       quarantineScore: () => config.quarantineFailures,
       totals: () => pool.totalsNow(),
       sessionCount: () => pool.sessions.size,
+      sessionsByCountry: () => pool.sessionsByCountry(),
       routableCount: () => pool.placement().routable.length,
       exitCounts: () =>
         exits ? { inUse: exits.assignedCount(), banned: exits.bans.list(Date.now()).length, eligible: exits.eligibleCount(), catalog: exits.catalog.size } : null,

@@ -1,5 +1,6 @@
 import type { Logger } from '../shared/logger.js';
 import { resolveSessionKey } from '../shared/api/session-key.js';
+import { parseSessionUsername, SessionUsernameError, sessionParamsTag, type SessionParams } from '../shared/api/session-username.js';
 import type { DefaultSessionMode } from '../shared/config/index.js';
 import type { OpenedRoute, RouteInvalidation, RouteParams, RouteResult } from '../shared/ipc/protocol.js';
 import type { RouteDecision, RouteGranted, Router, RouteRequest } from './proxy/proxy-types.js';
@@ -8,6 +9,11 @@ export interface LeasedRouterOptions {
   /** The round trip to the supervisor's route(); rejects when it fails or times out. */
   ask(params: RouteParams): Promise<RouteResult>;
   defaultSession: DefaultSessionMode;
+  /** USERNAME_PARAMS and SESSION_TTL_MAX: whether and within what the username carries session parameters. */
+  usernameParams: boolean;
+  sessionTtlMaxMs: number;
+  /** A username refused for its parameters (logged at a bounded rate by the caller). */
+  onBadUsername(detail: string, listener: string): void;
   /** A round trip's duration, for the IPC histogram. */
   onRoundTrip(ms: number): void;
   log: Logger;
@@ -27,7 +33,8 @@ export interface LeasedRouterOptions {
  * connection and is not kept.
  */
 export class LeasedRouter implements Router {
-  private readonly leases = new Map<string, RouteGranted & { sessionId: number }>();
+  /** By session key; `tag` is the parameters the lease was granted for (a change goes to the supervisor). */
+  private readonly leases = new Map<string, RouteGranted & { sessionId: number; tag: string }>();
   private readonly pending = new Map<string, Promise<RouteDecision>>();
   private opened: OpenedRoute[] = [];
   /** Counts invalidations applied: a route asked before the latest one is not leased. */
@@ -36,19 +43,46 @@ export class LeasedRouter implements Router {
   constructor(private readonly o: LeasedRouterOptions) {}
 
   async route(req: RouteRequest): Promise<RouteDecision> {
-    const key = req.listener === 'session-port' ? null : resolveSessionKey(req.sessionKey, req.clientIp, this.o.defaultSession);
-    if (key === null) return this.ask(req, null);
+    let named = req.sessionKey;
+    let params: SessionParams | undefined;
+    if (named !== null && this.o.usernameParams && req.listener !== 'session-port') {
+      const parsed = this.parse(named, req.listener);
+      if (!parsed.ok) return parsed.refusal;
+      named = parsed.key;
+      params = parsed.params;
+    }
+    const key = req.listener === 'session-port' ? null : resolveSessionKey(named, req.clientIp, this.o.defaultSession);
+    if (key === null) return this.ask(req, null, named, params);
+    // A fresh exit per connection: the supervisor chooses each one, nothing is leased.
+    if (params?.mode === 'rotating') return this.ask(req, null, named, params);
+    const tag = params ? sessionParamsTag(params) : '';
     for (;;) {
       const lease = this.leases.get(key);
-      if (lease) {
+      // A plain key uses whatever lease its session has; other parameters are the supervisor's to apply.
+      if (lease && (params === undefined || lease.tag === tag)) {
         this.opened.push({ key, session: lease.sessionId, instance: lease.instanceId });
         return lease;
       }
       const inFlight = this.pending.get(key);
-      if (inFlight === undefined) return this.askOnce(key, req);
+      if (inFlight === undefined) return this.askOnce(key, req, named, params);
       const answer = await inFlight;
       // A refusal is the same for every connection that waited on it; a grant is used as a lease.
       if (!answer.ok) return answer;
+      if (params !== undefined && this.leases.get(key)?.tag !== tag) return this.askOnce(key, req, named, params);
+    }
+  }
+
+  private parse(username: string, listener: string): { ok: true; key: string; params: SessionParams | undefined } | { ok: false; refusal: RouteDecision } {
+    try {
+      const { key, params } = parseSessionUsername(username);
+      if (params.lifetimeMs !== undefined && params.lifetimeMs > this.o.sessionTtlMaxMs) {
+        throw new SessionUsernameError(`the lifetime asked for is longer than SESSION_TTL_MAX (${Math.round(this.o.sessionTtlMaxMs / 60_000)} minutes)`);
+      }
+      return { ok: true, key, params: Object.keys(params).length === 0 ? undefined : params };
+    } catch (e) {
+      if (!(e instanceof SessionUsernameError)) throw e;
+      this.o.onBadUsername(e.message, listener);
+      return { ok: false, refusal: { ok: false, reason: 'bad_session_params', detail: `session parameters: ${e.message}` } };
     }
   }
 
@@ -78,8 +112,8 @@ export class LeasedRouter implements Router {
     return this.leases.size;
   }
 
-  private async askOnce(key: string, req: RouteRequest): Promise<RouteDecision> {
-    const answer = this.ask(req, key);
+  private async askOnce(key: string, req: RouteRequest, named: string | null, params: SessionParams | undefined): Promise<RouteDecision> {
+    const answer = this.ask(req, key, named, params);
     this.pending.set(key, answer);
     try {
       return await answer;
@@ -88,16 +122,17 @@ export class LeasedRouter implements Router {
     }
   }
 
-  private async ask(req: RouteRequest, leaseKey: string | null): Promise<RouteDecision> {
+  private async ask(req: RouteRequest, leaseKey: string | null, named: string | null, params: SessionParams | undefined): Promise<RouteDecision> {
     const started = performance.now();
     const invalidationsBefore = this.invalidations;
     let r: RouteResult;
     try {
       r = await this.o.ask({
-        key: req.sessionKey,
+        key: named,
         clientIp: req.clientIp,
         listener: req.listener,
         ...(req.instanceId === undefined ? {} : { instance: req.instanceId }),
+        ...(params === undefined ? {} : { params }),
       });
     } catch (e) {
       this.o.log.warn('route request failed; refusing the connection', { error: (e as Error).message });
@@ -116,7 +151,7 @@ export class LeasedRouter implements Router {
       ...(r.exitIp === '' ? {} : { exitIp: r.exitIp }),
     };
     if (leaseKey !== null && r.lease && r.session !== null && r.key === leaseKey && this.invalidations === invalidationsBefore) {
-      this.leases.set(leaseKey, { ...granted, sessionId: r.session });
+      this.leases.set(leaseKey, { ...granted, sessionId: r.session, tag: params ? sessionParamsTag(params) : (this.leases.get(leaseKey)?.tag ?? '') });
     }
     return granted;
   }

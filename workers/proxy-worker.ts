@@ -1,4 +1,6 @@
 import { ACCOUNTING_FLUSH_MS, type CloseRecord, type ReleasedRoute } from '../shared/ipc/protocol.js';
+import { COUNTRY_EXIT_WAIT_MS } from '../shared/config/limits.js';
+import { ThrottledWarning } from '../shared/logging/throttled-warning.js';
 import { ConnectionBudget } from './proxy/connection-budget.js';
 import { credentialRefusalLog } from './proxy/credential-refusal-log.js';
 import { HttpProxyServer } from './proxy/http-proxy-server.js';
@@ -31,11 +33,16 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   let rtts: number[] = [];
   let stopping = false;
 
+  const badUsernames = new ThrottledWarning(log, 'proxy usernames refused for their session parameters');
   // Connections routed with a lease travel with the batch; the supervisor asks for the batch
   // (accounting.flush) before it reads or decides on sessions, so what it answers is exact.
   const router = new LeasedRouter({
-    ask: (params) => endpoint.request('route', params, ROUTE_TIMEOUT_MS),
+    // A country no instance serves yet waits while one is given an exit there (COUNTRY_EXIT_WAIT_MS).
+    ask: (params) => endpoint.request('route', params, params.params?.countries ? COUNTRY_EXIT_WAIT_MS + ROUTE_TIMEOUT_MS : ROUTE_TIMEOUT_MS),
     defaultSession: config.defaultSession,
+    usernameParams: config.usernameParams,
+    sessionTtlMaxMs: config.sessionTtlMaxMs,
+    onBadUsername: (detail, listener) => badUsernames.note({ listener, detail }),
     onRoundTrip: (ms) => {
       if (rtts.length < MAX_RTT_SAMPLES_PER_BATCH) rtts.push(ms);
     },
@@ -136,6 +143,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
       clearInterval(flushTimer);
       flush();
       credentialRefusals.flush();
+      badUsernames.flush();
       budget.flushLog();
     },
   };

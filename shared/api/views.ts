@@ -109,6 +109,18 @@ export interface ExitBanView {
   until: string;
 }
 
+/** Exits of one country (GET /api/exits). */
+export interface ExitCountrySupply {
+  /** Lower-case ISO 3166 code; `??` when the GeoIP database does not know the address. */
+  country: string;
+  /** In the catalog. */
+  exits: number;
+  /** Of those, not banned for everyone. */
+  eligible: number;
+  /** Of those, assigned to an instance now. */
+  in_use: number;
+}
+
 /** GET /api/exits. */
 export interface ExitsView {
   /** EXIT_DISTINCT. */
@@ -122,6 +134,8 @@ export interface ExitsView {
   in_use: number;
   /** Human-readable shortages per instance, empty while every instance has its own exit. */
   shortages: { instance: number; reason: string }[];
+  /** The supply per country (a username's `country-` asks for one): what a session there can get. */
+  countries: ExitCountrySupply[];
   exits: ExitView[];
   /** Bans in force, including those of exits no longer in the catalog. */
   bans: ExitBanView[];
@@ -193,5 +207,16 @@ export interface SessionView {
   exit_country: string;
   /** Exit IPs it left through before (newest last, EXIT_HISTORY of them): a rotation avoids them. */
   recent_exits: string[];
+  /** What its username asked for (docs/api.md, "Session parameters in the username"). */
+  params: SessionParamsView;
+}
+
+export interface SessionParamsView {
+  /** Lower-case ISO 3166 codes its exit must be in; empty: any. */
+  countries: string[];
+  /** Its own idle lifetime in seconds; null: SESSION_TTL. */
+  lifetime_secs: number | null;
+  /** sticky (one exit until moved) or rotating (a different exit for each connection). */
+  mode: 'sticky' | 'rotating';
 }
 

@@ -28,6 +28,10 @@ export interface Config {
   exitBanTtlMs: number;
   /** The HTTP proxy adds `Exitpool-Exit: <exit IP>` to its responses. */
   exitHeader: boolean;
+  /** Session parameters in the proxy username (country, lifetime, mode); off: the username is the raw key. */
+  usernameParams: boolean;
+  /** The longest idle lifetime a username may ask for (sesstime-, ttl-). */
+  sessionTtlMaxMs: number;
   torMaxCircuitDirtinessMs: number;
   torConflux: boolean;
   torExitNodes: string[];

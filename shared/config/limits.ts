@@ -7,3 +7,9 @@
 export const MAX_POOL_SIZE = 64;
 /** Each instance takes PORTS_PER_INSTANCE ports from INSTANCE_PORT_BASE: its (fallback) SOCKS port and control port. */
 export const PORTS_PER_INSTANCE = 2;
+
+/**
+ * A connection whose username asks for a country no instance's exit is in waits at most this
+ * long while an instance is given an exit there (the proxy worker's route deadline follows it).
+ */
+export const COUNTRY_EXIT_WAIT_MS = 15_000;

@@ -1,4 +1,5 @@
 import type { AuditEvent, AuditType } from '../api/audit-event.js';
+import type { SessionParams } from '../api/session-username.js';
 import type { ApiCredentialSnapshot, ProxyCredentialSnapshot } from '../auth/credential-snapshot.js';
 import type { RateLimitDecision } from '../auth/login-rate-limiter.js';
 import type { CreatedToken, TokenRecord } from '../auth/token-record.js';
@@ -31,7 +32,18 @@ export interface RouteParams {
   listener: ListenerKind;
   /** Session ports only: the instance the port is pinned to. */
   instance?: number;
+  /** What the username asked for (shared/api/session-username.ts); absent for a plain key. */
+  params?: SessionParams;
 }
+
+/** Why a route is refused; the listeners map each to their protocol's reply. */
+export type RouteRefusal =
+  | 'no_routable_instance'
+  | 'session_limit'
+  /** The username asked for countries no usable exit is in (none in the catalog, or all banned). */
+  | 'no_exit_in_country'
+  /** An instance was being given an exit there and did not serve through it within COUNTRY_EXIT_WAIT_MS. */
+  | 'country_wait_timeout';
 
 export type RouteResult =
   /**
@@ -55,7 +67,7 @@ export type RouteResult =
       /** The exit IP the instance last knew ('' while unknown): EXIT_HEADER names it to HTTP proxy clients. */
       exitIp: string;
     }
-  | { ok: false; reason: 'no_routable_instance' | 'session_limit' };
+  | { ok: false; reason: RouteRefusal; detail?: string };
 
 /**
  * A connection a worker routed with a lease, without asking: the supervisor counts it on the

@@ -43,8 +43,10 @@ export interface NextExitOptions {
   /** Never the instance's current exit. */
   fresh: boolean;
   avoid?: ExitAvoidance;
-  /** Why (audit): bootstrap, retry, api, session, sweep, ladder, exit_gone, refresh. */
+  /** Why (audit): bootstrap, retry, api, session, sweep, ladder, exit_gone, refresh, country. */
   why: string;
+  /** Only an exit in one of these countries (lower-case ISO codes): a session's username asked for them. */
+  countries?: readonly string[];
   /** The session whose rotation asked: the audit event is then a session event (a proxy token can cause it). */
   session?: string;
 }
@@ -237,6 +239,7 @@ export class ExitAssignments implements ExitSteering {
         this.bans.isBanned(e, now, options.avoid?.domains ?? []) ||
         avoidAddresses.has(e.address) ||
         avoidBlocks.has(e.block) ||
+        (options.countries !== undefined && !options.countries.includes(e.country)) ||
         (options.fresh && current !== undefined && e.fingerprint === current.fingerprint),
       ...(nodes.length > 0 ? { preferred: (e: ExitRelay) => matchesNodeList(e, nodes), strict: this.options.strictNodes } : {}),
       random: this.random,
@@ -335,6 +338,11 @@ export class ExitAssignments implements ExitSteering {
   /** Assigned exits in use by more than one instance's unit: 0 while the catalog is big enough. */
   assignedCount(): number {
     return new Set([...this.assigned.values()].map((a) => a.relay.fingerprint)).size;
+  }
+
+  /** Whether an exit in one of `countries` could be assigned now (in the catalog, not banned, within a strict TOR_EXIT_NODES). */
+  hasEligibleIn(countries: readonly string[]): boolean {
+    return this.eligible().some((e) => countries.includes(e.country));
   }
 
   /** Exits an instance could be assigned now (usable, not banned, within TOR_EXIT_NODES when strict). */

@@ -1,4 +1,4 @@
-import type { ExitBanView, ExitsView } from '../../shared/api/views.js';
+import type { ExitBanView, ExitCountrySupply, ExitsView } from '../../shared/api/views.js';
 import { relayFingerprint } from '../../shared/api/relay-fingerprint.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
 import type { ExitAssignments } from './exit-assignments.js';
@@ -7,7 +7,7 @@ import type { ExitBan } from './exit-bans.js';
 /** GET /api/exits: the catalog with assignments and bans; an empty, non-assigning view when PIN_EXIT_RELAY is off. */
 export function exitsViewOf(exits: ExitAssignments | undefined, instanceIds: readonly number[], now: number): ExitsView {
   if (!exits) {
-    return { distinct_by: 'relay', assigning: false, updated_at: null, eligible: 0, capacity: 0, in_use: 0, shortages: [], exits: [], bans: [] };
+    return { distinct_by: 'relay', assigning: false, updated_at: null, eligible: 0, capacity: 0, in_use: 0, shortages: [], countries: [], exits: [], bans: [] };
   }
   const bans = exits.bans.list(now);
   // An exit's `banned` is its ban for everyone; per-site bans are listed under `bans` only.
@@ -24,6 +24,7 @@ export function exitsViewOf(exits: ExitAssignments | undefined, instanceIds: rea
     capacity: exits.distinctCapacity(),
     in_use: exits.assignedCount(),
     shortages,
+    countries: countrySupply(exits, bans),
     exits: exits.catalog
       .all()
       .map((e) => {
@@ -33,6 +34,21 @@ export function exitsViewOf(exits: ExitAssignments | undefined, instanceIds: rea
       .sort((a, b) => b.instances.length - a.instances.length || a.nickname.localeCompare(b.nickname)),
     bans: bans.map(banViewOf),
   };
+}
+
+/** Exits per country: in the catalog, not banned for everyone, and assigned to an instance. */
+function countrySupply(exits: ExitAssignments, bans: readonly ExitBan[]): ExitCountrySupply[] {
+  const banned = new Set(bans.filter((b) => b.domain === '').flatMap((b) => [b.fingerprint, b.address]));
+  const byCountry = new Map<string, ExitCountrySupply>();
+  for (const e of exits.catalog.all()) {
+    const country = e.country || '??';
+    const row = byCountry.get(country) ?? { country, exits: 0, eligible: 0, in_use: 0 };
+    row.exits += 1;
+    if (!banned.has(e.fingerprint) && !banned.has(e.address)) row.eligible += 1;
+    if (exits.assignedInstances(e.fingerprint).length > 0) row.in_use += 1;
+    byCountry.set(country, row);
+  }
+  return [...byCountry.values()].sort((a, b) => a.country.localeCompare(b.country));
 }
 
 function banViewOf(b: ExitBan): ExitBanView {

@@ -12,6 +12,8 @@ export interface MetricsSource {
   routableCount(): number;
   /** The exit catalog's figures; null when exits are not assigned (PIN_EXIT_RELAY off). */
   exitCounts?(): { inUse: number; banned: number; eligible: number; catalog: number } | null;
+  /** Sessions per country their username asked for. */
+  sessionsByCountry?(): Map<string, number>;
   workerRestarts(): number;
   /** The workers running now. */
   workers(): WorkerSample[];
@@ -38,6 +40,7 @@ export class PoolMetrics {
   readonly ipcRoundTrip: client.Histogram;
   readonly routeLeaseHits: client.Counter;
   readonly failuresBlamedOnDestination: client.Counter;
+  readonly countryRefusals: client.Counter;
   readonly connectionsRefused: client.Counter;
   readonly connectionsEvicted: client.Counter;
   /** The workers and their /proc figures, read once per scrape (text()) for every worker metric. */
@@ -69,6 +72,9 @@ export class PoolMetrics {
     });
     gauge('pool_quarantine_score', 'Failure score that quarantines an instance', [], (g) => g.set(source.quarantineScore()));
     gauge('pool_sessions', 'Sessions in the table', [], (g) => g.set(source.sessionCount()));
+    gauge('pool_sessions_by_country', 'Sessions whose username asked for a country, per country asked for (a session naming several counts under each)', ['country'], (g) => {
+      for (const [country, n] of source.sessionsByCountry?.() ?? []) g.set({ country }, n);
+    });
     const exits = (): { inUse: number; banned: number; eligible: number; catalog: number } => source.exitCounts?.() ?? { inUse: 0, banned: 0, eligible: 0, catalog: 0 };
     gauge('pool_exits_in_use', 'Distinct exit relays assigned to instances', [], (g) => g.set(exits().inUse));
     gauge('pool_exits_banned', 'Exit relays banned (EXIT_BAN_TTL) after a quarantine, or unreachable', [], (g) => g.set(exits().banned));
@@ -144,6 +150,12 @@ export class PoolMetrics {
     this.routeLeaseHits = new client.Counter({
       name: 'pool_route_lease_hits_total',
       help: 'Connections a proxy worker routed with a cached route lease, without a round trip to the supervisor',
+      registers: [r],
+    });
+    this.countryRefusals = new client.Counter({
+      name: 'pool_country_refusals_total',
+      help: 'Connections refused that asked for countries, per country asked for and reason (no_exit_in_country, country_wait_timeout, no_routable_instance)',
+      labelNames: ['country', 'reason'],
       registers: [r],
     });
     this.failuresBlamedOnDestination = new client.Counter({

@@ -34,6 +34,8 @@ export interface RotationRequest {
   why: string;
   /** The session whose rotation asked (its audit events are then session events). */
   session?: string;
+  /** Only an exit in one of these countries (a session's username asked for them). */
+  countries?: readonly string[];
 }
 
 /** What a rotation is heading for. */

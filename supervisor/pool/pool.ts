@@ -13,6 +13,7 @@ import type { QuarantineCause } from '../health/health-machine.js';
 import { viewOf } from '../sessions/session.js';
 import { SessionTable, type Assignment, type Placement } from '../sessions/session-table.js';
 import { StatsHistory } from '../stats/stats-history.js';
+import { CountryPlacement } from './country-placement.js';
 import type { HealthSnapshot } from '../health/health-snapshot.js';
 import { PendingSuccesses } from './pending-successes.js';
 import { dependsOnClient, ReportBudget, reporterKey, RoutableFloorGuard, type Reporter } from './client-evidence.js';
@@ -56,6 +57,8 @@ export interface PoolDeps {
   blame?: DestinationBlame;
   /** A failure was found to be the destination's fault (metrics). */
   onDestinationFault?: () => void;
+  /** A connection asking for countries was refused (metrics, by country and reason). */
+  onCountryRefusal?: (countries: readonly string[], reason: string) => void;
 }
 
 /** Where a worker dials an instance: its Unix socket when it has one. */
@@ -168,7 +171,7 @@ export class Pool extends EventEmitter<PoolEvents> {
       // A single-instance pool keeps serving through its own rotation as a last resort.
       if (e.instance.ready() && e.instance.responsive() && e.health.routable() && !e.draining && !e.retiring) single = id;
     }
-    return { routable, lastResort: single };
+    return { routable, lastResort: single, fits: this.countries.fits };
   }
 
   /** Whether evidence the client controls may take `e` out of service (MIN_ROUTABLE). */
@@ -187,7 +190,29 @@ export class Pool extends EventEmitter<PoolEvents> {
    * invalidates it. Session ports, DEFAULT_SESSION=random and a last-resort instance are asked
    * every time.
    */
-  route(p: RouteParams, workerSlot: number): RouteResult {
+  route(p: RouteParams & { params?: undefined }, workerSlot: number): RouteResult;
+  route(p: RouteParams, workerSlot: number): RouteResult | Promise<RouteResult>;
+  route(p: RouteParams, workerSlot: number): RouteResult | Promise<RouteResult> {
+    const countries = p.params?.countries;
+    if (countries && countries.length > 0 && p.listener !== 'session-port' && this.serving && !this.countries.served(countries)) {
+      return this.routeOnceServed(p, workerSlot, countries);
+    }
+    return this.routeNow(p, workerSlot);
+  }
+
+  /** A session asking for countries no instance leaves from: an instance is given an exit there first. */
+  private async routeOnceServed(p: RouteParams, workerSlot: number, countries: readonly string[]): Promise<RouteResult> {
+    const key = resolveSessionKey(p.key, p.clientIp, this.deps.config.defaultSession) ?? '';
+    const refused = await this.countries.ensure(countries, key);
+    if (refused) {
+      this.deps.onCountryRefusal?.(countries, refused.refusal);
+      return { ok: false, reason: refused.refusal, detail: refused.detail };
+    }
+    if (this.stopped) return { ok: false, reason: 'no_routable_instance' };
+    return this.routeNow(p, workerSlot);
+  }
+
+  private routeNow(p: RouteParams, workerSlot: number): RouteResult {
     const now = this.now();
     if (p.listener === 'session-port') {
       const e = p.instance === undefined ? undefined : this.entries.get(p.instance);
@@ -204,13 +229,27 @@ export class Pool extends EventEmitter<PoolEvents> {
       return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key: null, session: null, lease: false, exitIp: e.instance.exit().exitIp };
     }
     if (this.restoredHolds.size > 0 && this.heldForItsInstance(key, now)) return { ok: false, reason: 'no_routable_instance' };
-    const outcome = this.sessions.route(key, placement, now);
-    if (!outcome.ok) return { ok: false, reason: outcome.reason };
+    const before = this.sessions.get(key);
+    const rotating = (p.params?.mode ?? before?.params?.mode) === 'rotating';
+    if (before && rotating) {
+      const next = this.countries.nextRotating(p.params ? { ...before, params: p.params } : before, placement.routable);
+      if (next !== undefined) this.sessions.useInstance(key, next);
+    }
+    const outcome = this.sessions.route(key, placement, now, p.params);
+    if (!outcome.ok) {
+      const asked = p.params?.countries ?? before?.params?.countries;
+      if (asked && asked.length > 0) {
+        this.deps.onCountryRefusal?.(asked, 'no_routable_instance');
+        return { ok: false, reason: 'no_routable_instance', detail: `no instance in ${asked.join(', ')} can serve this request` };
+      }
+      return { ok: false, reason: outcome.reason };
+    }
     if (outcome.assignment) this.auditAssignment(outcome.assignment);
     const session = outcome.session;
     const e = this.entries.get(session.instance) as PoolEntry;
     this.countOpen(workerSlot, key, session.id);
-    const lease = placement.routable.includes(session.instance);
+    // A rotating session's next connection goes elsewhere: the supervisor is asked every time.
+    const lease = placement.routable.includes(session.instance) && session.params?.mode !== 'rotating';
     if (lease) this.leases.granted(session.instance);
     return { ok: true, instance: e.instance.id, ...socksOf(e.instance), key, session: session.id, lease, exitIp: e.instance.exit().exitIp };
   }
@@ -501,20 +540,37 @@ export class Pool extends EventEmitter<PoolEvents> {
     entry: (id) => this.entries.get(id),
     routable: () => this.placement().routable,
     isRoutable: (e) => this.isRoutable(e),
-    rotateInstance: (e, avoid, session, domains) => this.rotateInstance(e, 'session', avoid, session, domains),
+    rotateInstance: (e, avoid, session, domains, countries) => this.rotateInstance(e, 'session', avoid, session, domains, countries),
+    fits: (s, id) => this.countries.fits(s, id),
+    waitRotationEnd: (i, timeoutMs) => this.waitRotationEnd(i, timeoutMs),
+  });
+
+  private readonly countries: CountryPlacement = new CountryPlacement({
+    sessions: () => this.sessions,
+    exits: () => this.deps.exits,
+    entry: (id) => this.entries.get(id),
+    routable: () => this.placement().routable,
+    rotateInstance: (e, countries, session) => this.rotateInstance(e, 'country', undefined, session, undefined, countries),
     waitRotationEnd: (i, timeoutMs) => this.waitRotationEnd(i, timeoutMs),
   });
 
   private async rotateInstance(
     e: PoolEntry,
-    by: 'api' | 'session' | 'sweep' | 'exit_gone',
+    by: 'api' | 'session' | 'sweep' | 'exit_gone' | 'country',
     avoid?: readonly string[],
     session?: string,
     avoidDomains?: readonly string[],
+    countries?: readonly string[],
   ): Promise<RotationPlan> {
     const id = e.instance.id;
     const leaving = e.instance.exit().exitIp;
-    const plan = await e.instance.rotate({ why: by, ...(avoid ? { avoid } : {}), ...(session !== undefined ? { session } : {}), ...(avoidDomains?.length ? { avoidDomains } : {}) });
+    const plan = await e.instance.rotate({
+      why: by,
+      ...(avoid ? { avoid } : {}),
+      ...(session !== undefined ? { session } : {}),
+      ...(avoidDomains?.length ? { avoidDomains } : {}),
+      ...(countries?.length ? { countries } : {}),
+    });
     e.health.rotationStarted(this.now());
     this.routabilityMayHaveChanged();
     const to = plan.exit === '' ? 'a new circuit' : `exit ${plan.exit}`;
@@ -600,6 +656,13 @@ export class Pool extends EventEmitter<PoolEvents> {
   instanceExit(id: number): { ip: string; fingerprint: string } {
     const exit = this.entries.get(id)?.instance.exit();
     return { ip: exit?.exitIp ?? '', fingerprint: exit?.exitFingerprint ?? '' };
+  }
+
+  /** Sessions per country their username asked for (a session naming several counts under each). */
+  sessionsByCountry(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const s of this.sessions.all()) for (const c of s.params?.countries ?? []) counts.set(c, (counts.get(c) ?? 0) + 1);
+    return counts;
   }
 
   /** Each instance's health as the durable state keeps it. */

@@ -1,5 +1,6 @@
 import type { SessionRotateResult } from '../../shared/api/views.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
+import type { Session } from '../sessions/session.js';
 import type { SessionTable, Placement } from '../sessions/session-table.js';
 import { isFreshExit, rankByFreshness, rememberExit, type BannedFor } from './exit-freshness.js';
 import type { PoolDeps } from './pool.js';
@@ -20,8 +21,10 @@ export interface SessionRotationHost {
   entry(id: number): PoolEntry | undefined;
   routable(): readonly number[];
   isRoutable(e: PoolEntry): boolean;
-  /** A new exit for the instance, avoiding `avoid` and exits banned for `domains`, on behalf of `session`. */
-  rotateInstance(e: PoolEntry, avoid: readonly string[] | undefined, session: string, domains?: readonly string[]): Promise<RotationPlan>;
+  /** A new exit for the instance, avoiding `avoid` and exits banned for `domains`, within `countries`, on behalf of `session`. */
+  rotateInstance(e: PoolEntry, avoid: readonly string[] | undefined, session: string, domains?: readonly string[], countries?: readonly string[]): Promise<RotationPlan>;
+  /** Whether an instance can serve a session's choices (its countries). */
+  fits(s: Session, id: number): boolean;
   waitRotationEnd(i: PoolInstance, timeoutMs: number): Promise<void>;
 }
 
@@ -45,9 +48,11 @@ export class SessionRotation {
     const leavingIp = this.exitIpOf(vacated);
     const avoid = [...s.recentExits, leavingIp].filter((ip) => ip !== '');
     const domains = [...s.domains];
-    let targets = this.targets(vacated, avoid, domains);
+    // Rotation keeps the countries the session asked for.
+    const countries = s.params?.countries?.length ? s.params.countries : undefined;
+    let targets = this.targets(vacated, avoid, domains, s);
     if (!targets.fresh && exits) {
-      const idle = await this.freshExitOnIdleInstance(key, vacated, avoid, domains);
+      const idle = await this.freshExitOnIdleInstance(key, vacated, avoid, domains, countries);
       if (idle !== null) targets = { placement: { routable: [idle], lastResort: null }, fresh: true };
     }
     // The session may have been deleted or moved while a fresh exit was being assigned.
@@ -72,7 +77,7 @@ export class SessionRotation {
       // Nowhere else to go: the session stays and its instance gets a new exit (or circuit) instead.
       const e = this.host.entry(s.instance);
       if (!e || !e.instance.ready()) throw new ExitpoolError('EXITPOOL_NO_ROUTABLE_INSTANCE', 'no routable instance to rotate to');
-      const plan = await this.host.rotateInstance(e, avoid, key, domains);
+      const plan = await this.host.rotateInstance(e, avoid, key, domains, countries);
       this.noteLeftExit(key, leavingIp);
       if (exits && plan.exit === '') note = plan.shortage || 'no exit could be assigned: a new circuit within the same selection';
       // A new pin takes well under a second: answer once it serves, so the session's next
@@ -84,14 +89,18 @@ export class SessionRotation {
     return { session: key, instance: s.instance, exit_ip, exit_confirmed, new_exit: note === '', exit_note: note };
   }
 
-  /** Other routable instances for a session leaving `from`, freshest exits first (rankByFreshness). */
-  targets(from: number, avoid: readonly string[], domains: readonly string[] = []): { placement: Placement; fresh: boolean } {
+  /**
+   * Other routable instances for a session leaving `from`, freshest exits first (rankByFreshness);
+   * for one session (`s`), only those that fit its choices. The placement keeps the pool's fit
+   * check, so each session a quarantine moves lands where its countries allow.
+   */
+  targets(from: number, avoid: readonly string[], domains: readonly string[] = [], s?: Session): { placement: Placement; fresh: boolean } {
     const others = this.host
       .routable()
-      .filter((id) => id !== from)
+      .filter((id) => id !== from && (s === undefined || this.host.fits(s, id)))
       .map((id) => ({ id, exit: (this.host.entry(id) as PoolEntry).instance.exit() }));
     const ranked = rankByFreshness(others, { addresses: avoid, domains }, this.bannedFor);
-    return { placement: { routable: ranked.ids, lastResort: null }, fresh: ranked.fresh };
+    return { placement: { routable: ranked.ids, lastResort: null, fits: (x, id) => this.host.fits(x, id) }, fresh: ranked.fresh };
   }
 
   /** Remembers the exit a session was moved away from (EXIT_HISTORY of them, newest last). */
@@ -113,7 +122,7 @@ export class SessionRotation {
    * Assigns an idle routable instance (no sessions) a fresh exit avoiding `avoid`, and waits
    * (FRESH_EXIT_WAIT_MS at most) until it serves through it. Returns its id, or null.
    */
-  private async freshExitOnIdleInstance(key: string, from: number, avoid: readonly string[], domains: readonly string[]): Promise<number | null> {
+  private async freshExitOnIdleInstance(key: string, from: number, avoid: readonly string[], domains: readonly string[], countries?: readonly string[]): Promise<number | null> {
     const sessions = this.host.sessions();
     const idle = this.host
       .routable()
@@ -121,7 +130,7 @@ export class SessionRotation {
       .map((id) => this.host.entry(id) as PoolEntry);
     const e = idle[Math.floor(Math.random() * idle.length)];
     if (!e) return null;
-    const plan = await this.host.rotateInstance(e, avoid, key, domains);
+    const plan = await this.host.rotateInstance(e, avoid, key, domains, countries);
     if (plan.exit === '') return null;
     await this.host.waitRotationEnd(e.instance, FRESH_EXIT_WAIT_MS);
     const fresh = isFreshExit(e.instance.exit(), { addresses: avoid, domains }, this.bannedFor);

@@ -143,6 +143,7 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
       why: request.why,
       ...(request.avoid || request.avoidDomains ? { avoid: { addresses: request.avoid ?? [], domains: request.avoidDomains ?? [] } } : {}),
       ...(request.session !== undefined ? { session: request.session } : {}),
+      ...(request.countries !== undefined ? { countries: request.countries } : {}),
     });
     if (!next.ok) return { target: undefined, plan: { exit: '', shortage: next.note } };
     return { target: next.relay.fingerprint, plan: { exit: next.relay.fingerprint, shortage: next.note } };

@@ -1,3 +1,4 @@
+import { sessionParamsTag, type SessionParams } from '../../shared/api/session-username.js';
 import type { Session } from './session.js';
 
 /** What the table needs to know about an instance to place a session on it. */
@@ -6,9 +7,11 @@ export interface Placement {
   routable: readonly number[];
   /** Used only when nothing is routable and the pool has a single instance mid-rotation. */
   lastResort: number | null;
+  /** Whether an instance can serve a session's choices (its countries); every instance can when absent. */
+  fits?: (s: Session, instance: number) => boolean;
 }
 
-export type AssignReason = 'new' | 'unroutable' | 'rotate' | 'drain' | 'quarantine' | 'deleted' | 'retired' | 'rebalance';
+export type AssignReason = 'new' | 'unroutable' | 'rotate' | 'drain' | 'quarantine' | 'deleted' | 'retired' | 'rebalance' | 'params';
 
 /**
  * Whether `s` was moved off `instance` by a quarantine: its exit was reported burnt there, so
@@ -51,6 +54,8 @@ export class SessionTable {
   private readonly byInstance = new Map<number, Set<string>>();
   private displaced = 0;
   private lastId = 0;
+  /** Sessions with a lifetime of their own (expired by their own clock, not the LRU's). */
+  private readonly ownLifetime = new Set<string>();
   /** Keys whose stored record is out of date (null: the durable state is off, nothing is tracked). */
   private changed: Set<string> | null = null;
 
@@ -98,6 +103,7 @@ export class SessionTable {
       if (this.sessions.has(r.key)) continue;
       const session: Session = { ...r, id: ++this.lastId, active: 0, recentExits: [...r.recentExits], domains: [...r.domains] };
       delete (session as { displaced?: unknown }).displaced;
+      if (r.params?.lifetimeMs !== undefined) this.ownLifetime.add(r.key);
       this.sessions.set(r.key, session);
       this.index(r.key, r.instance);
       if (r.displaced) this.setDisplaced(session, { ...r.displaced });
@@ -132,19 +138,22 @@ export class SessionTable {
    * whose instance stopped being routable is moved first, so no connection is routed to an
    * instance mid-rotation or in quarantine.
    */
-  route(key: string, placement: Placement, now: number): RouteOutcome {
+  route(key: string, placement: Placement, now: number, params?: SessionParams): RouteOutcome {
     const existing = this.sessions.get(key);
     if (existing) {
       let assignment: Assignment | null = null;
-      if (!placement.routable.includes(existing.instance)) {
-        const to = this.pick(placement, existing.instance);
+      const choicesChanged = params !== undefined && this.setParams(existing, params);
+      const fits = placement.fits?.(existing, existing.instance) ?? true;
+      if (!placement.routable.includes(existing.instance) || !fits) {
+        const to = this.pick(placement, existing.instance, existing);
         if (to === null) return { ok: false, reason: 'no_routable_instance' };
-        if (to !== existing.instance) assignment = this.move(existing, to, 'unroutable');
+        if (to !== existing.instance) assignment = this.move(existing, to, choicesChanged ? 'params' : 'unroutable');
       }
       this.countConnection(existing, now);
       return { ok: true, session: existing, assignment };
     }
-    const to = this.pick(placement, null);
+    const draft = { key, params } as Session;
+    const to = this.pick(placement, null, draft);
     if (to === null) return { ok: false, reason: 'no_routable_instance' };
     if (this.sessions.size >= this.options.maxSessions && !this.evictOne()) {
       return { ok: false, reason: 'session_limit' };
@@ -164,6 +173,7 @@ export class SessionTable {
       recentExits: [],
       domains: [],
     };
+    if (params !== undefined) this.setParams(session, params);
     this.sessions.set(key, session);
     this.index(key, to);
     return { ok: true, session, assignment: { key, from: null, to, reason: 'new' } };
@@ -211,24 +221,51 @@ export class SessionTable {
     if (s && s.id === id) s.active = Math.max(0, s.active - count);
   }
 
+  /**
+   * A session's choices from its latest username with parameters; true when they changed. Its
+   * own lifetime makes expiry look at it apart from the LRU order.
+   */
+  private setParams(s: Session, params: SessionParams): boolean {
+    if (s.params !== undefined && sessionParamsTag(s.params) === sessionParamsTag(params)) return false;
+    if (Object.keys(params).length === 0) delete s.params;
+    else s.params = params;
+    if (params.lifetimeMs !== undefined) this.ownLifetime.add(s.key);
+    else this.ownLifetime.delete(s.key);
+    this.changed?.add(s.key);
+    return true;
+  }
+
+  /**
+   * A connection of a rotating session (mode-rotating) goes through `to`: the session follows
+   * without an assignment event (it changes instance on every connection by its own choice).
+   */
+  useInstance(key: string, to: number): void {
+    const s = this.sessions.get(key);
+    if (!s || s.instance === to) return;
+    this.unindex(key, s.instance);
+    s.instance = to;
+    this.index(key, to);
+    this.changed?.add(key);
+  }
+
   /** Moves one session to another routable instance; null when there is nowhere else to go. */
   rotate(key: string, placement: Placement): Assignment | null {
     const s = this.sessions.get(key);
     if (!s) return null;
     const others = placement.routable.filter((i) => i !== s.instance);
-    const to = this.pick({ routable: others, lastResort: null }, s.instance);
+    const to = this.pick({ ...placement, routable: others, lastResort: null }, s.instance, s);
     if (to === null) return null;
     return this.move(s, to, 'rotate');
   }
 
   /** Moves every session off an instance (drain, quarantine, retire). */
   moveOff(instance: number, placement: Placement, reason: AssignReason): Assignment[] {
-    const others = { routable: placement.routable.filter((i) => i !== instance), lastResort: null };
+    const others = { ...placement, routable: placement.routable.filter((i) => i !== instance), lastResort: null };
     const moved: Assignment[] = [];
     for (const key of this.keysOn(instance)) {
       const s = this.sessions.get(key) as Session;
-      const to = this.pick(others, instance);
-      if (to === null) break; // nowhere to go: they stay and are moved on their next request
+      const to = this.pick(others, instance, s);
+      if (to === null) continue; // nowhere to go: it stays and is moved (or given an exit) on its next request
       moved.push(this.move(s, to, reason));
     }
     return moved;
@@ -280,6 +317,7 @@ export class SessionTable {
           if (this.countOn(from) <= share || this.countOn(to) >= share) break;
           const s = this.sessions.get(key) as Session;
           if (s.displaced === undefined || s.active > 0 || fledQuarantine(s, to)) continue;
+          if (placement.fits && !placement.fits(s, to)) continue;
           moved.push(this.move(s, to, 'rebalance'));
         }
       }
@@ -332,13 +370,22 @@ export class SessionTable {
     return true;
   }
 
-  /** Removes sessions idle for longer than the TTL; a session with a live connection is never idle. */
+  /**
+   * Removes sessions idle for longer than their lifetime (their own, or the TTL); a session with
+   * a live connection is never idle.
+   */
   expire(now: number): string[] {
     const removed: string[] = [];
+    for (const key of this.ownLifetime) {
+      const s = this.sessions.get(key);
+      if (!s || s.active > 0 || now - s.lastSeen < (s.params?.lifetimeMs ?? this.options.ttlMs)) continue;
+      this.remove(s);
+      removed.push(key);
+    }
     for (const s of this.sessions.values()) {
       // Entries are in last-seen order, so the first one still inside the TTL ends the scan.
       if (now - s.lastSeen < this.options.ttlMs) break;
-      if (s.active > 0) continue;
+      if (s.active > 0 || s.params?.lifetimeMs !== undefined) continue;
       this.remove(s);
       removed.push(s.key);
     }
@@ -354,8 +401,10 @@ export class SessionTable {
     return false;
   }
 
-  private pick(placement: Placement, avoid: number | null): number | null {
-    const candidates = placement.routable.length > 0 ? placement.routable : placement.lastResort !== null ? [placement.lastResort] : [];
+  private pick(placement: Placement, avoid: number | null, s?: Session): number | null {
+    const all = placement.routable.length > 0 ? placement.routable : placement.lastResort !== null ? [placement.lastResort] : [];
+    const fits = placement.fits;
+    const candidates = fits && s ? all.filter((id) => fits(s, id)) : all;
     if (candidates.length === 0) return null;
     let best: number[] = [];
     let bestCount = Infinity;
@@ -395,6 +444,7 @@ export class SessionTable {
   /** Every way a session leaves the table. */
   private remove(s: Session): void {
     this.sessions.delete(s.key);
+    this.ownLifetime.delete(s.key);
     this.unindex(s.key, s.instance);
     this.setDisplaced(s, undefined);
     this.changed?.add(s.key);

@@ -1,3 +1,4 @@
+import type { SessionParams } from '../../shared/api/session-username.js';
 import type { SessionView } from '../../shared/api/views.js';
 
 /** One pinned session: a key, the instance serving it, and its counters. */
@@ -26,6 +27,8 @@ export interface Session {
   recentExits: string[];
   /** Sites its failure reports named, newest last (a few): its rotations avoid exits banned for them. */
   domains: string[];
+  /** What its username asked for (country, lifetime, mode); absent: the service's defaults. The latest username with parameters wins. */
+  params?: SessionParams;
 }
 
 /** Its exit, as the instance serving it knows it. */
@@ -48,5 +51,10 @@ export function viewOf(s: Session, exit: SessionExit = { exitIp: '', exitCountry
     exit_ip: exit.exitIp,
     exit_country: exit.exitCountry,
     recent_exits: [...s.recentExits],
+    params: {
+      countries: [...(s.params?.countries ?? [])],
+      lifetime_secs: s.params?.lifetimeMs === undefined ? null : Math.round(s.params.lifetimeMs / 1000),
+      mode: s.params?.mode ?? 'sticky',
+    },
   };
 }

@@ -1,4 +1,5 @@
 import { MAX_SESSION_KEY_BYTES } from '../../shared/api/session-key.js';
+import { MAX_SESSION_COUNTRIES, SESSION_MODES, type SessionParams } from '../../shared/api/session-username.js';
 import { MAX_POOL_SIZE } from '../../shared/config/limits.js';
 import type { Session } from '../sessions/session.js';
 import type { RestoredSession } from '../sessions/session-table.js';
@@ -9,10 +10,15 @@ import {
   MAX_STORED_TIME,
   numberField,
   objectField,
+  oneOfField,
   parseObject,
   stringField,
   stringListField,
+  type StoredObject,
 } from './stored-value.js';
+
+/** SESSION_TTL_MAX tops at 30 days. */
+const MAX_STORED_LIFETIME_MS = 30 * 86_400_000;
 
 /** Exit history and reported sites a record may hold: above any setting (EXIT_HISTORY tops at 50). */
 const MAX_STORED_EXITS = 64;
@@ -44,6 +50,7 @@ export function encodeSession(s: Session, exit: StoredExit): string {
     recent_exits: s.recentExits,
     domains: s.domains,
     ...(s.displaced ? { displaced: s.displaced } : {}),
+    ...(s.params ? { params: { countries: s.params.countries ?? null, lifetime_ms: s.params.lifetimeMs ?? null, mode: s.params.mode ?? null } } : {}),
     exit,
   });
 }
@@ -73,6 +80,20 @@ export function decodeSession(key: string, text: string): StoredSession {
     const d = objectField(o, 'displaced');
     session.displaced = { from: numberField(d, 'from', 0, MAX_POOL_SIZE - 1), burnt: booleanField(d, 'burnt') };
   }
+  if (o.params !== undefined) session.params = decodeParams(objectField(o, 'params'));
   const e = objectField(o, 'exit');
   return { session, exit: { ip: stringField(e, 'ip', MAX_ADDRESS_LENGTH), fingerprint: stringField(e, 'fingerprint', 40) } };
+}
+
+/** A session's choices, checked as the username parser would have checked them. */
+function decodeParams(p: StoredObject): SessionParams {
+  const params: SessionParams = {};
+  if (p.countries !== null) {
+    const countries = stringListField(p, 'countries', MAX_SESSION_COUNTRIES, 2);
+    if (!countries.every((c) => /^[a-z]{2}$/.test(c))) throw new InvalidStoredRecord('params.countries: not ISO 3166 codes');
+    params.countries = countries;
+  }
+  if (p.lifetime_ms !== null) params.lifetimeMs = numberField(p, 'lifetime_ms', 1000, MAX_STORED_LIFETIME_MS);
+  if (p.mode !== null) params.mode = oneOfField(p, 'mode', SESSION_MODES);
+  return params;
 }

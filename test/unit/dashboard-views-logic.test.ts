@@ -15,7 +15,8 @@ import { VIEWS, hashOf, viewFromHash } from '../../dashboard/src/logic/views.js'
 function session(key: string, instance: number, over: Partial<SessionView> = {}): SessionView {
   return {
     key, instance, created_at: '2026-01-01T00:00:00.000Z', last_seen: '2026-01-01T00:00:00.000Z',
-    requests: 0, failures: 0, bytes_up: 0, bytes_down: 0, active: 0, exit_ip: '', exit_country: '', recent_exits: [], ...over,
+    requests: 0, failures: 0, bytes_up: 0, bytes_down: 0, active: 0, exit_ip: '', exit_country: '', recent_exits: [],
+    params: { countries: [], lifetime_secs: null, mode: 'sticky' }, ...over,
   };
 }
 

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import type { RouteResult } from '../../shared/ipc/protocol.js';
+import type { RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
+import { SessionTable } from '../../supervisor/sessions/session-table.js';
 import { fakeExit, fakePool, type FakePool } from '../support/fakes/pool-parts.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
 
@@ -388,5 +389,70 @@ describe('pool after a restart (durable state)', () => {
     expect(routed(pool.route(socks('new-key'), 0)), 'new keys are not held').to.equal(0);
     instances.get(1)!.setReady(true);
     expect(routed(pool.route(socks('on-1'), 0))).to.equal(1);
+  });
+});
+
+describe('pool: session parameters from the username', () => {
+  const withParams = (key: string, params: RouteParams['params']): RouteParams => ({ key, clientIp: '10.1.1.1', listener: 'socks', ...(params ? { params } : {}) });
+  function countries(): FakePool {
+    const r = rig();
+    ['de', 'de', 'nl', 'se'].forEach((c, id) => (r.instances.get(id)!.exitInfo = fakeExit(`10.0.${id}.1`, { exitCountry: c })));
+    return r;
+  }
+
+  it('serves a session asking for a country only through instances there, and keeps it there through a quarantine', async () => {
+    const { pool, health } = countries();
+    for (const h of health.values()) h.state = 'healthy';
+    for (let i = 0; i < 6; i++) {
+      const r = await pool.route(withParams(`de-${i}`, { countries: ['de'] }), 0);
+      expect([0, 1]).to.include(routed(r));
+    }
+    expect(routed(await pool.route(withParams('nl-or-se', { countries: ['se', 'nl'] }), 0))).to.be.oneOf([2, 3]);
+    const on0 = pool.sessions.keysOn(0).filter((k) => k.startsWith('de-'));
+    await pool.instanceAction(0, 'quarantine');
+    for (const k of on0) expect(pool.sessions.get(k)?.instance, k).to.equal(1);
+    expect(pool.sessionView('de-0').params).to.deep.equal({ countries: ['de'], lifetime_secs: null, mode: 'sticky' });
+    expect(pool.sessionsByCountry().get('de')).to.equal(6);
+  });
+
+  it('refuses clearly when no exit is in the country (PIN_EXIT_RELAY off: none can be assigned), and the latest parameters win', async () => {
+    const { pool } = countries();
+    const refused = await pool.route(withParams('fr', { countries: ['fr'] }), 0);
+    expect(refused.ok === false && refused.reason).to.equal('no_exit_in_country');
+    expect(refused.ok === false && refused.detail).to.match(/no exit in fr/);
+    expect(pool.sessions.get('fr')).to.equal(undefined);
+    expect(routed(await pool.route(withParams('k', { countries: ['nl'] }), 0))).to.equal(2);
+    expect(routed(await pool.route(withParams('k', { countries: ['se'] }), 0)), 'moved by its new choice').to.equal(3);
+    expect(routed(pool.route(socks('k'), 0)), 'a plain key keeps the choices').to.equal(3);
+  });
+
+  it('gives a rotating session another instance on every connection, counted as its requests, never leased', () => {
+    const { pool } = countries();
+    const seen: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      const r = pool.route(withParams('rot', { mode: 'rotating' }), 0) as RouteResult;
+      if (!r.ok) throw new Error('refused');
+      expect(r.lease).to.equal(false);
+      seen.push(r.instance);
+      pool.recordCloses([{ key: 'rot', session: r.session, instance: r.instance, bytesUp: 1, bytesDown: 1, ok: true, latencyMs: 1, endedAt: 0 }], 0);
+    }
+    for (let i = 1; i < seen.length; i++) expect(seen[i], `connection ${i}`).to.not.equal(seen[i - 1]);
+    expect(pool.sessionView('rot').requests).to.equal(8);
+  });
+
+  it('expires a session at its own lifetime, shorter or longer than SESSION_TTL', () => {
+    let now = 1_000_000;
+    const sessions = new SessionTable({ maxSessions: 10, ttlMs: 600_000 });
+    const place = { routable: [0], lastResort: null };
+    for (const [key, params] of [['short', { lifetimeMs: 60_000 }], ['long', { lifetimeMs: 3_600_000 }], ['default', undefined]] as const) {
+      const r = sessions.route(key, place, now, params);
+      if (r.ok) sessions.close(key, r.session.id, { bytesUp: 0, bytesDown: 0, ok: true }, now);
+    }
+    now += 61_000;
+    expect(sessions.expire(now)).to.deep.equal(['short']);
+    now += 600_000;
+    expect(sessions.expire(now)).to.deep.equal(['default']);
+    now += 3_600_000;
+    expect(sessions.expire(now)).to.deep.equal(['long']);
   });
 });

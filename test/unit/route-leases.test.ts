@@ -39,12 +39,15 @@ const grant = (instance: number, key: string | null, session: number | null, lea
   lease,
   exitIp: '',
 });
+/** The default grammar settings; the refused usernames go to `badUsernames`. */
+const badUsernames: string[] = [];
+const USERNAME_OPTIONS = { usernameParams: true, sessionTtlMaxMs: 86_400_000, onBadUsername: (detail: string) => void badUsernames.push(detail) };
 const socks = (sessionKey: string | null, clientIp = '10.0.0.1'): RouteRequest => ({ sessionKey, clientIp, listener: 'socks' });
 const instanceOf = (d: RouteDecision): number | string => (d.ok ? d.instanceId : d.reason);
 const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 function router(sup: ScriptedSupervisor, defaultSession: 'ip' | 'random' | 'shared' = 'ip'): { router: LeasedRouter; opened: () => number } {
-  const r = new LeasedRouter({ ask: sup.ask, defaultSession, onRoundTrip: () => undefined, log: quietLogger() });
+  const r = new LeasedRouter({ ask: sup.ask, defaultSession, onRoundTrip: () => undefined, log: quietLogger(), ...USERNAME_OPTIONS });
   let opened = 0;
   return {
     router: r,
@@ -148,7 +151,7 @@ describe('route leases: the proxy worker’s router', () => {
   });
 
   it('refuses at once when the supervisor cannot be reached', async () => {
-    const r = new LeasedRouter({ ask: () => Promise.reject(new Error('IPC timeout')), defaultSession: 'ip', onRoundTrip: () => undefined, log: quietLogger() });
+    const r = new LeasedRouter({ ask: () => Promise.reject(new Error('IPC timeout')), defaultSession: 'ip', onRoundTrip: () => undefined, log: quietLogger(), ...USERNAME_OPTIONS });
     expect(instanceOf(await r.route(socks('k')))).to.equal('supervisor_unavailable');
     expect(r.leaseCount).to.equal(0);
   });
@@ -183,6 +186,63 @@ describe('route leases: the proxy worker’s router', () => {
       }),
       { numRuns: 200 },
     );
+  });
+});
+
+describe('route leases: session parameters in the username', () => {
+  it('sends the key and its parameters apart, and refuses malformed parameters without asking', async () => {
+    const sup = new ScriptedSupervisor();
+    const { router: r } = router(sup);
+    badUsernames.length = 0;
+    const refused = await r.route(socks('k-country-deu'));
+    expect(refused.ok === false && refused.reason).to.equal('bad_session_params');
+    expect(refused.ok === false && refused.detail).to.match(/two-letter/);
+    expect(badUsernames).to.have.length(1);
+    expect(await r.route(socks('k-sesstime-100000')).then((d) => d.ok === false && d.detail)).to.match(/SESSION_TTL_MAX/);
+    expect(sup.asked).to.have.length(0);
+    const p = r.route(socks('k-country-de'));
+    await tick();
+    expect(sup.asked[0]).to.deep.include({ key: 'k', params: { countries: ['de'] } });
+    sup.answer(grant(1, 'k', 1));
+    expect(instanceOf(await p)).to.equal(1);
+  });
+
+  it('leases per key and parameters: the same parameters or a plain key reuse it, other parameters ask again', async () => {
+    const sup = new ScriptedSupervisor();
+    const { router: r } = router(sup);
+    const p = r.route(socks('k-country-de'));
+    sup.answer(grant(1, 'k', 1));
+    await p;
+    expect(instanceOf(await r.route(socks('k-country-de')))).to.equal(1);
+    expect(instanceOf(await r.route(socks('k')))).to.equal(1);
+    expect(sup.asked).to.have.length(1);
+    const q = r.route(socks('k-country-nl'));
+    await tick();
+    expect(sup.asked).to.have.length(2);
+    sup.answer(grant(2, 'k', 1));
+    expect(instanceOf(await q)).to.equal(2);
+    expect(instanceOf(await r.route(socks('k-country-nl')))).to.equal(2);
+    expect(sup.asked).to.have.length(2);
+  });
+
+  it('asks for every connection of a rotating session, and reads raw keys with USERNAME_PARAMS off', async () => {
+    const sup = new ScriptedSupervisor();
+    const { router: r } = router(sup);
+    for (let i = 0; i < 3; i++) {
+      const p = r.route(socks('k-mode-rotating'));
+      await tick();
+      sup.answer(grant(i, 'k', 1, false));
+      expect(instanceOf(await p)).to.equal(i);
+    }
+    expect(sup.asked).to.have.length(3);
+    const raw = new ScriptedSupervisor();
+    const off = new LeasedRouter({ ask: raw.ask, defaultSession: 'ip', onRoundTrip: () => undefined, log: quietLogger(), ...USERNAME_OPTIONS, usernameParams: false });
+    const q = off.route(socks('k-country-deu'));
+    await tick();
+    expect(raw.asked[0]).to.deep.include({ key: 'k-country-deu' });
+    expect(raw.asked[0]?.params).to.equal(undefined);
+    raw.answer(grant(0, 'k-country-deu', 1));
+    expect(instanceOf(await q)).to.equal(0);
   });
 });
 

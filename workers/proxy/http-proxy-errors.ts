@@ -78,8 +78,14 @@ export function proxyAuthenticationRequired(): ProxyErrorResponse {
   };
 }
 
-export function routeRefusedResponse(reason: RouteRefusalReason): ProxyErrorResponse {
+export function routeRefusedResponse(reason: RouteRefusalReason, detail?: string): ProxyErrorResponse {
   switch (reason) {
+    case 'bad_session_params':
+      return { status: 400, error: 'http_request_error', message: detail ?? 'session parameters in the username are malformed' };
+    case 'no_exit_in_country':
+      return { status: 503, error: 'destination_unavailable', message: detail ?? 'no exit in the countries asked for' };
+    case 'country_wait_timeout':
+      return { status: 503, error: 'destination_unavailable', message: detail ?? 'no exit in the countries asked for became ready in time; retry' };
     case 'no_routable_instance':
       return { status: 503, error: 'destination_unavailable', message: 'no instance can serve this request' };
     case 'session_limit':

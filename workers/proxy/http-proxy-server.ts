@@ -266,7 +266,7 @@ class HttpProxyConnection implements OwnedConnection {
       case 'client-gone':
         return;
       case 'no-route':
-        this.respond(routeRefusedResponse(outcome.reason), keepAliveAfterError);
+        this.respond(routeRefusedResponse(outcome.reason, outcome.detail), keepAliveAfterError);
         return;
       case 'instance-down':
         this.respond({ status: 502, error: 'destination_unavailable', message: 'instance stopped answering' }, keepAliveAfterError);

@@ -4,6 +4,7 @@
  * interfaces to IPC, tests wire them to fakes.
  */
 import type { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
+import type { RouteRefusal } from '../../shared/ipc/protocol.js';
 import type { ConnectionBudget } from './connection-budget.js';
 import type { InstanceDownSignal } from './instance-down.js';
 
@@ -21,7 +22,8 @@ export interface RouteRequest {
   instanceId?: number;
 }
 
-export type RouteRefusalReason = 'no_routable_instance' | 'session_limit' | 'supervisor_unavailable';
+/** The supervisor's refusals, the worker's own when the supervisor cannot be asked, and a username whose session parameters are malformed. */
+export type RouteRefusalReason = RouteRefusal | 'supervisor_unavailable' | 'bad_session_params';
 
 export interface RouteGranted {
   ok: true;
@@ -42,6 +44,8 @@ export interface RouteGranted {
 export interface RouteRefused {
   ok: false;
   reason: RouteRefusalReason;
+  /** Said to the client (Proxy-Status details, the response body) and in the log. */
+  detail?: string;
 }
 
 export type RouteDecision = RouteGranted | RouteRefused;

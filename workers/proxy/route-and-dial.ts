@@ -36,7 +36,7 @@ export type RouteAndDialOutcome =
   | { kind: 'dialed'; connection: OpenedConnection; dialed: DialedUpstream }
   /** The client left: the route was released, or the dialled connection closed and accounted. */
   | { kind: 'client-gone' }
-  | { kind: 'no-route'; reason: RouteRefusalReason }
+  | { kind: 'no-route'; reason: RouteRefusalReason; detail?: string }
   /** The dial failed (accounted with its failure); `error` gives the protocol's reply. */
   | { kind: 'dial-failed'; error: unknown }
   /** The instance stopped answering, and so did the one the re-route chose. */
@@ -56,7 +56,7 @@ export async function routeAndDial(o: RouteAndDialOptions): Promise<RouteAndDial
       if (decision.ok) o.release(decision);
       return { kind: 'client-gone' };
     }
-    if (!decision.ok) return { kind: 'no-route', reason: decision.reason };
+    if (!decision.ok) return { kind: 'no-route', reason: decision.reason, ...(decision.detail === undefined ? {} : { detail: decision.detail }) };
     const connection = o.accounting.opened(decision);
     const dial = o.dial(decision);
     const outcome = await dialWatched(o.instanceDown, decision.instanceId, () => dial.abort(), () => dial.promise);

@@ -17,7 +17,7 @@ import { ConnectionAccounting } from './connection-accounting.js';
 import type { InstanceDownSignal } from './instance-down.js';
 import { socksReplyForDialError } from './dial-failure.js';
 import { ListeningServer, type ConnectionLifecycle, type OwnedConnection } from './listening-server.js';
-import type { ListenerKind, ProxyDependencies, ProxyEvents, RouteDecision, RouteGranted, Router } from './proxy-types.js';
+import type { ListenerKind, ProxyDependencies, ProxyEvents, RouteDecision, RouteGranted, RouteRefusalReason, Router } from './proxy-types.js';
 import { routeAndDial } from './route-and-dial.js';
 import { routeSafely } from './route-safely.js';
 import { resolveTimeouts, type ProxyTimeouts } from './proxy-timeouts.js';
@@ -256,8 +256,8 @@ class Socks5Connection implements OwnedConnection {
       case 'client-gone':
         return;
       case 'no-route':
-        context.log.debug('no route', { listener: context.listener, reason: outcome.reason });
-        this.refuse(ReplyCode.GeneralFailure);
+        context.log.debug('no route', { listener: context.listener, reason: outcome.reason, detail: outcome.detail });
+        this.refuse(socksReplyForRefusal(outcome.reason));
         return;
       case 'instance-down':
         this.refuse(ReplyCode.GeneralFailure);
@@ -334,4 +334,21 @@ class Socks5Connection implements OwnedConnection {
     this.upstream?.abort();
     if (this.tunnel === null) this.lifecycle.release(this);
   };
+}
+
+/**
+ * The SOCKS5 reply for a route refused before any dial: a username whose session parameters are
+ * malformed is "not allowed by ruleset" (2), a country with no exit "network unreachable" (3);
+ * everything else is the pool's own trouble, "general failure" (1).
+ */
+export function socksReplyForRefusal(reason: RouteRefusalReason): number {
+  switch (reason) {
+    case 'bad_session_params':
+      return ReplyCode.NotAllowedByRuleset;
+    case 'no_exit_in_country':
+    case 'country_wait_timeout':
+      return ReplyCode.NetworkUnreachable;
+    default:
+      return ReplyCode.GeneralFailure;
+  }
 }

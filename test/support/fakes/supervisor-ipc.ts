@@ -324,6 +324,7 @@ export function cannedData(): CannedData {
     exit_ip: '',
     exit_country: '',
     recent_exits: [],
+    params: { countries: [], lifetime_secs: null, mode: 'sticky' },
   });
   const events: AuditEvent[] = [5, 4, 3, 2, 1].map((id) => ({
     id,

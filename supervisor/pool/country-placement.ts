@@ -1,0 +1,96 @@
+import type { RouteRefusal } from '../../shared/ipc/protocol.js';
+import { COUNTRY_EXIT_WAIT_MS } from '../../shared/config/limits.js';
+import type { Session } from '../sessions/session.js';
+import type { SessionTable } from '../sessions/session-table.js';
+import type { ExitAssignments } from '../exits/exit-assignments.js';
+import type { PoolEntry } from './pool-entry.js';
+import type { PoolInstance, RotationPlan } from './pool-instance.js';
+
+/** What placement by country needs of the pool. */
+export interface CountryPlacementHost {
+  sessions(): SessionTable;
+  exits(): ExitAssignments | undefined;
+  entry(id: number): PoolEntry | undefined;
+  /** Instances that take traffic now. */
+  routable(): readonly number[];
+  /** Gives the instance a new exit in one of `countries` on behalf of `session` (its sessions move off first). */
+  rotateInstance(e: PoolEntry, countries: readonly string[], session: string): Promise<RotationPlan>;
+  waitRotationEnd(i: PoolInstance, timeoutMs: number): Promise<void>;
+}
+
+/**
+ * Sessions whose username named countries (docs/api.md, "Session parameters in the username"):
+ * which instances may serve them, and an exit there when none does. A session asking for a
+ * country no instance's exit is in waits while the least-loaded instance whose sessions asked
+ * for no country is given an exit there (honouring bans and distinctness through the exit
+ * assignment), at most COUNTRY_EXIT_WAIT_MS; concurrent requests for the same countries wait for
+ * the same assignment. Sessions in mode-rotating take a different instance per connection.
+ */
+export class CountryPlacement {
+  private readonly waits = new Map<string, Promise<{ refusal: RouteRefusal; detail: string } | null>>();
+
+  constructor(private readonly host: CountryPlacementHost) {}
+
+  /** The country an instance's traffic leaves from: its assigned exit's, else the one traffic showed. */
+  countryOf(id: number): string {
+    const e = this.host.entry(id);
+    if (!e) return '';
+    return (this.host.exits()?.assignment(id)?.country || e.instance.exit().exitCountry || '').toLowerCase();
+  }
+
+  /** Whether instance `id` can serve `s` (its exit is in one of the session's countries, when it named any). */
+  readonly fits = (s: Pick<Session, 'params'>, id: number): boolean => {
+    const countries = s.params?.countries;
+    return countries === undefined || countries.length === 0 || countries.includes(this.countryOf(id));
+  };
+
+  /** Whether some routable instance leaves from one of `countries` now. */
+  served(countries: readonly string[]): boolean {
+    return this.host.routable().some((id) => countries.includes(this.countryOf(id)));
+  }
+
+  /**
+   * Makes some routable instance leave from one of `countries`, for `key`'s first request:
+   * null once one does, else why not (no usable exit there, or it did not serve in time).
+   */
+  ensure(countries: readonly string[], key: string): Promise<{ refusal: RouteRefusal; detail: string } | null> {
+    const tag = [...countries].sort().join(',');
+    let wait = this.waits.get(tag);
+    if (!wait) {
+      wait = this.assign(countries, key).finally(() => this.waits.delete(tag));
+      this.waits.set(tag, wait);
+    }
+    return wait;
+  }
+
+  private async assign(countries: readonly string[], key: string): Promise<{ refusal: RouteRefusal; detail: string } | null> {
+    const named = countries.join(', ');
+    const exits = this.host.exits();
+    if (!exits || !exits.hasEligibleIn(countries)) {
+      const why = exits ? 'none in the exit catalog that is not banned' : 'PIN_EXIT_RELAY is off, so exits cannot be chosen by country';
+      return { refusal: 'no_exit_in_country', detail: `no exit in ${named}: ${why}` };
+    }
+    const sessions = this.host.sessions();
+    const askedForCountry = (id: number): boolean => sessions.keysOn(id).some((k) => (sessions.get(k)?.params?.countries?.length ?? 0) > 0);
+    const candidates = this.host
+      .routable()
+      .map((id) => this.host.entry(id) as PoolEntry)
+      .filter((e) => !e.instance.rotating())
+      .sort((a, b) => Number(askedForCountry(a.instance.id)) - Number(askedForCountry(b.instance.id)) || sessions.countOn(a.instance.id) - sessions.countOn(b.instance.id));
+    const e = candidates[0];
+    if (!e) return { refusal: 'no_routable_instance', detail: 'no instance can serve this request' };
+    const plan = await this.host.rotateInstance(e, countries, key);
+    if (plan.exit === '') return { refusal: 'no_exit_in_country', detail: `no exit in ${named}: ${plan.shortage || 'none could be assigned'}` };
+    await this.host.waitRotationEnd(e.instance, COUNTRY_EXIT_WAIT_MS);
+    if (this.served(countries)) return null;
+    return { refusal: 'country_wait_timeout', detail: `an exit in ${named} was assigned but did not serve within ${COUNTRY_EXIT_WAIT_MS / 1000} s; retry` };
+  }
+
+  /** The instance a rotating session's next connection goes through: another fitting one when there is one. */
+  nextRotating(s: Session, routable: readonly number[]): number | undefined {
+    const fitting = routable.filter((id) => this.fits(s, id));
+    const others = fitting.filter((id) => id !== s.instance);
+    const pool = others.length > 0 ? others : fitting;
+    return pool[Math.floor(Math.random() * pool.length)];
+  }
+}
