@@ -48,7 +48,7 @@ export class ExitRequestError extends Error {
  * exit address it saw as soon as the whole answer (Content-Length) is in. Waiting for the
  * close instead would add tor's stream teardown, which sometimes lags the data by ~45 ms.
  */
-async function exitOf(svc: RunningService, key: string): Promise<string> {
+export async function exitOf(svc: RunningService, key: string): Promise<string> {
   return whoamiThrough(svc, svc.socksPort, { username: key, password: TEST_PROXY_TOKEN });
 }
 

@@ -46,7 +46,11 @@ export const DEFAULT_EXITS = 8;
 export const SHARED_BLOCK_EXITS: readonly [number, number] = [0, 1];
 /** These two exits declare each other as family (MyFamily): the unit `family` keeps them apart. */
 export const FAMILY_EXITS: readonly [number, number] = [2, 3];
-export const DEFAULT_EXIT_COUNTRIES: readonly string[] = ['de', 'nl', 'us', 'se', 'fr', 'ch', 'ca', 'jp'];
+/**
+ * Six countries; de and us have two exits each, in different /24s (exits 0 and 6, 2 and 4), so a
+ * session that asks for one of them can rotate, and be moved off a burnt exit, without leaving it.
+ */
+export const DEFAULT_EXIT_COUNTRIES: readonly string[] = ['de', 'nl', 'us', 'se', 'us', 'ch', 'de', 'jp'];
 
 /** Every network owns this many consecutive ports from its base; blocks are this far apart. */
 export const PORT_BLOCK_SIZE = 100;

@@ -2,7 +2,7 @@
  * Per-session choices carried in the proxy username (SOCKS5 username, or the user of the HTTP
  * proxy's Proxy-Authorization), in the convention scraping code already speaks:
  *
- *   <key>[-country-<cc>[,<cc>…]][-sesstime-<minutes>][-ttl-<duration>][-mode-<sticky|rotating>]
+ *   <key>[-session-<id>][-country-<cc>[,<cc>…]][-sesstime-<minutes>][-ttl-<duration>][-mode-<sticky|rotating>]
  *
  * Parameters are read from the end: the username is split on `-`, and while its last two
  * pieces are a parameter name and a value, they are one parameter. What is left is the session
@@ -10,6 +10,10 @@
  * with no parameter is a plain key, exactly as before. In a username with parameters the key is
  * percent-decoded, so a key whose own end looks like a parameter is written with its dashes as
  * `%2D` (`my%2Dcountry%2Dde-mode-sticky` is key `my-country-de`). Each parameter may appear once.
+ * `session-<id>` is part of the key wherever it stands (`u-country-de-session-7` and
+ * `u-session-7-country-de` are both key `u-session-7`). A `country` further in that is not
+ * followed by parameters to the end is refused: what follows it is a typo or another gateway's
+ * parameter, and ignoring the country would send the session anywhere.
  *
  * docs/api.md, "Session parameters in the username", is the user's version of this.
  */
@@ -33,7 +37,7 @@ export interface ParsedUsername {
 
 /** At most this many countries in one `country-` list. */
 export const MAX_SESSION_COUNTRIES = 8;
-const PARAMETER_NAMES = ['country', 'sesstime', 'ttl', 'mode'] as const;
+const PARAMETER_NAMES = ['country', 'sesstime', 'ttl', 'mode', 'session'] as const;
 type ParameterName = (typeof PARAMETER_NAMES)[number];
 
 /** A username whose parameters cannot be honoured as written: the connection is refused. */
@@ -94,6 +98,14 @@ export function parseSessionUsername(username: string): ParsedUsername {
     found.set(param, value);
     pieces.length -= 2;
   }
+  // `country` further in, not followed through to the end by parameters: what follows it is a
+  // typo or another gateway's parameter, and ignoring the country silently would send the session
+  // out of any country. (Other names inside a key, as in `dark-mode-test`, are left alone.)
+  for (let i = 1; i < pieces.length - 1; i++) {
+    if ((pieces[i] as string).toLowerCase() !== 'country') continue;
+    const after = pieces[i + 2] ?? '';
+    throw new SessionUsernameError(`"${after.slice(0, 16)}" after country-${(pieces[i + 1] as string).slice(0, 24)} is not a parameter (known: ${PARAMETER_NAMES.join(', ')}); write a dash of the key as %2D`);
+  }
   if (found.size === 0) return { key: username, params: {} };
   if (found.has('sesstime') && found.has('ttl')) throw new SessionUsernameError('sesstime and ttl both set the lifetime: give one');
   const params: SessionParams = {};
@@ -109,7 +121,10 @@ export function parseSessionUsername(username: string): ParsedUsername {
     if (!(SESSION_MODES as readonly string[]).includes(m)) throw new SessionUsernameError(`mode: sticky or rotating, not "${mode.slice(0, 16)}"`);
     params.mode = m as SessionMode;
   }
-  return { key: decodeKey(pieces.join('-')), params };
+  // `session-<id>` (the commercial gateways' own spelling) stays part of the key, wherever it was written.
+  const session = found.get('session');
+  const base = decodeKey(pieces.join('-'));
+  return { key: session === undefined ? base : `${base}-session-${session}`, params };
 }
 
 /** The parameters in one canonical text: equal for two usernames that ask for the same. */

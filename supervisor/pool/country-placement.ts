@@ -6,6 +6,14 @@ import type { ExitAssignments } from '../exits/exit-assignments.js';
 import type { PoolEntry } from './pool-entry.js';
 import type { PoolInstance, RotationPlan } from './pool-instance.js';
 
+/**
+ * Instances that have sessions are given an exit in another country for a session's first
+ * request one per this interval, pool-wide (idle instances any time): asking for countries is
+ * open to any proxy token, and each such move costs the instance's sessions their exit. Requests
+ * wait for their turn within COUNTRY_EXIT_WAIT_MS and are refused beyond it.
+ */
+export const BUSY_REASSIGNMENT_INTERVAL_MS = 2_000;
+
 /** What placement by country needs of the pool. */
 export interface CountryPlacementHost {
   sessions(): SessionTable;
@@ -28,8 +36,16 @@ export interface CountryPlacementHost {
  */
 export class CountryPlacement {
   private readonly waits = new Map<string, Promise<{ refusal: RouteRefusal; detail: string } | null>>();
+  /** Instances being given an exit for a request now: another request picks another one. */
+  private readonly claimed = new Set<number>();
+  /** When the next busy instance may be reassigned (BUSY_REASSIGNMENT_INTERVAL_MS after the last). */
+  private nextBusySlot = Number.NEGATIVE_INFINITY;
 
-  constructor(private readonly host: CountryPlacementHost) {}
+  constructor(
+    private readonly host: CountryPlacementHost,
+    private readonly now: () => number = Date.now,
+    private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms).unref()),
+  ) {}
 
   /** The country an instance's traffic leaves from: its assigned exit's, else the one traffic showed. */
   countryOf(id: number): string {
@@ -72,16 +88,43 @@ export class CountryPlacement {
     }
     const sessions = this.host.sessions();
     const askedForCountry = (id: number): boolean => sessions.keysOn(id).some((k) => (sessions.get(k)?.params?.countries?.length ?? 0) > 0);
-    const candidates = this.host
-      .routable()
-      .map((id) => this.host.entry(id) as PoolEntry)
-      .filter((e) => !e.instance.rotating())
-      .sort((a, b) => Number(askedForCountry(a.instance.id)) - Number(askedForCountry(b.instance.id)) || sessions.countOn(a.instance.id) - sessions.countOn(b.instance.id));
-    const e = candidates[0];
-    if (!e) return { refusal: 'no_routable_instance', detail: 'no instance can serve this request' };
-    const plan = await this.host.rotateInstance(e, countries, key);
-    if (plan.exit === '') return { refusal: 'no_exit_in_country', detail: `no exit in ${named}: ${plan.shortage || 'none could be assigned'}` };
-    await this.host.waitRotationEnd(e.instance, COUNTRY_EXIT_WAIT_MS);
+    // Idle first, then the least loaded, those whose sessions asked for no country before the rest;
+    // never one mid-rotation or being given an exit for another request.
+    const pick = (): PoolEntry | undefined =>
+      this.host
+        .routable()
+        .map((id) => this.host.entry(id) as PoolEntry)
+        .filter((x) => !x.instance.rotating() && !this.claimed.has(x.instance.id))
+        .sort((a, b) => Number(askedForCountry(a.instance.id)) - Number(askedForCountry(b.instance.id)) || sessions.countOn(a.instance.id) - sessions.countOn(b.instance.id))[0];
+    const busyRefusal = { refusal: 'country_wait_timeout' as const, detail: `every instance is being given an exit; retry` };
+    let e = pick();
+    if (!e) return this.host.routable().length === 0 ? { refusal: 'no_routable_instance', detail: 'no instance can serve this request' } : busyRefusal;
+    const deadline = this.now() + COUNTRY_EXIT_WAIT_MS;
+    // An instance with sessions loses their exit to the move: a proxy token asking for one country
+    // after another must not churn the whole pool, so busy instances are taken one per interval
+    // (requests queue for their turn within the bound, and are refused beyond it).
+    if (sessions.countOn(e.instance.id) > 0) {
+      const now = this.now();
+      const slot = Math.max(now, this.nextBusySlot);
+      if (slot > deadline - BUSY_REASSIGNMENT_INTERVAL_MS) {
+        return { refusal: 'country_wait_timeout', detail: `no idle instance can be given an exit in ${named} within ${COUNTRY_EXIT_WAIT_MS / 1000} s (busy instances are reassigned one per ${BUSY_REASSIGNMENT_INTERVAL_MS / 1000} s); retry` };
+      }
+      this.nextBusySlot = slot + BUSY_REASSIGNMENT_INTERVAL_MS;
+      if (slot > now) {
+        await this.sleep(slot - now);
+        if (this.served(countries)) return null;
+        e = pick();
+        if (!e) return busyRefusal;
+      }
+    }
+    this.claimed.add(e.instance.id);
+    try {
+      const plan = await this.host.rotateInstance(e, countries, key);
+      if (plan.exit === '') return { refusal: 'no_exit_in_country', detail: `no exit in ${named}: ${plan.shortage || 'none could be assigned'}` };
+      await this.host.waitRotationEnd(e.instance, Math.max(0, deadline - this.now()));
+    } finally {
+      this.claimed.delete(e.instance.id);
+    }
     if (this.served(countries)) return null;
     return { refusal: 'country_wait_timeout', detail: `an exit in ${named} was assigned but did not serve within ${COUNTRY_EXIT_WAIT_MS / 1000} s; retry` };
   }

@@ -552,7 +552,7 @@ export class Pool extends EventEmitter<PoolEvents> {
     routable: () => this.placement().routable,
     rotateInstance: (e, countries, session) => this.rotateInstance(e, 'country', undefined, session, undefined, countries),
     waitRotationEnd: (i, timeoutMs) => this.waitRotationEnd(i, timeoutMs),
-  });
+  }, () => this.now());
 
   private async rotateInstance(
     e: PoolEntry,

@@ -288,9 +288,24 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     await page.getByRole('button', { name: 'all', exact: true }).click();
   });
 
-  it('lists sessions with their exits, rotates one and deletes one', async () => {
+  it('lists sessions with their exits, filters them by country, rotates one and deletes one', async () => {
+    // A session that asks for the country instance 1 leaves from (no exit needs assigning).
+    const jwt = await svc.login();
+    const country = ((await (await svc.api('/api/instances/1', { bearer: jwt })).json()) as { assigned_exit: { country: string } }).assigned_exit.country;
+    const erin = await curlSocks(svc.socksPort, `erin-country-${country}`, TEST_PROXY_TOKEN, svc.whoamiUrl);
+    expect(erin.code, erin.stderr).to.equal(0);
     await goTo(page, 'Sessions');
     await page.locator('tr[data-session="alice"]').waitFor({ timeout: 15_000 });
+    await page.locator('tr[data-session="erin"]').waitFor({ timeout: 15_000 });
+    await page.locator('select[name="session-country"]').selectOption(country);
+    const listed = await pollUntil('only sessions in the country listed', async () => {
+      const rows = await page.evaluate<string[]>(`[...document.querySelectorAll('tr[data-session] [data-country]')].map((e) => e.getAttribute('data-country'))`);
+      const all = await page.locator('tr[data-session]').count();
+      return rows.length === all && rows.every((c) => c.split(' ').includes(country)) ? rows : undefined;
+    }, 60_000);
+    expect(listed.length).to.be.at.least(1);
+    expect(await page.locator('tr[data-session="erin"]').textContent()).to.include(`asked ${country}`);
+    await page.locator('select[name="session-country"]').selectOption('');
     await page.getByRole('searchbox').fill('ali');
     await pollUntil('only alice listed', async () => ((await page.locator('tr[data-session]').count()) === 1 ? true : undefined), 60_000);
     await page.getByRole('button', { name: 'Rotate session alice' }).click();

@@ -7,7 +7,7 @@ import { ApiError, ForbiddenError, UnauthorizedError, describeError, errorForSta
 import { exitDisplay } from '../../dashboard/src/logic/exit-display.js';
 import { extendHistory, historyColumns } from '../../dashboard/src/logic/history-series.js';
 import { INSTANCE_ACTIONS, actionBlockedReason, actionPath, parsePoolSize } from '../../dashboard/src/logic/instance-actions.js';
-import { filterSessions, sortSessions } from '../../dashboard/src/logic/session-filter.js';
+import { filterSessions, filterSessionsByCountry, sessionCountries, sortSessions } from '../../dashboard/src/logic/session-filter.js';
 import type { StreamSnapshot } from '../../dashboard/src/logic/snapshot.js';
 import { CREDENTIAL_STORAGE_KEY, isLoginResult, msUntilExpiry, parseStoredCredential } from '../../dashboard/src/logic/stored-credential.js';
 import { VIEWS, hashOf, viewFromHash } from '../../dashboard/src/logic/views.js';
@@ -19,6 +19,20 @@ function session(key: string, instance: number, over: Partial<SessionView> = {})
     params: { countries: [], lifetime_secs: null, mode: 'sticky' }, ...over,
   };
 }
+
+describe('dashboard view logic: sessions by country', () => {
+  it('filters by where a session leaves from or what its username asked for', () => {
+    const list = [
+      session('a', 0, { exit_country: 'de' }),
+      session('b', 1, { exit_country: 'nl', params: { countries: ['de', 'nl'], lifetime_secs: null, mode: 'sticky' } }),
+      session('c', 2, { exit_country: '' }),
+    ];
+    expect(sessionCountries(list)).to.deep.equal(['de', 'nl']);
+    expect(filterSessionsByCountry(list, 'de').map((s) => s.key)).to.deep.equal(['a', 'b']);
+    expect(filterSessionsByCountry(list, 'nl').map((s) => s.key)).to.deep.equal(['b']);
+    expect(filterSessionsByCountry(list, '')).to.have.length(3);
+  });
+});
 
 describe('dashboard view logic', () => {
   it('restates the stream snapshot exactly as the service defines it', () => {

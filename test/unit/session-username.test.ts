@@ -15,6 +15,17 @@ describe('session parameters in the proxy username', () => {
     expect(parseSessionUsername('x-ttl-2h').params.lifetimeMs).to.equal(7_200_000);
   });
 
+  it('keeps session-<id> in the key wherever it is written, as commercial gateways spell it', () => {
+    expect(parseSessionUsername('customer-u1-session-abc-country-de')).to.deep.equal({ key: 'customer-u1-session-abc', params: { countries: ['de'] } });
+    expect(parseSessionUsername('customer-u1-country-de-session-abc')).to.deep.equal({ key: 'customer-u1-session-abc', params: { countries: ['de'] } });
+    expect(parseSessionUsername('user-session-7-x')).to.deep.equal({ key: 'user-session-7-x', params: {} });
+  });
+
+  it('refuses a country followed by something that is not a parameter, rather than ignore the country', () => {
+    expect(() => parseSessionUsername('u-country-de-zone-residential')).to.throw(SessionUsernameError, /"zone" after country-de is not a parameter/);
+    expect(parseSessionUsername('dark-mode-test-1').key, 'other names inside a key are left alone').to.equal('dark-mode-test-1');
+  });
+
   it('leaves a username without parameters exactly as it was (every key that worked before still does)', () => {
     for (const plain of ['alice', 'durable-0', 'header-user', 'rotating-30', 'ip:10.0.0.1', 'a-b-c-d', 'country-de', '-', '--', 'x-country', 'ü-ñ-✓']) {
       expect(parseSessionUsername(plain), plain).to.deep.equal({ key: plain, params: {} });

@@ -16,6 +16,22 @@ export function filterSessions(sessions: readonly SessionView[], query: string, 
   });
 }
 
+/** The countries a session belongs to: where it leaves from, and those its username asked for. */
+export function countriesOf(s: SessionView): string[] {
+  return [...new Set([s.exit_country, ...s.params.countries].filter((c) => c !== ''))];
+}
+
+/** Every country the sessions belong to, sorted: the choices of the country filter. */
+export function sessionCountries(sessions: readonly SessionView[]): string[] {
+  return [...new Set(sessions.flatMap(countriesOf))].sort();
+}
+
+/** Sessions leaving from `country` or asking for it; all when `country` is ''. */
+export function filterSessionsByCountry(sessions: readonly SessionView[], country: string): readonly SessionView[] {
+  if (country === '') return sessions;
+  return sessions.filter((s) => countriesOf(s).includes(country));
+}
+
 export function sortSessions(sessions: readonly SessionView[], key: SessionSortKey): readonly SessionView[] {
   const sorted = [...sessions];
   switch (key) {

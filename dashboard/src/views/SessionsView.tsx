@@ -6,7 +6,7 @@ import { usePageVisible } from '../hooks/use-page-visible.js';
 import { useNow } from '../hooks/use-now.js';
 import { UnauthorizedError, describeError } from '../logic/api-errors.js';
 import { formatAgo, formatBytes, formatCount } from '../logic/format.js';
-import { filterSessions, sortSessions, type SessionSortKey } from '../logic/session-filter.js';
+import { countriesOf, filterSessions, filterSessionsByCountry, sessionCountries, sortSessions, type SessionSortKey } from '../logic/session-filter.js';
 
 /** The session list is not in the stream; it is re-read this often while the view and the tab are visible. */
 const REFRESH_MS = 3_000;
@@ -26,6 +26,7 @@ export function SessionsView() {
   const [sessions, setSessions] = useState<readonly SessionView[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [query, setQuery] = useState('');
+  const [country, setCountry] = useState('');
   const [sort, setSort] = useState<SessionSortKey>('last_seen');
   const [deleting, setDeleting] = useState<SessionView | null>(null);
   const [busyKey, setBusyKey] = useState<string | null>(null);
@@ -63,7 +64,11 @@ export function SessionsView() {
     },
     [instances],
   );
-  const shown = useMemo(() => (sessions === null ? [] : sortSessions(filterSessions(sessions, query, exitOf), sort)), [sessions, query, sort, exitOf]);
+  const shown = useMemo(
+    () => (sessions === null ? [] : sortSessions(filterSessionsByCountry(filterSessions(sessions, query, exitOf), country), sort)),
+    [sessions, query, country, sort, exitOf],
+  );
+  const countries = useMemo(() => sessionCountries(sessions ?? []), [sessions]);
 
   const rotate = async (s: SessionView): Promise<void> => {
     setBusyKey(s.key);
@@ -84,6 +89,17 @@ export function SessionsView() {
         <label className="field-inline grow">
           <span>Filter</span>
           <input type="search" name="session-filter" placeholder="key, exit IP or #instance" value={query} onChange={(e) => setQuery(e.target.value)} />
+        </label>
+        <label className="field-inline">
+          <span>Country</span>
+          <select name="session-country" value={country} onChange={(e) => setCountry(e.target.value)}>
+            <option value="">all</option>
+            {countries.map((c) => (
+              <option key={c} value={c}>
+                {c}
+              </option>
+            ))}
+          </select>
         </label>
         <label className="field-inline">
           <span>Sort by</span>
@@ -120,6 +136,7 @@ export function SessionsView() {
                   Instance
                 </th>
                 <th scope="col">Exit</th>
+                <th scope="col">Country</th>
                 <th scope="col" className="num">
                   Active
                 </th>
@@ -146,6 +163,12 @@ export function SessionsView() {
                   <td className="num">#{s.instance}</td>
                   <td>
                     <code>{exitOf(s.instance) || '–'}</code>
+                  </td>
+                  <td data-country={countriesOf(s).join(' ')}>
+                    {s.exit_country || '–'}
+                    {s.params.countries.length > 0 && <span className="muted small"> (asked {s.params.countries.join(', ')})</span>}
+                    {s.params.mode === 'rotating' && <span className="tag"> rotating</span>}
+                    {s.params.lifetime_secs !== null && <span className="muted small"> · ttl {s.params.lifetime_secs < 120 ? `${s.params.lifetime_secs} s` : `${Math.round(s.params.lifetime_secs / 60)} min`}</span>}
                   </td>
                   <td className="num">{s.active}</td>
                   <td className="num">{formatCount(s.requests)}</td>
