@@ -207,18 +207,8 @@ export class ExitAssignments implements ExitSteering {
       const relay = this.claimRestored(id, now);
       if (relay) {
         const distinct = !taken.some((t) => distinctKeys(t, this.options.unit).some((k) => distinctKeys(relay, this.options.unit).includes(k)));
-        this.assigned.set(id, { relay, distinct });
         if (distinct) this.shortage.delete(id);
-        this.audit(id, `instance ${id} assigned exit ${relay.nickname} (${relay.address}, ${relay.country || '??'}) again, as before the restart`, {
-          fingerprint: relay.fingerprint,
-          address: relay.address,
-          block: relay.block,
-          family: relay.family,
-          country: relay.country,
-          distinct,
-          why: 'restored',
-          from: null,
-        });
+        this.record(id, relay, distinct, 'again, as before the restart', 'restored', undefined);
         return { ok: true, relay, distinct, note: '' };
       }
     }
@@ -257,18 +247,23 @@ export class ExitAssignments implements ExitSteering {
     const note = distinct ? '' : `every eligible exit shares its ${this.options.unit === 'subnet' ? '/24' : this.options.unit} with another instance's`;
     if (distinct) this.shortage.delete(id);
     else this.shortage.set(id, note);
+    this.record(id, relay, distinct, distinct ? '' : `— ${note}`, options.why, current, options.session);
+    return { ok: true, relay, distinct, note };
+  }
+
+  /** Instance `id` is assigned `relay` from now on: kept and audited (`said` ends the message). */
+  private record(id: number, relay: ExitRelay, distinct: boolean, said: string, why: string, from: ExitRelay | undefined, session?: string): void {
     this.assigned.set(id, { relay, distinct });
-    this.audit(id, `instance ${id} assigned exit ${relay.nickname} (${relay.address}, ${relay.country || '??'})${distinct ? '' : ` — ${note}`}`, {
+    this.audit(id, `instance ${id} assigned exit ${relay.nickname} (${relay.address}, ${relay.country || '??'})${said ? ` ${said}` : ''}`, {
       fingerprint: relay.fingerprint,
       address: relay.address,
       block: relay.block,
       family: relay.family,
       country: relay.country,
       distinct,
-      why: options.why,
-      from: current?.fingerprint ?? null,
-    }, options.session);
-    return { ok: true, relay, distinct, note };
+      why,
+      from: from?.fingerprint ?? null,
+    }, session);
   }
 
   current(id: number): string | undefined {

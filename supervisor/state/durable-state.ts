@@ -86,6 +86,18 @@ export function checkStoredState(stored: StoredState): RestoredState {
   };
 }
 
+/** Appends the samples newer than `after` (their time is their seq); returns the newest time written. */
+function appendSamplesAfter(batch: StateBatch, ring: 'stats-fine' | 'stats-long', series: readonly StatsSample[], after: number): number {
+  let newest = after;
+  for (const s of series) {
+    const t = Date.parse(s.time);
+    if (t <= after) continue;
+    batch.appends.push({ ring, seq: t, value: encodeStatsSample(s) });
+    newest = Math.max(newest, t);
+  }
+  return newest;
+}
+
 /**
  * Writes the supervisor's state behind it: every STATE_FLUSH_MS it collects what changed
  * (sessions by key, the small tables whole when they differ, new audit events and stats samples)
@@ -169,20 +181,8 @@ export class DurableState {
     }
     const audit = this.auditQueue.splice(0);
     for (const e of audit) batch.appends.push({ ring: auditClassOf(e.type, e.session) === 'session' ? 'audit-session' : 'audit-operator', seq: e.id, value: encodeAuditEvent(e) });
-    let fine = this.lastFine;
-    for (const s of parts.stats.series('fine')) {
-      const t = Date.parse(s.time);
-      if (t <= this.lastFine) continue;
-      batch.appends.push({ ring: 'stats-fine', seq: t, value: encodeStatsSample(s) });
-      fine = Math.max(fine, t);
-    }
-    let long = this.lastLong;
-    for (const s of parts.stats.series('long')) {
-      const t = Date.parse(s.time);
-      if (t <= this.lastLong) continue;
-      batch.appends.push({ ring: 'stats-long', seq: t, value: encodeStatsSample(s) });
-      long = Math.max(long, t);
-    }
+    const fine = appendSamplesAfter(batch, 'stats-fine', parts.stats.series('fine'), this.lastFine);
+    const long = appendSamplesAfter(batch, 'stats-long', parts.stats.series('long'), this.lastLong);
     return { batch, sessionKeys, audit, fine, long };
   }
 
