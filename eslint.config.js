@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'dist-*/**', 'node_modules/**', '.testnet/**', 'data/**'] },
+  { ignores: ['dist/**', 'dist-*/**', 'clients/*/dist/**', 'node_modules/**', '.testnet/**', 'data/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -39,6 +39,7 @@ function layoutRules() {
     rule(['workers/**/*.ts'], ['supervisor', 'internal', 'dashboard', 'test', 'bench'], 'workers/ import only shared/: the supervisor is reached over the IPC protocol.'),
     rule(['supervisor/**/*.ts'], ['workers', 'dashboard', 'test', 'bench'], 'supervisor/ imports shared/ (and internal/ for the demo), never a worker.'),
     rule(['internal/**/*.ts'], ['supervisor', 'workers', 'dashboard', 'test', 'bench'], 'internal/ imports only shared/.'),
+    rule(['clients/**/*.ts'], ['shared', 'supervisor', 'workers', 'internal', 'dashboard', 'test', 'bench'], 'clients/ are packages of their own: they speak to exitpool over its protocols only.'),
     {
       files: ['dashboard/src/**/*.ts', 'dashboard/src/**/*.tsx'],
       rules: {

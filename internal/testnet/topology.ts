@@ -47,10 +47,11 @@ export const SHARED_BLOCK_EXITS: readonly [number, number] = [0, 1];
 /** These two exits declare each other as family (MyFamily): the unit `family` keeps them apart. */
 export const FAMILY_EXITS: readonly [number, number] = [2, 3];
 /**
- * Six countries; de and us have two exits each, in different /24s (exits 0 and 6, 2 and 4), so a
- * session that asks for one of them can rotate, and be moved off a burnt exit, without leaving it.
+ * Seven countries; us has two exits in different /24s (exits 2 and 4), so a session that asks
+ * for it can rotate, and be moved off a burnt exit, without leaving it. de and nl are the shared
+ * /24's pair alone (TOR_EXIT_NODES=de,nl selects exactly them).
  */
-export const DEFAULT_EXIT_COUNTRIES: readonly string[] = ['de', 'nl', 'us', 'se', 'us', 'ch', 'de', 'jp'];
+export const DEFAULT_EXIT_COUNTRIES: readonly string[] = ['de', 'nl', 'us', 'se', 'us', 'ch', 'ca', 'jp'];
 
 /** Every network owns this many consecutive ports from its base; blocks are this far apart. */
 export const PORT_BLOCK_SIZE = 100;

@@ -1,6 +1,6 @@
 /**
  * Exits, not instances (issue 17), end to end on the private network: its 8 exits sit in 7
- * /24s (two share one, two declare one family) in 6 countries. The pool assigns each instance
+ * /24s (two share one, two declare one family) in 7 countries. The pool assigns each instance
  * its own exit, a session rotation leaves through an exit none of its last EXIT_HISTORY,
  * a captcha quarantine bans the exit, and a catalog too small for distinct exits says so.
  */

@@ -32,6 +32,8 @@ describe('layout import rules (eslint.config.js)', function () {
     ['dashboard/src/views/x.tsx', '../../../shared/api/views.js', false],
     ['dashboard/src/views/x.tsx', '../../../shared/config/limits.js', false],
     ['test/unit/x.ts', '../../supervisor/pool/pool.js', false],
+    ['clients/node/src/x.ts', '../../../shared/api/session-username.js', true],
+    ['clients/node/src/x.ts', './username.js', false],
   ];
   for (const [file, specifier, forbidden] of cases) {
     it(`${file}: ${specifier} is ${forbidden ? 'refused' : 'allowed'}`, async () => {

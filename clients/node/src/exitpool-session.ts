@@ -1,0 +1,134 @@
+import { fetch as undiciFetch, ProxyAgent, type RequestInit, type Response } from 'undici';
+import { DEFAULT_BLOCK_RULES, detectBlock, type Block, type BlockRules } from './block-detection.js';
+import { parseProxyStatus, ProxyRefusedError } from './proxy-refusal.js';
+import { buildUsername, type SessionChoices } from './username.js';
+
+export interface ExitpoolSessionOptions {
+  /** The session key: the same key keeps the same exit until it is moved. */
+  key: string;
+  /** A proxy token (the password on the proxy ports, and the API's bearer for this session). */
+  token: string;
+  /** exitpool's HTTP proxy, e.g. `http://127.0.0.1:9251`. */
+  proxy: string;
+  /** exitpool's API, e.g. `http://127.0.0.1:8080`. */
+  api: string;
+  choices?: SessionChoices;
+  rules?: BlockRules;
+  /** Tries per `fetch`: the first, and one more after each block (reported, then rotated). Default 3. */
+  attempts?: number;
+}
+
+/** Every try of a `fetch` was blocked; the last response is kept. */
+export class StillBlockedError extends Error {
+  constructor(
+    readonly block: Block,
+    readonly attempts: number,
+    readonly response: Response,
+  ) {
+    super(`still blocked after ${attempts} tries: ${block.kind} (${block.reason})`);
+    this.name = 'StillBlockedError';
+  }
+}
+
+/** An API call the client makes on the session's behalf failed. */
+export class ExitpoolApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: string,
+  ) {
+    super(`exitpool API answered ${status}: ${body.trim().slice(0, 200)}`);
+    this.name = 'ExitpoolApiError';
+  }
+}
+
+/**
+ * One exitpool session for `fetch` (undici): requests go through the HTTP proxy under the
+ * session's username; a response that its rules call a block is reported to the pool (kind and
+ * the site's domain), the session is rotated to a new exit, and the request is tried again, at
+ * most `attempts` times. The exit the session leaves through is `exit` (from the proxy's
+ * `Exitpool-Exit` header when the service sends it, else from the API).
+ */
+export class ExitpoolSession {
+  readonly key: string;
+  readonly username: string;
+  /** The exit IP last seen for this session ('' until known). */
+  exit = '';
+  private agent: ProxyAgent;
+  private readonly rules: BlockRules;
+  private readonly attempts: number;
+
+  constructor(private readonly o: ExitpoolSessionOptions) {
+    this.key = o.key;
+    this.username = buildUsername(o.key, o.choices);
+    this.rules = o.rules ?? DEFAULT_BLOCK_RULES;
+    this.attempts = Math.max(1, o.attempts ?? 3);
+    this.agent = this.newAgent();
+  }
+
+  /** The session's proxy URLs, for clients this package does not wrap (credentials percent-encoded). */
+  proxyUrl(scheme: 'http' | 'socks5h', socksAddress?: string): string {
+    const cred = `${encodeURIComponent(this.username)}:${encodeURIComponent(this.o.token)}@`;
+    if (scheme === 'http') return `${new URL(this.o.proxy).protocol}//${cred}${new URL(this.o.proxy).host}`;
+    if (socksAddress === undefined) throw new TypeError('the SOCKS5 address (host:port) is needed for a socks5h URL');
+    return `socks5h://${cred}${socksAddress}`;
+  }
+
+  async fetch(url: string | URL, init: RequestInit = {}): Promise<Response> {
+    const target = new URL(url);
+    for (let attempt = 1; ; attempt++) {
+      const response = await undiciFetch(target, { ...init, dispatcher: this.agent });
+      const refusal = parseProxyStatus(response.headers.get('proxy-status'));
+      if (refusal && refusal.proxy === 'exitpool' && response.status >= 400) throw new ProxyRefusedError(response.status, refusal);
+      const named = response.headers.get('exitpool-exit');
+      if (named) this.exit = named;
+      const body = await response.clone().text();
+      const block = detectBlock(response, body, this.rules);
+      if (!block) return response;
+      await this.report(block, target.hostname);
+      if (attempt >= this.attempts) throw new StillBlockedError(block, attempt, response);
+      await this.rotate();
+    }
+  }
+
+  /** Tells the pool what the site did (exitpool cannot see inside TLS). */
+  async report(block: Block, domain: string): Promise<void> {
+    await this.api('POST', `/api/sessions/${encodeURIComponent(this.key)}/failure`, { kind: block.kind, reason: block.reason, domain });
+  }
+
+  /** Moves the session to a new exit; later requests open new connections through it. */
+  async rotate(): Promise<void> {
+    const r = (await this.api('POST', `/api/sessions/${encodeURIComponent(this.key)}/rotate`)) as { exit_ip: string };
+    this.exit = r.exit_ip;
+    const old = this.agent;
+    this.agent = this.newAgent();
+    await old.close();
+  }
+
+  /** Reads the session's exit from the pool. */
+  async currentExit(): Promise<string> {
+    const view = (await this.api('GET', `/api/sessions/${encodeURIComponent(this.key)}`)) as { exit_ip: string };
+    this.exit = view.exit_ip;
+    return view.exit_ip;
+  }
+
+  close(): Promise<void> {
+    return this.agent.close();
+  }
+
+  private newAgent(): ProxyAgent {
+    // proxyTunnel false: http:// requests go to the proxy in absolute form, so its answer (and
+    // the Exitpool-Exit header) reaches us; https:// is tunnelled with CONNECT as always.
+    return new ProxyAgent({ uri: this.o.proxy, token: `Basic ${Buffer.from(`${this.username}:${this.o.token}`).toString('base64')}`, proxyTunnel: false });
+  }
+
+  private async api(method: string, path: string, body?: unknown): Promise<unknown> {
+    const response = await undiciFetch(new URL(path, this.o.api), {
+      method,
+      headers: { Authorization: `Bearer ${this.o.token}`, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await response.text();
+    if (!response.ok) throw new ExitpoolApiError(response.status, text);
+    return text === '' ? null : (JSON.parse(text) as unknown);
+  }
+}

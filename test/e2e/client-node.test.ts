@@ -1,0 +1,69 @@
+/**
+ * @exitpool/client (clients/node) against the real service on the private network: a scraper
+ * loop that meets a captcha on its exit reports it, is moved, and gets its page through another
+ * exit with no code of the user's beyond configuration; a country asked for through the client;
+ * the proxy's refusal surfaced as a typed error.
+ */
+import { expect } from 'chai';
+import type { AuditEvent } from '../../shared/api/audit-event.js';
+import { ExitpoolSession, ProxyRefusedError } from '../../clients/node/src/index.js';
+import { HealApi } from '../support/clients/api-client.js';
+import { exitIpOf } from '../support/clients/session-fetch.js';
+import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
+
+const ROTATION_GRACE_MS = 1000;
+
+describe('Node client @exitpool/client (real service, private network)', function () {
+  this.timeout(120_000);
+  const suite = withService({ POOL_SIZE: '3', EXIT_HEADER: '1', CLIENT_REPORT_BUDGET: '1000/1m', ROTATION_GRACE: `${ROTATION_GRACE_MS}ms` });
+  const session = (key: string, extra: Partial<ConstructorParameters<typeof ExitpoolSession>[0]> = {}): ExitpoolSession =>
+    new ExitpoolSession({ key, token: TEST_PROXY_TOKEN, proxy: `http://127.0.0.1:${suite.svc.httpPort}`, api: `http://127.0.0.1:${suite.svc.apiPort}`, ...extra });
+
+  it('meets a captcha on its exit, reports it with the site, is moved, and gets the page through another exit', async () => {
+    const api = await HealApi.signIn(suite.svc);
+    const s = session('crawler-1');
+    try {
+      const first = await s.fetch(suite.svc.whoamiUrl);
+      const burnt = (await first.text()).trim();
+      expect(s.exit, 'read from Exitpool-Exit').to.equal(burnt);
+      suite.svc.net.whoami.setBehaviour(burnt, 'captcha');
+      try {
+        await new Promise((r) => setTimeout(r, ROTATION_GRACE_MS + 200));
+        const page = await s.fetch(suite.svc.whoamiUrl);
+        expect(page.status).to.equal(200);
+        const ip = (await page.text()).trim();
+        expect(ip).to.not.equal(burnt);
+        expect(s.exit).to.equal(ip);
+      } finally {
+        suite.svc.net.whoami.setBehaviour(burnt, 'ok');
+      }
+      const reports = (await api.events(100)).filter((e: AuditEvent) => e.session === 'crawler-1' && e.type === 'instance' && e.details.kind === 'captcha');
+      expect(reports).to.have.length(1);
+      expect(reports[0]?.details.domain).to.equal('whoami.testnet');
+      expect((await api.events(100)).some((e: AuditEvent) => e.type === 'rotate' && e.session === 'crawler-1')).to.equal(true);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('asks for a country through the username it builds, and surfaces the proxy’s refusal as a typed error', async () => {
+    const us = suite.svc.net.exits.filter((e) => e.country === 'us').map((e) => e.address);
+    const inUs = session('client-us', { choices: { countries: ['us'] } });
+    const nowhere = session('client-zz', { choices: { countries: ['zz'] } });
+    try {
+      expect(us).to.include((await (await inUs.fetch(suite.svc.whoamiUrl)).text()).trim());
+      expect(await inUs.currentExit()).to.be.oneOf(us);
+      // The same username works for any client, here curl's SOCKS5.
+      expect(us).to.include(await exitIpOf(suite.svc, inUs.username));
+      let refused: unknown;
+      await nowhere.fetch(suite.svc.whoamiUrl).catch((e: unknown) => (refused = e));
+      expect(refused).to.be.instanceOf(ProxyRefusedError);
+      expect((refused as ProxyRefusedError).status).to.equal(503);
+      expect((refused as ProxyRefusedError).proxyStatus.details).to.match(/^no exit in zz/);
+      expect((refused as ProxyRefusedError).retryable).to.equal(false);
+    } finally {
+      await inUs.close();
+      await nowhere.close();
+    }
+  });
+});
