@@ -25,6 +25,13 @@ fi
 if [ "${EXITPOOL_SKIP_BROWSER:-0}" != 1 ]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
 fi
+# The Python client (clients/python) is tested with Debian's Python and its packages: PyPI is
+# not among the registries this project may reach. Only the tests need them (the demo does not).
+if [ "${EXITPOOL_SKIP_BROWSER:-0}" != 1 ]; then
+  for pkg in python3-requests python3-socks python3-httpx python3-scrapy python3-pytest; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+  done
+fi
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then

@@ -6,7 +6,9 @@
  */
 import { expect } from 'chai';
 import type { AuditEvent } from '../../shared/api/audit-event.js';
-import { ExitpoolSession, ProxyRefusedError } from '../../clients/node/src/index.js';
+import axios from 'axios';
+import got from 'got';
+import { axiosThrough, ExitpoolSession, gotThrough, ProxyRefusedError } from '../../clients/node/src/index.js';
 import { HealApi } from '../support/clients/api-client.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
 import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
@@ -45,6 +47,30 @@ describe('Node client @exitpool/client (real service, private network)', functio
       await s.close();
     }
   });
+
+  for (const [name, send] of [
+    ['got over SOCKS5', (s: ExitpoolSession) => gotThrough(got, s, `127.0.0.1:${suite.svc.socksPort}`, suite.svc.whoamiUrl).then((r) => r.body)],
+    ['axios over the HTTP proxy', (s: ExitpoolSession) => axiosThrough(axios, s, { url: suite.svc.whoamiUrl }).then((r) => r.data)],
+    ['axios over SOCKS5', (s: ExitpoolSession) => axiosThrough(axios, s, { url: suite.svc.whoamiUrl }, `127.0.0.1:${suite.svc.socksPort}`).then((r) => r.data)],
+  ] as const) {
+    it(`${name}: the same loop (captcha reported, session moved, page through another exit)`, async () => {
+      const key = `node-${name.replace(/\W+/g, '-')}`;
+      const s = session(key);
+      const burnt = await exitIpOf(suite.svc, key);
+      suite.svc.net.whoami.setBehaviour(burnt, 'captcha');
+      try {
+        await new Promise((r) => setTimeout(r, ROTATION_GRACE_MS + 200));
+        const ip = String(await send(s)).trim();
+        expect(ip).to.match(/^127\./);
+        expect(ip).to.not.equal(burnt);
+      } finally {
+        suite.svc.net.whoami.setBehaviour(burnt, 'ok');
+        await s.close();
+      }
+      const api = await HealApi.signIn(suite.svc);
+      expect((await api.events(200)).filter((e: AuditEvent) => e.session === key && e.details.kind === 'captcha')).to.have.length(1);
+    });
+  }
 
   it('asks for a country through the username it builds, and surfaces the proxy’s refusal as a typed error', async () => {
     const us = suite.svc.net.exits.filter((e) => e.country === 'us').map((e) => e.address);

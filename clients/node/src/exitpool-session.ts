@@ -18,12 +18,22 @@ export interface ExitpoolSessionOptions {
   attempts?: number;
 }
 
-/** Every try of a `fetch` was blocked; the last response is kept. */
+/** What the block rules read of a response, whichever client got it. */
+export interface JudgedResponse<T> {
+  status: number;
+  /** Lower-case names. */
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+  /** What the caller gets back (the client's own response object). */
+  value: T;
+}
+
+/** Every try was blocked; the last response (the client's own object) is kept. */
 export class StillBlockedError extends Error {
   constructor(
     readonly block: Block,
     readonly attempts: number,
-    readonly response: Response,
+    readonly response: unknown,
   ) {
     super(`still blocked after ${attempts} tries: ${block.kind} (${block.reason})`);
     this.name = 'StillBlockedError';
@@ -86,6 +96,31 @@ export class ExitpoolSession {
       if (!block) return response;
       await this.report(block, target.hostname);
       if (attempt >= this.attempts) throw new StillBlockedError(block, attempt, response);
+      await this.rotate();
+    }
+  }
+
+  /**
+   * The loop every client shares: `perform` sends the request (given the try's number) and
+   * answers what the block rules read; a block is reported, the session rotated and `perform`
+   * called again, `attempts` times in all. Returns what the last `perform` returned.
+   */
+  async attempt<T>(url: string | URL, perform: (attempt: number) => Promise<JudgedResponse<T>>): Promise<T> {
+    const target = new URL(url);
+    for (let attempt = 1; ; attempt++) {
+      const r = await perform(attempt);
+      const header = (name: string): string | null => {
+        const v = r.headers[name.toLowerCase()];
+        return Array.isArray(v) ? (v[0] ?? null) : (v ?? null);
+      };
+      const refusal = parseProxyStatus(header('proxy-status'));
+      if (refusal && refusal.proxy === 'exitpool' && r.status >= 400) throw new ProxyRefusedError(r.status, refusal);
+      const named = header('exitpool-exit');
+      if (named) this.exit = named;
+      const block = detectBlock({ status: r.status, headers: { get: header } }, r.body, this.rules);
+      if (!block) return r.value;
+      await this.report(block, target.hostname);
+      if (attempt >= this.attempts) throw new StillBlockedError(block, attempt, r.value);
       await this.rotate();
     }
   }

@@ -1,0 +1,55 @@
+import type { Got, OptionsInit, Response as GotResponse } from 'got';
+import type { AxiosInstance, AxiosRequestConfig, AxiosResponse, AxiosStatic } from 'axios';
+import type { SocksProxyAgent } from 'socks-proxy-agent';
+import type { ExitpoolSession } from './exitpool-session.js';
+
+/**
+ * got and axios through an exitpool session, with the same block handling as `fetch`. Neither
+ * library is a dependency of this package: pass yours in. SOCKS5 goes through
+ * `socks-proxy-agent` (a peer dependency, loaded when first used); axios can also use the HTTP
+ * proxy with its own `proxy` option.
+ */
+
+/** A SOCKS5 agent for the session (names resolved by the exit), for any client that takes an `http.Agent`. */
+export async function socksAgent(session: ExitpoolSession, socksAddress: string): Promise<SocksProxyAgent> {
+  const { SocksProxyAgent: Agent } = await import('socks-proxy-agent');
+  return new Agent(session.proxyUrl('socks5h', socksAddress));
+}
+
+/** A GET (or any `options.method`) with got, through the session's SOCKS5 username. A new agent per try: a rotation means new connections. */
+export async function gotThrough(got: Got, session: ExitpoolSession, socksAddress: string, url: string, options: OptionsInit = {}): Promise<GotResponse<string>> {
+  return session.attempt(url, async () => {
+    const agent = await socksAgent(session, socksAddress);
+    const response = (await got(url, { ...options, agent: { http: agent, https: agent }, throwHttpErrors: false, retry: { limit: 0 }, responseType: 'text', resolveBodyOnly: false })) as GotResponse<string>;
+    agent.destroy();
+    return { status: response.statusCode, headers: response.headers, body: response.body, value: response };
+  });
+}
+
+/**
+ * A request with axios, through the session: the HTTP proxy by default, or SOCKS5 when
+ * `socksAddress` is given.
+ */
+export async function axiosThrough(
+  axios: AxiosStatic | AxiosInstance,
+  session: ExitpoolSession,
+  config: AxiosRequestConfig & { url: string },
+  socksAddress?: string,
+): Promise<AxiosResponse<string>> {
+  return session.attempt(config.url, async () => {
+    const agent = socksAddress === undefined ? undefined : await socksAgent(session, socksAddress);
+    const proxy = new URL(session.proxyUrl('http'));
+    const response = await axios.request<string>({
+      ...config,
+      responseType: 'text',
+      validateStatus: () => true,
+      ...(agent
+        ? { httpAgent: agent, httpsAgent: agent, proxy: false }
+        : { proxy: { protocol: 'http', host: proxy.hostname, port: Number(proxy.port), auth: { username: decodeURIComponent(proxy.username), password: decodeURIComponent(proxy.password) } } }),
+    });
+    agent?.destroy();
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(response.headers)) if (typeof value === 'string') headers[name.toLowerCase()] = value;
+    return { status: response.status, headers, body: String(response.data ?? ''), value: response };
+  });
+}

@@ -1,0 +1,91 @@
+"""A Scrapy downloader middleware: requests go through exitpool sessions; blocks are reported,
+the session rotated and the request retried, with settings in Scrapy's style.
+
+    DOWNLOADER_MIDDLEWARES = {"exitpool_client.scrapy_middleware.ExitpoolMiddleware": 740}
+    EXITPOOL_TOKEN = "tp_..."                 # a proxy token
+    EXITPOOL_API = "http://127.0.0.1:8080"
+    EXITPOOL_HTTP_PROXY = "127.0.0.1:9251"
+    EXITPOOL_SESSION = "my-crawl"             # default session key; per request: meta["exitpool_session"]
+    EXITPOOL_COUNTRIES = ["de"]               # per request: meta["exitpool_countries"]
+    EXITPOOL_LIFETIME = 1800                  # seconds, optional
+    EXITPOOL_ATTEMPTS = 3
+    EXITPOOL_BLOCK_STATUSES = {403: "blocked", 429: "rate_limited"}
+
+It must run before Scrapy's HttpProxyMiddleware (750), which turns the credentials in
+``meta["proxy"]`` into the Proxy-Authorization header.
+"""
+
+import logging
+from dataclasses import replace
+
+from twisted.internet.threads import deferToThread
+
+from .blocks import DEFAULT_BLOCK_RULES
+from .errors import ProxyRefusedError
+from .session import ExitpoolSession
+
+logger = logging.getLogger(__name__)
+
+
+class ExitpoolMiddleware:
+    def __init__(self, settings):
+        self.token = settings.get("EXITPOOL_TOKEN")
+        if not self.token:
+            raise ValueError("EXITPOOL_TOKEN is not set")
+        self.api = settings.get("EXITPOOL_API", "http://127.0.0.1:8080")
+        self.http_proxy = settings.get("EXITPOOL_HTTP_PROXY", "127.0.0.1:9251")
+        self.default_key = settings.get("EXITPOOL_SESSION", "scrapy")
+        self.countries = settings.getlist("EXITPOOL_COUNTRIES") or None
+        self.lifetime = settings.getint("EXITPOOL_LIFETIME") or None
+        self.attempts = settings.getint("EXITPOOL_ATTEMPTS", 3)
+        statuses = settings.getdict("EXITPOOL_BLOCK_STATUSES")
+        self.rules = replace(DEFAULT_BLOCK_RULES, statuses={int(k): v for k, v in statuses.items()}) if statuses else DEFAULT_BLOCK_RULES
+        self.sessions = {}
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler.settings)
+
+    def session_for(self, request) -> ExitpoolSession:
+        key = request.meta.get("exitpool_session", self.default_key)
+        countries = request.meta.get("exitpool_countries", self.countries)
+        tag = (key, tuple(countries or ()))
+        if tag not in self.sessions:
+            self.sessions[tag] = ExitpoolSession(key, self.token, api=self.api, http_proxy=self.http_proxy, countries=countries, lifetime_seconds=self.lifetime, rules=self.rules, attempts=self.attempts)
+        return self.sessions[tag]
+
+    def process_request(self, request, spider):
+        request.meta["proxy"] = self.session_for(request).proxy_url("http")
+        return None
+
+    async def process_response(self, request, response, spider):
+        session = self.session_for(request)
+        text = response.text if hasattr(response, "text") else ""
+        try:
+            block = await deferToThread(session.judge, response.status, _Headers(response.headers), text, request.url)
+        except ProxyRefusedError as e:
+            logger.warning("exitpool refused %s: %s", request.url, e)
+            return response
+        request.meta["exitpool_exit"] = session.exit
+        if block is None:
+            return response
+        attempt = request.meta.get("exitpool_attempt", 1)
+        if attempt >= session.attempts:
+            logger.warning("still blocked after %d tries: %s (%s) on %s", attempt, block.kind, block.reason, request.url)
+            return response
+        await deferToThread(session.rotate)
+        logger.info("blocked (%s) on %s: reported, rotated to %s, retrying", block.kind, request.url, session.exit)
+        retry = request.replace(dont_filter=True)
+        retry.meta["exitpool_attempt"] = attempt + 1
+        return retry
+
+
+class _Headers:
+    """Scrapy's headers (bytes) as the str mapping the block rules read."""
+
+    def __init__(self, headers):
+        self._headers = headers
+
+    def get(self, name, default=None):
+        value = self._headers.get(name)
+        return value.decode("latin-1") if value is not None else default

@@ -1,0 +1,70 @@
+"""Drives the Python client (clients/python) for test/e2e/client-python.test.ts.
+
+usage: client_scenario.py requests|requests-socks|httpx|httpx-async|refused|usernames
+Configuration from the environment: EXITPOOL_API, EXITPOOL_TOKEN, EXITPOOL_HTTP, EXITPOOL_SOCKS,
+TARGET_URL, SESSION_KEY, COUNTRIES (comma-separated, optional). Prints one JSON object.
+"""
+
+import asyncio
+import json
+import os
+import sys
+
+from exitpool_client import ExitpoolSession, ProxyRefusedError, SocksReplyError, build_username
+
+
+def session() -> ExitpoolSession:
+    countries = [c for c in os.environ.get("COUNTRIES", "").split(",") if c]
+    return ExitpoolSession(
+        os.environ["SESSION_KEY"],
+        os.environ["EXITPOOL_TOKEN"],
+        api=os.environ["EXITPOOL_API"],
+        http_proxy=os.environ["EXITPOOL_HTTP"],
+        socks_proxy=os.environ["EXITPOOL_SOCKS"],
+        countries=countries or None,
+    )
+
+
+def main() -> None:
+    scenario = sys.argv[1]
+    url = os.environ.get("TARGET_URL", "")
+    if scenario == "usernames":
+        cases = json.load(sys.stdin)
+        print(json.dumps([build_username(c["key"], c.get("countries"), c.get("lifetime"), c.get("mode")) for c in cases]))
+        return
+    s = session()
+    if scenario in ("requests", "requests-socks"):
+        with s.requests_session("socks5h" if scenario == "requests-socks" else "http") as http:
+            r = http.get(url, timeout=30)
+            print(json.dumps({"status": r.status_code, "body": r.text.strip(), "exit": s.exit}))
+    elif scenario == "httpx":
+        with s.httpx_client(timeout=30) as client:
+            r = client.get(url)
+            print(json.dumps({"status": r.status_code, "body": r.text.strip(), "exit": s.exit}))
+    elif scenario == "httpx-async":
+
+        async def run():
+            async with s.httpx_async_client(timeout=30) as client:
+                r = await client.get(url)
+                return {"status": r.status_code, "body": r.text.strip(), "exit": s.exit}
+
+        print(json.dumps(asyncio.run(run())))
+    elif scenario == "refused":
+        out = {}
+        try:
+            with s.requests_session() as http:
+                http.get(url, timeout=30)
+        except ProxyRefusedError as e:
+            out["http"] = {"status": e.status, "details": e.proxy_status["details"], "retryable": e.retryable}
+        try:
+            with s.requests_session("socks5h") as http:
+                http.get(url, timeout=30)
+        except SocksReplyError as e:
+            out["socks"] = {"code": e.code}
+        print(json.dumps(out))
+    else:
+        raise SystemExit(f"unknown scenario {scenario}")
+
+
+if __name__ == "__main__":
+    main()

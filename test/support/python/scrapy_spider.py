@@ -1,0 +1,27 @@
+"""A real Scrapy crawl through the ExitpoolMiddleware (test/e2e/client-python.test.ts): one page,
+whose answer (the exit's address, or a captcha) becomes the item."""
+
+import os
+
+import scrapy
+
+
+class WhoamiSpider(scrapy.Spider):
+    name = "whoami"
+    custom_settings = {
+        "DOWNLOADER_MIDDLEWARES": {"exitpool_client.scrapy_middleware.ExitpoolMiddleware": 740},
+        "EXITPOOL_TOKEN": os.environ["EXITPOOL_TOKEN"],
+        "EXITPOOL_API": os.environ["EXITPOOL_API"],
+        "EXITPOOL_HTTP_PROXY": os.environ["EXITPOOL_HTTP"],
+        "EXITPOOL_SESSION": os.environ["SESSION_KEY"],
+        "ROBOTSTXT_OBEY": False,
+        "RETRY_ENABLED": False,
+        "LOG_LEVEL": "INFO",
+        "TELNETCONSOLE_ENABLED": False,
+    }
+
+    def start_requests(self):
+        yield scrapy.Request(os.environ["TARGET_URL"])
+
+    def parse(self, response):
+        yield {"status": response.status, "body": response.text.strip(), "exit": response.meta.get("exitpool_exit", ""), "attempt": response.meta.get("exitpool_attempt", 1)}
