@@ -6,9 +6,11 @@
  */
 import { expect } from 'chai';
 import type { AuditEvent } from '../../shared/api/audit-event.js';
+import { Configuration, log as crawleeLog, LogLevel as CrawleeLogLevel, ProxyConfiguration } from '@crawlee/core';
+import { HttpCrawler } from '@crawlee/http';
 import axios from 'axios';
 import got from 'got';
-import { axiosThrough, ExitpoolSession, gotThrough, ProxyRefusedError } from '../../clients/node/src/index.js';
+import { axiosThrough, ExitpoolCrawlee, ExitpoolSession, gotThrough, ProxyRefusedError } from '../../clients/node/src/index.js';
 import { HealApi } from '../support/clients/api-client.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
 import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
@@ -71,6 +73,48 @@ describe('Node client @exitpool/client (real service, private network)', functio
       expect((await api.events(200)).filter((e: AuditEvent) => e.session === key && e.details.kind === 'captcha')).to.have.length(1);
     });
   }
+
+  it('Crawlee: an HttpCrawler whose session meets a captcha reports it, is moved, and gets the page through another exit', async () => {
+    const key = 'crawlee-fixed';
+    const burnt = await exitIpOf(suite.svc, key);
+    const pool = new ExitpoolCrawlee(ProxyConfiguration, {
+      token: TEST_PROXY_TOKEN,
+      proxy: `http://127.0.0.1:${suite.svc.httpPort}`,
+      api: `http://127.0.0.1:${suite.svc.apiPort}`,
+      // Every Crawlee session on the one exitpool session placed (and burnt) above.
+      keyFor: () => key,
+    });
+    const pages: string[] = [];
+    crawleeLog.setLevel(CrawleeLogLevel.OFF);
+    suite.svc.net.whoami.setBehaviour(burnt, 'captcha');
+    try {
+      await new Promise((r) => setTimeout(r, ROTATION_GRACE_MS + 200));
+      const crawler = new HttpCrawler(
+        {
+          ...pool.crawlerOptions,
+          additionalMimeTypes: ['text/plain'],
+          maxRequestRetries: 3,
+          requestHandler: pool.wrap(async ({ body }) => {
+            pages.push(String(body).trim());
+          }),
+        },
+        new Configuration({ persistStorage: false }),
+      );
+      const stats = await crawler.run([suite.svc.whoamiUrl]);
+      expect(stats.requestsFinished).to.equal(1);
+      expect(stats.requestsFailed).to.equal(0);
+    } finally {
+      suite.svc.net.whoami.setBehaviour(burnt, 'ok');
+      await pool.close();
+    }
+    expect(pages).to.have.length(1);
+    expect(pages[0]).to.match(/^127\./);
+    expect(pages[0]).to.not.equal(burnt);
+    const api = await HealApi.signIn(suite.svc);
+    const reports = (await api.events(200)).filter((e: AuditEvent) => e.session === key && e.details.kind === 'captcha');
+    expect(reports).to.have.length(1);
+    expect(reports[0]?.details.domain).to.equal('whoami.testnet');
+  });
 
   it('asks for a country through the username it builds, and surfaces the proxy’s refusal as a typed error', async () => {
     const us = suite.svc.net.exits.filter((e) => e.country === 'us').map((e) => e.address);

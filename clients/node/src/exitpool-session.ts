@@ -106,23 +106,31 @@ export class ExitpoolSession {
    * called again, `attempts` times in all. Returns what the last `perform` returned.
    */
   async attempt<T>(url: string | URL, perform: (attempt: number) => Promise<JudgedResponse<T>>): Promise<T> {
-    const target = new URL(url);
     for (let attempt = 1; ; attempt++) {
       const r = await perform(attempt);
-      const header = (name: string): string | null => {
-        const v = r.headers[name.toLowerCase()];
-        return Array.isArray(v) ? (v[0] ?? null) : (v ?? null);
-      };
-      const refusal = parseProxyStatus(header('proxy-status'));
-      if (refusal && refusal.proxy === 'exitpool' && r.status >= 400) throw new ProxyRefusedError(r.status, refusal);
-      const named = header('exitpool-exit');
-      if (named) this.exit = named;
-      const block = detectBlock({ status: r.status, headers: { get: header } }, r.body, this.rules);
+      const block = await this.judge(r, url);
       if (!block) return r.value;
-      await this.report(block, target.hostname);
       if (attempt >= this.attempts) throw new StillBlockedError(block, attempt, r.value);
       await this.rotate();
     }
+  }
+
+  /**
+   * One response: a refusal by the proxy itself throws ProxyRefusedError; a block by the site is
+   * reported (with the site's domain) and returned; a good response gives null.
+   */
+  async judge(r: Omit<JudgedResponse<unknown>, 'value'>, url: string | URL): Promise<Block | null> {
+    const header = (name: string): string | null => {
+      const v = r.headers[name.toLowerCase()];
+      return Array.isArray(v) ? (v[0] ?? null) : (v ?? null);
+    };
+    const refusal = parseProxyStatus(header('proxy-status'));
+    if (refusal && refusal.proxy === 'exitpool' && r.status >= 400) throw new ProxyRefusedError(r.status, refusal);
+    const named = header('exitpool-exit');
+    if (named) this.exit = named;
+    const block = detectBlock({ status: r.status, headers: { get: header } }, r.body, this.rules);
+    if (block) await this.report(block, new URL(url).hostname);
+    return block;
   }
 
   /** Tells the pool what the site did (exitpool cannot see inside TLS). */

@@ -4,3 +4,4 @@ export { parseProxyStatus, ProxyRefusedError, SOCKS_REPLY_REASONS, SocksReplyErr
 export { ExitpoolApiError, ExitpoolSession, StillBlockedError, type ExitpoolSessionOptions } from './exitpool-session.js';
 export { axiosThrough, gotThrough, socksAgent } from './other-clients.js';
 export type { JudgedResponse } from './exitpool-session.js';
+export { ExitpoolCrawlee, type ExitpoolCrawleeOptions } from './crawlee.js';
