@@ -10,7 +10,7 @@ import { Configuration, log as crawleeLog, LogLevel as CrawleeLogLevel, ProxyCon
 import { HttpCrawler } from '@crawlee/http';
 import axios from 'axios';
 import got from 'got';
-import { axiosThrough, ExitpoolCrawlee, ExitpoolSession, gotThrough, ProxyRefusedError } from '../../clients/node/src/index.js';
+import { axiosThrough, ExitpoolCrawlee, ExitpoolSession, gotThrough, ProxyRefusedError, SocksReplyError } from '../../clients/node/src/index.js';
 import { HealApi } from '../support/clients/api-client.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
 import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
@@ -114,6 +114,42 @@ describe('Node client @exitpool/client (real service, private network)', functio
     const reports = (await api.events(200)).filter((e: AuditEvent) => e.session === key && e.details.kind === 'captcha');
     expect(reports).to.have.length(1);
     expect(reports[0]?.details.domain).to.equal('whoami.testnet');
+  });
+
+  it('asks for a country through got, axios (both ways) and Crawlee too, and gets SOCKS5 refusals as SocksReplyError', async () => {
+    const us = suite.svc.net.exits.filter((e) => e.country === 'us').map((e) => e.address);
+    const socks = `127.0.0.1:${suite.svc.socksPort}`;
+    const make = (key: string, country: string): ExitpoolSession => session(key, { choices: { countries: [country] } });
+    const sessions: ExitpoolSession[] = [];
+    try {
+      const g = make('got-us', 'us');
+      const a = make('axios-us', 'us');
+      const b = make('axios-socks-us', 'us');
+      sessions.push(g, a, b);
+      expect(us).to.include((await gotThrough(got, g, socks, suite.svc.whoamiUrl)).body.trim());
+      expect(us).to.include(String((await axiosThrough(axios, a, { url: suite.svc.whoamiUrl })).data).trim());
+      expect(us).to.include(String((await axiosThrough(axios, b, { url: suite.svc.whoamiUrl }, socks)).data).trim());
+      const pool = new ExitpoolCrawlee(ProxyConfiguration, { token: TEST_PROXY_TOKEN, proxy: `http://127.0.0.1:${suite.svc.httpPort}`, api: `http://127.0.0.1:${suite.svc.apiPort}`, choices: { countries: ['us'] } });
+      const pages: string[] = [];
+      crawleeLog.setLevel(CrawleeLogLevel.OFF);
+      await new HttpCrawler(
+        { ...pool.crawlerOptions, additionalMimeTypes: ['text/plain'], requestHandler: pool.wrap(async ({ body }) => void pages.push(String(body).trim())) },
+        new Configuration({ persistStorage: false }),
+      ).run([suite.svc.whoamiUrl]);
+      await pool.close();
+      expect(pages).to.have.length(1);
+      expect(us).to.include(pages[0]);
+      for (const send of [(s: ExitpoolSession) => gotThrough(got, s, socks, suite.svc.whoamiUrl), (s: ExitpoolSession) => axiosThrough(axios, s, { url: suite.svc.whoamiUrl }, socks)]) {
+        const zz = make('socks-zz', 'zz');
+        sessions.push(zz);
+        let refused: unknown;
+        await send(zz).catch((e: unknown) => (refused = e));
+        expect(refused, String(refused)).to.be.instanceOf(SocksReplyError);
+        expect((refused as SocksReplyError).code).to.equal(3);
+      }
+    } finally {
+      await Promise.all(sessions.map((s) => s.close()));
+    }
   });
 
   it('asks for a country through the username it builds, and surfaces the proxy’s refusal as a typed error', async () => {

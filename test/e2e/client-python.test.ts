@@ -81,11 +81,16 @@ describe('Python client exitpool_client (real service, private network, Debian p
     expect(await reportsOf(key)).to.have.length(1);
   });
 
-  it('asks for a country through the client, and surfaces refusals as typed errors on both listeners', async () => {
+  it('asks for a country through each client (requests both ways, httpx sync and async, Scrapy), and surfaces refusals as typed errors on both listeners', async () => {
     const us = suite.svc.net.exits.filter((e) => e.country === 'us').map((e) => e.address);
-    const inUs = await runPython(['test/support/python/client_scenario.py', 'requests'], env('py-us', { COUNTRIES: 'us' }));
-    expect(inUs.code, inUs.stderr).to.equal(0);
-    expect(us).to.include((JSON.parse(inUs.stdout) as { body: string }).body);
+    for (const scenario of ['requests', 'requests-socks', 'httpx', 'httpx-async']) {
+      const inUs = await runPython(['test/support/python/client_scenario.py', scenario], env(`py-us-${scenario}`, { COUNTRIES: 'us' }));
+      expect(inUs.code, inUs.stderr).to.equal(0);
+      expect(us, scenario).to.include((JSON.parse(inUs.stdout) as { body: string }).body);
+    }
+    const crawl = await runPython(['-m', 'scrapy', 'runspider', 'test/support/python/scrapy_spider.py', '-o', '-:json', '--nolog'], env('py-us-scrapy', { COUNTRIES: 'us' }));
+    expect(crawl.code, crawl.stderr).to.equal(0);
+    expect(us).to.include((JSON.parse(crawl.stdout) as { body: string }[])[0]?.body);
     const refused = await runPython(['test/support/python/client_scenario.py', 'refused'], env('py-zz', { COUNTRIES: 'zz' }));
     expect(refused.code, refused.stderr).to.equal(0);
     const out = JSON.parse(refused.stdout) as { http: { status: number; details: string; retryable: boolean }; socks: { code: number } };

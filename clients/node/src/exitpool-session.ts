@@ -154,6 +154,11 @@ export class ExitpoolSession {
     return view.exit_ip;
   }
 
+  /** The session's undici dispatcher, for `fetch(url, { dispatcher })` without the block handling (it changes on rotate). */
+  get dispatcher(): ProxyAgent {
+    return this.agent;
+  }
+
   close(): Promise<void> {
     return this.agent.close();
   }

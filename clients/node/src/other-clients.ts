@@ -2,6 +2,7 @@ import type { Got, OptionsInit, Response as GotResponse } from 'got';
 import type { AxiosInstance, AxiosRequestConfig, AxiosResponse, AxiosStatic } from 'axios';
 import type { SocksProxyAgent } from 'socks-proxy-agent';
 import type { ExitpoolSession } from './exitpool-session.js';
+import { socksReplyOf } from './proxy-refusal.js';
 
 /**
  * got and axios through an exitpool session, with the same block handling as `fetch`. Neither
@@ -20,9 +21,14 @@ export async function socksAgent(session: ExitpoolSession, socksAddress: string)
 export async function gotThrough(got: Got, session: ExitpoolSession, socksAddress: string, url: string, options: OptionsInit = {}): Promise<GotResponse<string>> {
   return session.attempt(url, async () => {
     const agent = await socksAgent(session, socksAddress);
-    const response = (await got(url, { ...options, agent: { http: agent, https: agent }, throwHttpErrors: false, retry: { limit: 0 }, responseType: 'text', resolveBodyOnly: false })) as GotResponse<string>;
-    agent.destroy();
-    return { status: response.statusCode, headers: response.headers, body: response.body, value: response };
+    try {
+      const response = (await got(url, { ...options, agent: { http: agent, https: agent }, throwHttpErrors: false, retry: { limit: 0 }, responseType: 'text', resolveBodyOnly: false })) as GotResponse<string>;
+      return { status: response.statusCode, headers: response.headers, body: response.body, value: response };
+    } catch (error) {
+      throw socksReplyOf(error) ?? error;
+    } finally {
+      agent.destroy();
+    }
   });
 }
 
@@ -39,15 +45,19 @@ export async function axiosThrough(
   return session.attempt(config.url, async () => {
     const agent = socksAddress === undefined ? undefined : await socksAgent(session, socksAddress);
     const proxy = new URL(session.proxyUrl('http'));
-    const response = await axios.request<string>({
+    const response = await axios
+      .request<string>({
       ...config,
       responseType: 'text',
       validateStatus: () => true,
       ...(agent
         ? { httpAgent: agent, httpsAgent: agent, proxy: false }
         : { proxy: { protocol: 'http', host: proxy.hostname, port: Number(proxy.port), auth: { username: decodeURIComponent(proxy.username), password: decodeURIComponent(proxy.password) } } }),
-    });
-    agent?.destroy();
+      })
+      .catch((error: unknown) => {
+        throw socksReplyOf(error) ?? error;
+      })
+      .finally(() => agent?.destroy());
     const headers: Record<string, string> = {};
     for (const [name, value] of Object.entries(response.headers)) if (typeof value === 'string') headers[name.toLowerCase()] = value;
     return { status: response.status, headers, body: String(response.data ?? ''), value: response };

@@ -63,3 +63,23 @@ export class SocksReplyError extends Error {
     this.name = 'SocksReplyError';
   }
 }
+
+/** The reply names the `socks` package (under socks-proxy-agent) puts in its errors, by code. */
+const SOCKS_PACKAGE_REPLY_NAMES: Record<string, number> = {
+  Failure: 1,
+  NotAllowed: 2,
+  NetworkUnreachable: 3,
+  HostUnreachable: 4,
+  ConnectionRefused: 5,
+  TTLExpired: 6,
+  CommandNotSupported: 7,
+  AddressNotSupported: 8,
+};
+
+/** The SOCKS5 reply behind a client library's error ("Socks5 proxy rejected connection - NetworkUnreachable"), or null. */
+export function socksReplyOf(error: unknown): SocksReplyError | null {
+  const text = error instanceof Error ? `${error.message} ${String((error as { cause?: unknown }).cause ?? '')}` : String(error);
+  const m = /Socks5 proxy rejected connection - (\w+)/.exec(text);
+  const code = m ? SOCKS_PACKAGE_REPLY_NAMES[m[1] as string] : undefined;
+  return code === undefined ? null : new SocksReplyError(code);
+}

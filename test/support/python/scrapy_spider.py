@@ -14,6 +14,7 @@ class WhoamiSpider(scrapy.Spider):
         "EXITPOOL_API": os.environ["EXITPOOL_API"],
         "EXITPOOL_HTTP_PROXY": os.environ["EXITPOOL_HTTP"],
         "EXITPOOL_SESSION": os.environ["SESSION_KEY"],
+        "EXITPOOL_COUNTRIES": [c for c in os.environ.get("COUNTRIES", "").split(",") if c],
         "ROBOTSTXT_OBEY": False,
         "RETRY_ENABLED": False,
         "LOG_LEVEL": "INFO",
