@@ -31,6 +31,8 @@ if [ "${EXITPOOL_SKIP_BROWSER:-0}" != 1 ]; then
   for pkg in python3-requests python3-socks python3-httpx python3-scrapy python3-pytest; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
   done
+  # The Redis state store's tests start their own redis-server on loopback (never the system one).
+  command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 fi
 
 if [ ${#need[@]} -gt 0 ]; then

@@ -18,6 +18,7 @@ import { TorPoolInstance } from './pool/tor-pool-instance.js';
 import { checkTorBinary } from './startup/tor-binary-check.js';
 import { DurableState } from './state/durable-state.js';
 import { loadDurableState } from './state/load-durable-state.js';
+import { RedisStateStore } from './state/redis-state-store.js';
 import { SqliteStateStore } from './state/sqlite-state-store.js';
 import { attachWorker, flushProxyAccounting, invalidateRouteLeases, probeDestinationThroughWorker, stateSnapshot } from './worker-ipc.js';
 
@@ -82,7 +83,7 @@ export class Service {
     }
 
     // Read before anything records: the audit trail and the session table go on from what it held.
-    const durableStore = config.stateStore === 'sqlite' ? new SqliteStateStore(config.dataDir) : null;
+    const durableStore = config.stateStore === 'none' ? null : config.stateStore === 'sqlite' ? new SqliteStateStore(config.dataDir) : new RedisStateStore(config.stateStore);
     const restored = durableStore ? await loadDurableState(durableStore, log) : null;
 
     const audit = new AuditLog();

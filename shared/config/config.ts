@@ -1,5 +1,6 @@
 import os from 'node:os';
 import path from 'node:path';
+import type { StateStoreSetting } from './values.js';
 import type { LogLevel } from '../logger.js';
 import { LOG_LEVELS } from '../logger.js';
 import { PORTS_PER_INSTANCE } from './limits.js';
@@ -54,8 +55,8 @@ export interface Config {
   apiAllowedHosts: string[];
   instancePortBase: number;
   dataDir: string;
-  /** Where the durable state lives: `sqlite` (DATA_DIR/state.db) or `none` (every start is a clean slate). */
-  stateStore: 'sqlite' | 'none';
+  /** Where the durable state lives: `sqlite` (DATA_DIR/state.db), a Redis URL, or `none` (every start is a clean slate). */
+  stateStore: StateStoreSetting;
   logLevel: LogLevel;
   logFormat: 'text' | 'json';
   bootstrapStallTimeoutMs: number;

@@ -35,6 +35,23 @@ export function oneOf<T extends string>(values: readonly T[]): (raw: string) => 
   };
 }
 
+/** STATE_STORE: `sqlite`, `none`, or a `redis://` / `rediss://` URL (its credentials stay out of every log). */
+export function stateStore(raw: string): StateStoreSetting {
+  const v = raw.trim();
+  if (v.toLowerCase() === 'sqlite' || v.toLowerCase() === 'none') return v.toLowerCase() as 'sqlite' | 'none';
+  let url: URL;
+  try {
+    url = new URL(v);
+  } catch {
+    throw new Error('must be sqlite, none or a redis:// URL');
+  }
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new Error('must be sqlite, none or a redis:// URL');
+  if (url.hostname === '') throw new Error('the redis URL names no host');
+  return v as `redis://${string}`;
+}
+
+export type StateStoreSetting = 'sqlite' | 'none' | `redis://${string}` | `rediss://${string}`;
+
 export function port(raw: string): number {
   return integerIn(1, 65535)(raw);
 }

@@ -13,6 +13,7 @@ import {
   port,
   rateLimit,
   routableFloor,
+  stateStore,
   tokenSecret,
   torrcLines,
 } from './values.js';
@@ -122,8 +123,8 @@ export const VARIABLES: readonly VariableDefinition[] = [
     description: "Start of a loopback port block kept for the instances' fallback listeners. Each tor's SocksPort and control port are Unix sockets in its private data directory (DATA_DIR/tor/N, mode 0700), which no other user can reach; only when DATA_DIR is so deep that a socket path would pass 107 bytes does instance N listen on TCP base+2N (SOCKS) and base+2N+1 (control), where any local user could connect (a warning says so)." }),
   def({ name: 'DATA_DIR', key: 'dataDir', defaultText: './data', parse: (raw) => resolveDataDir(nonEmptyText(4096)(raw)),
     description: 'State directory: auth.json and one tor DataDirectory per instance. Make it persistent to keep credentials.' }),
-  def({ name: 'STATE_STORE', key: 'stateStore', defaultText: 'sqlite', parse: oneOf(['sqlite', 'none'] as const),
-    description: "The durable state: sessions (key, instance, exit, counters), each instance's exit and the exit bans, each instance's health and remediation ladder, the audit trail and the stats history. sqlite keeps them in DATA_DIR/state.db, written about once a second behind the request path, so a restart (or a crash: at worst the last second is lost) keeps every session on its exit IP. none starts every time from a clean slate. A state file that cannot be read is moved aside (DATA_DIR/state.db.unusable-<time>) with an error in the log, and the service starts empty; credentials (auth.json) are never part of it." }),
+  def({ name: 'STATE_STORE', key: 'stateStore', defaultText: 'sqlite', secret: true, parse: stateStore,
+    description: "The durable state: sessions (key, instance, exit, counters), each instance's exit and the exit bans, each instance's health and remediation ladder, the audit trail and the stats history. sqlite keeps them in DATA_DIR/state.db, written about once a second behind the request path, so a restart (or a crash: at worst the last second is lost) keeps every session on its exit IP. A redis:// (or rediss://) URL keeps them in Redis instead, under the key prefix exitpool: (the URL's path names another: redis://host:6379/pool-a); a start refuses while that Redis cannot be reached. none starts every time from a clean slate. A state that cannot be read is moved aside (DATA_DIR/state.db.unusable-<time>, or Redis keys renamed exitpool:unusable-<time>:…) with an error in the log, and the service starts empty; credentials (auth.json) are never part of it." }),
   def({ name: 'LOG_LEVEL', key: 'logLevel', defaultText: 'info', parse: oneOf(LOG_LEVELS),
     description: "error, warn, info or debug. debug also shows tor's own notice lines, tagged with the instance." }),
   def({ name: 'LOG_FORMAT', key: 'logFormat', defaultText: 'text', parse: oneOf(['text', 'json'] as const),

@@ -16,7 +16,7 @@ export async function loadDurableState(store: StateStore, log: Logger): Promise<
     stored = await store.load();
   } catch (error) {
     await store.close().catch(() => undefined);
-    throw new StartupError('STATE_STORE', `the durable state at ${store.location} cannot be opened (${(error as Error).message}); fix DATA_DIR's permissions, or set STATE_STORE=none`);
+    throw new StartupError('STATE_STORE', `the durable state at ${store.location} cannot be opened (${(error as Error).message}); fix it (DATA_DIR's permissions, or the Redis server), or set STATE_STORE=none`);
   }
   if (stored.movedAside) {
     log.error('the durable state file could not be used: moved aside, starting with an empty state (credentials in auth.json are not part of it)', {

@@ -10,6 +10,7 @@ import { HealApi } from '../support/clients/api-client.js';
 import { exitIpOf, fetchThroughSession } from '../support/clients/session-fetch.js';
 import { startService, SUITE_READY_TIMEOUT_MS, type RunningService } from '../support/fixtures/service.js';
 import { pollUntil } from '../support/waiting.js';
+import { startRedis, type RunningRedis } from '../support/processes/redis-server.js';
 
 const POOL = 4;
 const SESSIONS = 20;
@@ -192,5 +193,59 @@ describe('durable state across restarts (real service, private network)', functi
     expect(svc.output()).to.not.match(/durable state restored/);
     expect(await svc.stop()).to.equal(0);
     running = undefined;
+  });
+});
+
+describe('durable state in Redis (STATE_STORE=redis://…, real service, private network)', function () {
+  this.timeout(SUITE_READY_TIMEOUT_MS * 2);
+  let redis: RunningRedis;
+  let running: RunningService | undefined;
+  const dirs: string[] = [];
+  before(async () => {
+    redis = await startRedis();
+  });
+  after(async () => {
+    if (running) await running.stop();
+    await redis.stop();
+    for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
+  });
+
+  it('keeps sessions on their exit IPs across a restart on another DATA_DIR (a new host), and keeps the Redis URL out of the logs', async () => {
+    const url = `redis://:s3cret-pass@127.0.0.1:${redis.port}/e2e`;
+    const redisPassword = 's3cret-pass';
+    // The test's redis has no password: requirepass makes the URL's credential real.
+    const { Redis } = await import('ioredis');
+    const admin = new Redis(redis.url);
+    await admin.config('SET', 'requirepass', redisPassword);
+    admin.disconnect();
+    const first = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-redis-a-'));
+    const second = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-redis-b-'));
+    dirs.push(first, second);
+    let { svc } = await started(first, { STATE_STORE: url });
+    running = svc;
+    const keys = Array.from({ length: 8 }, (_, i) => `redis-${i}`);
+    const before = new Map<string, string>();
+    for (const key of keys) before.set(key, await exitIpOf(svc, key));
+    await sleep(2 * STATE_FLUSH_MS);
+    expect(await svc.stop()).to.equal(0);
+    running = undefined;
+    expect(fs.existsSync(path.join(first, STATE_FILE_NAME)), 'nothing written to DATA_DIR/state.db').to.equal(false);
+    ({ svc } = await started(second, { STATE_STORE: url }));
+    running = svc;
+    expect(svc.output()).to.match(/durable state restored/);
+    expect(svc.output()).to.not.include(redisPassword);
+    for (const key of keys) expect(await exitIpOf(svc, key), key).to.equal(before.get(key));
+    expect(await svc.stop()).to.equal(0);
+    running = undefined;
+  });
+
+  it('refuses to start, naming STATE_STORE, when Redis cannot be reached', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-redis-down-'));
+    dirs.push(dir);
+    const svc = await startService({ POOL_SIZE: '1', DATA_DIR: dir, STATE_STORE: 'redis://127.0.0.1:1/down' });
+    await pollUntil('the start refused', () => svc.output(), 30_000, { until: (out) => /STATE_STORE: the durable state/.test(out) });
+    await sleep(500);
+    expect(await svc.stop()).to.equal(78);
+    expect(svc.output()).to.match(/STATE_STORE: the durable state at redis:\/\/127\.0\.0\.1:1\/down cannot be opened/);
   });
 });
