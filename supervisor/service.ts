@@ -166,6 +166,8 @@ export class Service {
     });
     let durable: DurableState | null = null;
     if (durableStore && restored) {
+      // An instance the pool will not start (it was resized down) reserves no exit.
+      for (const id of [...restored.assignments.keys()]) if (id >= config.poolSize) restored.assignments.delete(id);
       const { sessions } = DurableState.apply(restored, { sessions: pool.sessions, exits, audit, stats: pool.stats });
       pool.holdRestoredSessions([...new Set(restored.sessions.map((s) => s.instance))]);
       log.info('durable state restored', {

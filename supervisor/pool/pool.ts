@@ -230,7 +230,8 @@ export class Pool extends EventEmitter<PoolEvents> {
     }
     if (this.restoredHolds.size > 0 && this.heldForItsInstance(key, now)) return { ok: false, reason: 'no_routable_instance' };
     const before = this.sessions.get(key);
-    const rotating = (p.params?.mode ?? before?.params?.mode) === 'rotating';
+    // The latest username with parameters decides for all of them (a plain key keeps the session's).
+    const rotating = (p.params ? p.params.mode : before?.params?.mode) === 'rotating';
     if (before && rotating) {
       const next = this.countries.nextRotating(p.params ? { ...before, params: p.params } : before, placement.routable);
       if (next !== undefined) this.sessions.useInstance(key, next);

@@ -97,7 +97,8 @@ export class SessionTable {
    * were restored (never more than MAX_SESSIONS: the most recently seen are kept).
    */
   restore(stored: readonly RestoredSession[]): number {
-    const newest = [...stored].sort((a, b) => a.lastSeen - b.lastSeen).slice(-Math.max(0, this.options.maxSessions - this.sessions.size));
+    const room = Math.max(0, this.options.maxSessions - this.sessions.size);
+    const newest = room === 0 ? [] : [...stored].sort((a, b) => a.lastSeen - b.lastSeen).slice(-room);
     let n = 0;
     for (const r of newest) {
       if (this.sessions.has(r.key)) continue;

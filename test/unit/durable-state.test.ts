@@ -235,6 +235,8 @@ describe('durable state: what each part restores', () => {
     expect(table.get('mid')?.active).to.equal(0);
     expect(table.displacedCount).to.equal(1);
     expect(table.expire(200 + 60_000)).to.deep.equal(['mid']);
+    table.route('fresh', { routable: [0], lastResort: null }, 1_000);
+    expect(table.restore([{ ...base, key: 'late', lastSeen: 500 }]), 'a full table takes none').to.equal(0);
   });
 
   it('sessions: changes are tracked once asked, and a removed key reads as gone', () => {
