@@ -9,6 +9,9 @@ export PATH="$PWD/node_modules/.bin:$PATH"
 [ -d node_modules ] || bash scripts/setup.sh
 rm -rf dist
 npx tsc -p tsconfig.json
+# The Node client as it is published (clients/node/dist), which the README's examples import by name.
+rm -rf clients/node/dist
+npx tsc -p clients/node/tsconfig.json
 if [ -f dashboard/vite.config.ts ]; then
   npx vite build --config dashboard/vite.config.ts --logLevel warn
 fi

@@ -3,6 +3,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../../shared/version.js';
+import { DEBIAN_PYTHON } from '../support/clients/python.js';
 import { TEST_ADMIN_PASSWORD, TEST_PROXY_TOKEN, startService, type RunningService } from '../support/fixtures/service.js';
 
 interface RunnableBlock {
@@ -34,7 +35,7 @@ function run(block: RunnableBlock, env: NodeJS.ProcessEnv): Promise<{ code: numb
       ? ['bash', ['-euo', 'pipefail', '-c', block.code]]
       : block.lang === 'js'
         ? [process.execPath, ['--input-type=module', '-e', block.code]]
-        : ['python3', ['-c', block.code]];
+        : [DEBIAN_PYTHON, ['-c', block.code]];
   return new Promise((resolve) => {
     execFile(cmd as string, args as string[], { env, timeout: 120_000 }, (err, stdout, stderr) => {
       const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
@@ -65,6 +66,8 @@ describe('runnable documentation', function () {
       HTTP: `127.0.0.1:${svc.httpPort}`,
       API: `http://127.0.0.1:${svc.apiPort}`,
       URL: svc.whoamiUrl,
+      // The Python client as a user who installed it would import it (Debian's python3 has requests).
+      PYTHONPATH: path.join(packageRoot(), 'clients', 'python'),
     };
   });
   after(async () => {
