@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { RedisStateStore } from '../../supervisor/state/redis-state-store.js';
-import { emptyBatch, StateStoreError, type StateBatch } from '../../supervisor/state/state-store.js';
+import { StateStoreError } from '../../supervisor/state/state-store.js';
+import { expectStoreRoundTrip } from '../support/state/store-contract.js';
 import { startRedis, type RunningRedis } from '../support/processes/redis-server.js';
 
-const CAP = { 'audit-session': 3, 'audit-operator': 3, 'stats-fine': 900, 'stats-long': 1440 };
 
 describe('durable state: the Redis store (a real redis-server on loopback)', function () {
   this.timeout(30_000);
@@ -17,26 +17,7 @@ describe('durable state: the Redis store (a real redis-server on loopback)', fun
   });
 
   it('writes batches atomically and reads them back: upserts, deletes, whole namespaces, rings trimmed by count', async () => {
-    const store = new RedisStateStore(`${redis.url}/roundtrip`);
-    expect((await store.load()).records.sessions.size).to.equal(0);
-    const b: StateBatch = emptyBatch(CAP);
-    b.puts.push({ ns: 'sessions', key: 'a', value: '1' }, { ns: 'sessions', key: 'b', value: '2' }, { ns: 'health', key: '0', value: 'h0' });
-    for (let i = 1; i <= 5; i++) b.appends.push({ ring: 'audit-session', seq: i * 2, value: `e:${i}` });
-    await store.write(b);
-    const b2 = emptyBatch(CAP);
-    b2.deletes.push({ ns: 'sessions', key: 'a' });
-    b2.puts.push({ ns: 'sessions', key: 'b', value: '3' });
-    b2.replace.push('health');
-    b2.puts.push({ ns: 'health', key: '1', value: 'h1' });
-    await store.write(b2);
-    await store.close();
-    const again = new RedisStateStore(`${redis.url}/roundtrip`);
-    const s = await again.load();
-    expect([...s.records.sessions]).to.deep.equal([['b', '3']]);
-    expect([...s.records.health]).to.deep.equal([['1', 'h1']]);
-    expect(s.rings['audit-session'].map((r) => [r.seq, r.value]), 'the newest 3, oldest first, values with colons intact').to.deep.equal([[6, 'e:3'], [8, 'e:4'], [10, 'e:5']]);
-    expect(s.movedAside).to.equal(null);
-    await again.close();
+    await expectStoreRoundTrip(() => new RedisStateStore(`${redis.url}/roundtrip`));
   });
 
   it('keeps prefixes apart, and renames a foreign or newer-format state aside instead of reading it', async () => {

@@ -22,6 +22,7 @@ import { decodeSession, encodeSession } from '../../supervisor/state/session-rec
 import { SqliteStateStore, STATE_FILE_NAME } from '../../supervisor/state/sqlite-state-store.js';
 import { emptyBatch, emptyStoredState, type StateBatch, type StateStore, type StoredState } from '../../supervisor/state/state-store.js';
 import { InvalidStoredRecord } from '../../supervisor/state/stored-value.js';
+import { expectStoreRoundTrip } from '../support/state/store-contract.js';
 
 const CAP = { 'audit-session': 3, 'audit-operator': 3, 'stats-fine': 900, 'stats-long': 1440 };
 const fp = (c: string): string => c.repeat(40).toUpperCase();
@@ -47,27 +48,7 @@ describe('durable state: the SQLite store', () => {
 
   it('writes batches atomically and reads them back: upserts, deletes, whole namespaces, rings trimmed by count', async () => {
     const d = dir();
-    const store = new SqliteStateStore(d);
-    expect((await store.load()).records.sessions.size).to.equal(0);
-    const b: StateBatch = emptyBatch(CAP);
-    b.puts.push({ ns: 'sessions', key: 'a', value: '1' }, { ns: 'sessions', key: 'b', value: '2' }, { ns: 'health', key: '0', value: 'h0' });
-    for (let i = 1; i <= 5; i++) b.appends.push({ ring: 'audit-session', seq: i * 2, value: `e${i}` });
-    await store.write(b);
-    const b2 = emptyBatch(CAP);
-    b2.deletes.push({ ns: 'sessions', key: 'a' });
-    b2.puts.push({ ns: 'sessions', key: 'b', value: '3' });
-    b2.replace.push('health');
-    b2.puts.push({ ns: 'health', key: '1', value: 'h1' });
-    await store.write(b2);
-    await store.close();
-
-    const again = new SqliteStateStore(d);
-    const s = await again.load();
-    expect([...s.records.sessions]).to.deep.equal([['b', '3']]);
-    expect([...s.records.health]).to.deep.equal([['1', 'h1']]);
-    expect(s.rings['audit-session'].map((r) => r.value), 'the newest 3, oldest first').to.deep.equal(['e3', 'e4', 'e5']);
-    expect(s.movedAside).to.equal(null);
-    await again.close();
+    await expectStoreRoundTrip(() => new SqliteStateStore(d));
   });
 
   it('a batch that fails is rolled back whole', async () => {
