@@ -28,6 +28,9 @@ export interface JudgedResponse<T> {
   value: T;
 }
 
+/** Content types whose body the block rules read (pages and API answers, not downloads). */
+const TEXTUAL = /^(text\/|application\/(json|xhtml\+xml|xml|javascript))/i;
+
 /** Every try was blocked; the last response (the client's own object) is kept. */
 export class StillBlockedError extends Error {
   constructor(
@@ -78,26 +81,23 @@ export class ExitpoolSession {
   /** The session's proxy URLs, for clients this package does not wrap (credentials percent-encoded). */
   proxyUrl(scheme: 'http' | 'socks5h', socksAddress?: string): string {
     const cred = `${encodeURIComponent(this.username)}:${encodeURIComponent(this.o.token)}@`;
-    if (scheme === 'http') return `${new URL(this.o.proxy).protocol}//${cred}${new URL(this.o.proxy).host}`;
+    if (scheme === 'http') {
+      const proxy = new URL(this.o.proxy);
+      return `${proxy.protocol}//${cred}${proxy.host}`;
+    }
     if (socksAddress === undefined) throw new TypeError('the SOCKS5 address (host:port) is needed for a socks5h URL');
     return `socks5h://${cred}${socksAddress}`;
   }
 
   async fetch(url: string | URL, init: RequestInit = {}): Promise<Response> {
-    const target = new URL(url);
-    for (let attempt = 1; ; attempt++) {
-      const response = await undiciFetch(target, { ...init, dispatcher: this.agent });
-      const refusal = parseProxyStatus(response.headers.get('proxy-status'));
-      if (refusal && refusal.proxy === 'exitpool' && response.status >= 400) throw new ProxyRefusedError(response.status, refusal);
-      const named = response.headers.get('exitpool-exit');
-      if (named) this.exit = named;
-      const body = await response.clone().text();
-      const block = detectBlock(response, body, this.rules);
-      if (!block) return response;
-      await this.report(block, target.hostname);
-      if (attempt >= this.attempts) throw new StillBlockedError(block, attempt, response);
-      await this.rotate();
-    }
+    return this.attempt(url, async () => {
+      const response = await undiciFetch(url, { ...init, dispatcher: this.agent });
+      const headers: Record<string, string> = {};
+      response.headers.forEach((value, name) => (headers[name] = value));
+      // The body rules read text; a download (an image, an archive) is not read twice.
+      const body = TEXTUAL.test(headers['content-type'] ?? '') ? await response.clone().text() : '';
+      return { status: response.status, headers, body, value: response };
+    });
   }
 
   /**

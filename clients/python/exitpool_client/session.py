@@ -108,6 +108,22 @@ class ExitpoolSession:
             self.report(block, urlparse(str(url)).hostname or "")
         return block
 
+    def attempt(self, url: str, send, close_connections=None):
+        """The loop every synchronous client shares: ``send()`` makes the request and returns the
+        client's response (``status_code``, ``headers``, ``text``); a block is reported, the session
+        rotated (``close_connections()`` drops pooled tunnels to the old exit) and ``send()`` called
+        again, ``attempts`` times in all."""
+        for attempt in range(1, self.attempts + 1):
+            response = send()
+            block = self.judge(response.status_code, response.headers, response.text, url)
+            if block is None:
+                return response
+            if attempt == self.attempts:
+                raise StillBlockedError(block, attempt, response)
+            self.rotate()
+            if close_connections is not None:
+                close_connections()
+
     @staticmethod
     def socks_error(error: Exception) -> Optional[SocksReplyError]:
         """The SOCKS5 reply behind a client library's connection error, if there was one."""
@@ -124,22 +140,16 @@ class ExitpoolSession:
 
         class ExitpoolRequestsSession(requests.Session):
             def request(self, method, url, *args, **kwargs):
-                for attempt in range(1, outer.attempts + 1):
+                def send():
                     try:
-                        response = super().request(method, url, *args, **kwargs)
+                        return super(ExitpoolRequestsSession, self).request(method, url, *args, **kwargs)
                     except requests.exceptions.ConnectionError as e:
                         refused = outer.socks_error(e)
                         if refused:
                             raise refused from e
                         raise
-                    block = outer.judge(response.status_code, response.headers, response.text, url)
-                    if block is None:
-                        return response
-                    if attempt == outer.attempts:
-                        raise StillBlockedError(block, attempt, response)
-                    outer.rotate()
-                    # Pooled tunnels lead to the old exit.
-                    self.close()
+
+                return outer.attempt(url, send, self.close)
 
         s = ExitpoolRequestsSession()
         s.trust_env = False
@@ -160,14 +170,7 @@ class ExitpoolSession:
 
         class ExitpoolHttpxClient(httpx.Client):
             def request(self, method, url, *args, **kw):
-                for attempt in range(1, outer.attempts + 1):
-                    response = super().request(method, url, *args, **kw)
-                    block = outer.judge(response.status_code, response.headers, response.text, str(url))
-                    if block is None:
-                        return response
-                    if attempt == outer.attempts:
-                        raise StillBlockedError(block, attempt, response)
-                    outer.rotate()
+                return outer.attempt(str(url), lambda: super(ExitpoolHttpxClient, self).request(method, url, *args, **kw))
 
         return ExitpoolHttpxClient(trust_env=False, **self._httpx_proxy_args(), **kwargs)
 
@@ -180,6 +183,7 @@ class ExitpoolSession:
         outer = self
 
         class ExitpoolAsyncHttpxClient(httpx.AsyncClient):
+            # The same loop as ``attempt``, awaiting the request; the pool's API runs in a thread.
             async def request(self, method, url, *args, **kw):
                 loop = asyncio.get_running_loop()
                 for attempt in range(1, outer.attempts + 1):
