@@ -164,30 +164,16 @@ export class Service {
         return health;
       },
     });
-    let durable: DurableState | null = null;
-    if (durableStore && restored) {
-      // An instance the pool will not start (it was resized down) reserves no exit.
-      for (const id of [...restored.assignments.keys()]) if (id >= config.poolSize) restored.assignments.delete(id);
-      const { sessions } = DurableState.apply(restored, { sessions: pool.sessions, exits, audit, stats: pool.stats });
-      pool.holdRestoredSessions([...new Set(restored.sessions.map((s) => s.instance))]);
-      log.info('durable state restored', {
-        store: durableStore.location,
-        sessions,
-        exits: restored.assignments.size,
-        bans: restored.bans.length,
-        health: restored.health.size,
-        audit: restored.audit.length,
-      });
-      durable = new DurableState(durableStore, log.child({ component: 'state' }));
-      durable.start({
-        sessions: pool.sessions,
-        exitOf: (id) => pool.instanceExit(id),
-        exits,
-        health: () => pool.persistableHealth(),
-        audit,
-        stats: pool.stats,
-      });
-    }
+    const durable =
+      durableStore && restored
+        ? DurableState.resume(
+            durableStore,
+            restored,
+            { sessions: pool.sessions, exitOf: (id) => pool.instanceExit(id), exits, health: () => pool.persistableHealth(), audit, stats: pool.stats },
+            { poolSize: config.poolSize, holdSessionsOn: (ids) => pool.holdRestoredSessions(ids) },
+            log,
+          )
+        : null;
 
     const load = new WorkerLoad();
     const metrics = new PoolMetrics({

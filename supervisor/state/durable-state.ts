@@ -70,7 +70,7 @@ export function checkStoredState(stored: StoredState): RestoredState {
   const r = stored.records;
   const ring = (ns: RingNamespace) => stored.rings[ns].map((x): [string, string] => [String(x.seq), x.value]);
   return {
-    sessions: decodeAll(r.sessions, decodeSession, skip('sessions')).map((s) => s.session),
+    sessions: decodeAll(r.sessions, decodeSession, skip('sessions')),
     assignments: new Map(decodeAll(r['exit-assignments'], decodeAssignment, skip('exit-assignments')).map((a) => [a.instance, a.assignment])),
     bans: decodeAll(r['exit-bans'], decodeBan, skip('exit-bans')),
     health: new Map(decodeAll(r.health, decodeHealth, skip('health')).map((h) => [h.instance, h.snapshot])),
@@ -86,16 +86,15 @@ export function checkStoredState(stored: StoredState): RestoredState {
   };
 }
 
-/** Appends the samples newer than `after` (their time is their seq); returns the newest time written. */
+/**
+ * Appends the samples newer than `after` (their time is their seq); returns the newest time
+ * written. Read from the end: a flush finds one new fine sample among FINE_SAMPLES.
+ */
 function appendSamplesAfter(batch: StateBatch, ring: 'stats-fine' | 'stats-long', series: readonly StatsSample[], after: number): number {
-  let newest = after;
-  for (const s of series) {
-    const t = Date.parse(s.time);
-    if (t <= after) continue;
-    batch.appends.push({ ring, seq: t, value: encodeStatsSample(s) });
-    newest = Math.max(newest, t);
-  }
-  return newest;
+  let first = series.length;
+  while (first > 0 && Date.parse((series[first - 1] as StatsSample).time) > after) first--;
+  for (const s of series.slice(first)) batch.appends.push({ ring, seq: Date.parse(s.time), value: encodeStatsSample(s) });
+  return first < series.length ? Date.parse((series[series.length - 1] as StatsSample).time) : after;
 }
 
 /**
@@ -128,12 +127,30 @@ export class DurableState {
     private readonly log: Logger,
   ) {}
 
-  /** Puts the restored state into the parts; health snapshots are the caller's (applied as instances are created). */
-  static apply(restored: RestoredState, parts: Omit<DurableParts, 'exitOf' | 'health'>): { sessions: number } {
+  /**
+   * Puts what was restored into the parts, says so in the log, and starts writing. Health
+   * snapshots are the caller's to apply as instances are created; `holdSessionsOn` gets the
+   * instances restored sessions were on (they wait for them: Pool.holdRestoredSessions).
+   */
+  static resume(store: StateStore, restored: RestoredState, parts: DurableParts, options: { poolSize: number; holdSessionsOn(instances: number[]): void }, log: Logger): DurableState {
+    // An instance the pool will not start (it was resized down) reserves no exit.
+    for (const id of [...restored.assignments.keys()]) if (id >= options.poolSize) restored.assignments.delete(id);
     parts.audit.restore(restored.audit);
     parts.stats.restore(restored.stats.fine, restored.stats.long);
     parts.exits?.restore(restored.assignments, restored.bans);
-    return { sessions: parts.sessions.restore(restored.sessions) };
+    const sessions = parts.sessions.restore(restored.sessions);
+    options.holdSessionsOn([...new Set(restored.sessions.map((s) => s.instance))]);
+    log.info('durable state restored', {
+      store: store.location,
+      sessions,
+      exits: restored.assignments.size,
+      bans: restored.bans.length,
+      health: restored.health.size,
+      audit: restored.audit.length,
+    });
+    const durable = new DurableState(store, log.child({ component: 'state' }));
+    durable.start(parts);
+    return durable;
   }
 
   /** Starts tracking and writing; what was restored counts as written. */

@@ -1,13 +1,20 @@
 import { relayFingerprint } from '../../shared/api/relay-fingerprint.js';
-import { MAX_POOL_SIZE } from '../../shared/config/limits.js';
 import type { BanCause, ExitBan } from '../exits/exit-bans.js';
 import type { RestoredAssignment } from '../exits/exit-assignments.js';
-import { InvalidStoredRecord, MAX_STORED_TIME, numberField, oneOfField, parseObject, stringField } from './stored-value.js';
+import {
+  instanceIdKey,
+  InvalidStoredRecord,
+  MAX_STORED_ADDRESS_LENGTH,
+  MAX_STORED_DOMAIN_LENGTH,
+  MAX_STORED_TIME,
+  numberField,
+  oneOfField,
+  parseObject,
+  stringField,
+} from './stored-value.js';
 
 const BAN_CAUSES: readonly BanCause[] = ['captcha', 'blocked', 'transport', 'unreachable'];
 const MAX_NICKNAME_LENGTH = 19;
-const MAX_ADDRESS_LENGTH = 64;
-const MAX_DOMAIN_LENGTH = 253;
 const MAX_REASON_LENGTH = 1024;
 
 function fingerprintField(o: Record<string, unknown>): string {
@@ -22,11 +29,11 @@ export function encodeAssignment(a: RestoredAssignment): string {
 }
 
 export function decodeAssignment(key: string, text: string): { instance: number; assignment: RestoredAssignment } {
-  if (!/^(0|[1-9][0-9]{0,3})$/.test(key) || Number(key) >= MAX_POOL_SIZE) throw new InvalidStoredRecord('instance: not an instance id');
+  const instance = instanceIdKey(key);
   const o = parseObject(text);
   return {
-    instance: Number(key),
-    assignment: { fingerprint: fingerprintField(o), nickname: stringField(o, 'nickname', MAX_NICKNAME_LENGTH), address: stringField(o, 'address', MAX_ADDRESS_LENGTH) },
+    instance,
+    assignment: { fingerprint: fingerprintField(o), nickname: stringField(o, 'nickname', MAX_NICKNAME_LENGTH), address: stringField(o, 'address', MAX_STORED_ADDRESS_LENGTH) },
   };
 }
 
@@ -44,9 +51,9 @@ export function decodeBan(key: string, text: string): ExitBan {
   const since = numberField(o, 'since', 0, MAX_STORED_TIME);
   const ban: ExitBan = {
     fingerprint: fingerprintField(o),
-    address: stringField(o, 'address', MAX_ADDRESS_LENGTH),
+    address: stringField(o, 'address', MAX_STORED_ADDRESS_LENGTH),
     nickname: stringField(o, 'nickname', MAX_NICKNAME_LENGTH),
-    domain: stringField(o, 'domain', MAX_DOMAIN_LENGTH),
+    domain: stringField(o, 'domain', MAX_STORED_DOMAIN_LENGTH),
     cause: oneOfField(o, 'cause', BAN_CAUSES),
     reason: stringField(o, 'reason', MAX_REASON_LENGTH),
     since,

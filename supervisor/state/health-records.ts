@@ -1,10 +1,10 @@
 import { HEALTH_STATES } from '../../shared/api/views.js';
 import { FAILURE_KINDS, type FailureKind } from '../../shared/health/failure-kind.js';
-import { MAX_POOL_SIZE } from '../../shared/config/limits.js';
 import type { HealthSnapshot } from '../health/health-snapshot.js';
 import { REMEDIATION_RUNGS, type PlanCause, type RemediationRung } from '../health/remediation-ladder.js';
 import {
   booleanField,
+  instanceIdKey,
   InvalidStoredRecord,
   listField,
   MAX_STORED_COUNT,
@@ -30,7 +30,7 @@ function nullable<T>(o: StoredObject, name: string, read: () => T): T | null {
 }
 
 export function decodeHealth(key: string, text: string): { instance: number; snapshot: HealthSnapshot } {
-  if (!/^(0|[1-9][0-9]{0,3})$/.test(key) || Number(key) >= MAX_POOL_SIZE) throw new InvalidStoredRecord('instance: not an instance id');
+  const instance = instanceIdKey(key);
   const o = parseObject(text);
   const window = listField(o, 'window', MAX_STORED_WINDOW).map((raw) => {
     if (typeof raw !== 'object' || raw === null) throw new InvalidStoredRecord('window: an entry is not an object');
@@ -67,5 +67,5 @@ export function decodeHealth(key: string, text: string): { instance: number; sna
             dueAt: numberField(pending, 'dueAt', 0, MAX_STORED_TIME),
           },
   };
-  return { instance: Number(key), snapshot };
+  return { instance, snapshot };
 }

@@ -1,12 +1,14 @@
 import { MAX_SESSION_KEY_BYTES } from '../../shared/api/session-key.js';
 import { MAX_SESSION_COUNTRIES, SESSION_MODES, type SessionParams } from '../../shared/api/session-username.js';
-import { MAX_POOL_SIZE } from '../../shared/config/limits.js';
 import type { Session } from '../sessions/session.js';
 import type { RestoredSession } from '../sessions/session-table.js';
 import {
   booleanField,
+  instanceIdField,
   InvalidStoredRecord,
+  MAX_STORED_ADDRESS_LENGTH,
   MAX_STORED_COUNT,
+  MAX_STORED_DOMAIN_LENGTH,
   MAX_STORED_TIME,
   numberField,
   objectField,
@@ -23,8 +25,6 @@ const MAX_STORED_LIFETIME_MS = 30 * 86_400_000;
 /** Exit history and reported sites a record may hold: above any setting (EXIT_HISTORY tops at 50). */
 const MAX_STORED_EXITS = 64;
 const MAX_STORED_DOMAINS = 16;
-const MAX_ADDRESS_LENGTH = 64;
-const MAX_DOMAIN_LENGTH = 253;
 
 /** The exit a session left through when it was written (its instance's confirmed exit). */
 export interface StoredExit {
@@ -32,10 +32,6 @@ export interface StoredExit {
   fingerprint: string;
 }
 
-export interface StoredSession {
-  session: RestoredSession;
-  exit: StoredExit;
-}
 
 export function encodeSession(s: Session, exit: StoredExit): string {
   return JSON.stringify({
@@ -55,8 +51,12 @@ export function encodeSession(s: Session, exit: StoredExit): string {
   });
 }
 
-/** Reads one stored session; `key` is the record's key, which its body must repeat. */
-export function decodeSession(key: string, text: string): StoredSession {
+/**
+ * Reads one stored session; `key` is the record's key, which its body must repeat. Its exit is
+ * checked but not returned: it is written for whoever reads the state, while a restart gives the
+ * session its IP back through its instance's own stored exit.
+ */
+export function decodeSession(key: string, text: string): RestoredSession {
   const o = parseObject(text);
   const storedKey = stringField(o, 'key', MAX_SESSION_KEY_BYTES);
   if (storedKey !== key || storedKey.length === 0 || Buffer.byteLength(storedKey, 'utf8') > MAX_SESSION_KEY_BYTES) {
@@ -66,23 +66,25 @@ export function decodeSession(key: string, text: string): StoredSession {
   const lastSeen = numberField(o, 'last_seen', createdAt, MAX_STORED_TIME);
   const session: RestoredSession = {
     key: storedKey,
-    instance: numberField(o, 'instance', 0, MAX_POOL_SIZE - 1),
+    instance: instanceIdField(o, 'instance'),
     createdAt,
     lastSeen,
     requests: numberField(o, 'requests', 0, MAX_STORED_COUNT),
     failures: numberField(o, 'failures', 0, MAX_STORED_COUNT),
     bytesUp: numberField(o, 'bytes_up', 0, MAX_STORED_COUNT),
     bytesDown: numberField(o, 'bytes_down', 0, MAX_STORED_COUNT),
-    recentExits: stringListField(o, 'recent_exits', MAX_STORED_EXITS, MAX_ADDRESS_LENGTH),
-    domains: stringListField(o, 'domains', MAX_STORED_DOMAINS, MAX_DOMAIN_LENGTH),
+    recentExits: stringListField(o, 'recent_exits', MAX_STORED_EXITS, MAX_STORED_ADDRESS_LENGTH),
+    domains: stringListField(o, 'domains', MAX_STORED_DOMAINS, MAX_STORED_DOMAIN_LENGTH),
   };
   if (o.displaced !== undefined) {
     const d = objectField(o, 'displaced');
-    session.displaced = { from: numberField(d, 'from', 0, MAX_POOL_SIZE - 1), burnt: booleanField(d, 'burnt') };
+    session.displaced = { from: instanceIdField(d, 'from'), burnt: booleanField(d, 'burnt') };
   }
   if (o.params !== undefined) session.params = decodeParams(objectField(o, 'params'));
   const e = objectField(o, 'exit');
-  return { session, exit: { ip: stringField(e, 'ip', MAX_ADDRESS_LENGTH), fingerprint: stringField(e, 'fingerprint', 40) } };
+  stringField(e, 'ip', MAX_STORED_ADDRESS_LENGTH);
+  stringField(e, 'fingerprint', 40);
+  return session;
 }
 
 /** A session's choices, checked as the username parser would have checked them. */

@@ -86,8 +86,21 @@ function moveAside(file: string): string {
   return target;
 }
 
+/** The statements a batch runs, prepared once per open file. */
+function prepareWrites(db: DatabaseSync) {
+  return {
+    put: db.prepare('INSERT INTO records (ns, key, value) VALUES (?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value'),
+    del: db.prepare('DELETE FROM records WHERE ns = ? AND key = ?'),
+    clear: db.prepare('DELETE FROM records WHERE ns = ?'),
+    append: db.prepare('INSERT OR REPLACE INTO rings (ns, seq, value) VALUES (?, ?, ?)'),
+    // By count: the newest `capacity` rows stay (seq need not be dense; the audit's ids are shared by two rings).
+    trim: db.prepare('DELETE FROM rings WHERE ns = ? AND seq < (SELECT seq FROM rings WHERE ns = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)'),
+  };
+}
+
 class StateThread {
   private db: DatabaseSync | null = null;
+  private writes: ReturnType<typeof prepareWrites> | null = null;
   private movedAside: LoadedRows['movedAside'] = null;
 
   constructor(private readonly file: string) {}
@@ -101,6 +114,7 @@ class StateThread {
       this.movedAside = { path: moveAside(this.file), reason: error.message };
       this.db = openChecked(this.file);
     }
+    this.writes = prepareWrites(this.db);
     return this.db;
   }
 
@@ -117,12 +131,7 @@ class StateThread {
 
   write(batch: StateBatch): void {
     const db = this.database();
-    const put = db.prepare('INSERT INTO records (ns, key, value) VALUES (?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value');
-    const del = db.prepare('DELETE FROM records WHERE ns = ? AND key = ?');
-    const clear = db.prepare('DELETE FROM records WHERE ns = ?');
-    const append = db.prepare('INSERT OR REPLACE INTO rings (ns, seq, value) VALUES (?, ?, ?)');
-    // By count: the newest `capacity` rows stay (seq need not be dense; the audit's ids are shared by two rings).
-    const trim = db.prepare('DELETE FROM rings WHERE ns = ? AND seq < (SELECT seq FROM rings WHERE ns = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)');
+    const { put, del, clear, append, trim } = this.writes as ReturnType<typeof prepareWrites>;
     db.exec('BEGIN');
     try {
       for (const ns of batch.replace) clear.run(ns);
@@ -144,6 +153,7 @@ class StateThread {
   close(): void {
     this.db?.close();
     this.db = null;
+    this.writes = null;
   }
 }
 

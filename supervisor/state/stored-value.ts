@@ -1,3 +1,5 @@
+import { MAX_POOL_SIZE } from '../../shared/config/limits.js';
+
 /**
  * Reading a stored value back: the state file is input (it may be old, hand-edited, or written by
  * a bug), so every field is checked for its type and bounds. A record that fails is skipped and
@@ -70,6 +72,22 @@ export function listField(o: StoredObject, name: string, maxItems: number): unkn
   const v = o[name];
   if (!Array.isArray(v) || v.length > maxItems) throw new InvalidStoredRecord(`${name}: not a list of at most ${maxItems}`);
   return v;
+}
+
+/** An IP address as text, v6 included. */
+export const MAX_STORED_ADDRESS_LENGTH = 64;
+/** A DNS name. */
+export const MAX_STORED_DOMAIN_LENGTH = 253;
+
+/** An instance id written as a record's key ("0".."63", no leading zeros). */
+export function instanceIdKey(key: string): number {
+  if (!/^(0|[1-9][0-9]{0,3})$/.test(key) || Number(key) >= MAX_POOL_SIZE) throw new InvalidStoredRecord('instance: not an instance id');
+  return Number(key);
+}
+
+/** An instance id stored as a field. */
+export function instanceIdField(o: StoredObject, name: string): number {
+  return numberField(o, name, 0, MAX_POOL_SIZE - 1);
 }
 
 /** Times are epoch milliseconds; a year-10000 or negative time is a corrupt record, not a date. */
