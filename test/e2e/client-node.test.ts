@@ -12,6 +12,7 @@ import axios from 'axios';
 import got from 'got';
 import { axiosThrough, ExitpoolCrawlee, ExitpoolSession, gotThrough, ProxyRefusedError, SocksReplyError } from '../../clients/node/src/index.js';
 import { HealApi } from '../support/clients/api-client.js';
+import { captchaReportsOf, whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
 import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
 
@@ -23,56 +24,41 @@ describe('Node client @exitpool/client (real service, private network)', functio
   const session = (key: string, extra: Partial<ConstructorParameters<typeof ExitpoolSession>[0]> = {}): ExitpoolSession =>
     new ExitpoolSession({ key, token: TEST_PROXY_TOKEN, proxy: `http://127.0.0.1:${suite.svc.httpPort}`, api: `http://127.0.0.1:${suite.svc.apiPort}`, ...extra });
 
-  it('meets a captcha on its exit, reports it with the site, is moved, and gets the page through another exit', async () => {
-    const api = await HealApi.signIn(suite.svc);
-    const s = session('crawler-1');
-    try {
-      const first = await s.fetch(suite.svc.whoamiUrl);
-      const burnt = (await first.text()).trim();
-      expect(s.exit, 'read from Exitpool-Exit').to.equal(burnt);
-      suite.svc.net.whoami.setBehaviour(burnt, 'captcha');
-      try {
-        await new Promise((r) => setTimeout(r, ROTATION_GRACE_MS + 200));
-        const page = await s.fetch(suite.svc.whoamiUrl);
-        expect(page.status).to.equal(200);
-        const ip = (await page.text()).trim();
-        expect(ip).to.not.equal(burnt);
-        expect(s.exit).to.equal(ip);
-      } finally {
-        suite.svc.net.whoami.setBehaviour(burnt, 'ok');
-      }
-      const reports = (await api.events(100)).filter((e: AuditEvent) => e.session === 'crawler-1' && e.type === 'instance' && e.details.kind === 'captcha');
-      expect(reports).to.have.length(1);
-      expect(reports[0]?.details.domain).to.equal('whoami.testnet');
-      expect((await api.events(100)).some((e: AuditEvent) => e.type === 'rotate' && e.session === 'crawler-1')).to.equal(true);
-    } finally {
-      await s.close();
-    }
-  });
-
   for (const [name, send] of [
+    ['fetch (undici, the HTTP proxy)', (s: ExitpoolSession) => s.fetch(suite.svc.whoamiUrl).then((r) => r.text())],
     ['got over SOCKS5', (s: ExitpoolSession) => gotThrough(got, s, `127.0.0.1:${suite.svc.socksPort}`, suite.svc.whoamiUrl).then((r) => r.body)],
     ['axios over the HTTP proxy', (s: ExitpoolSession) => axiosThrough(axios, s, { url: suite.svc.whoamiUrl }).then((r) => r.data)],
     ['axios over SOCKS5', (s: ExitpoolSession) => axiosThrough(axios, s, { url: suite.svc.whoamiUrl }, `127.0.0.1:${suite.svc.socksPort}`).then((r) => r.data)],
   ] as const) {
-    it(`${name}: the same loop (captcha reported, session moved, page through another exit)`, async () => {
+    it(`${name}: meets a captcha on its exit, reports it with the site, is moved, and gets the page through another exit`, async () => {
       const key = `node-${name.replace(/\W+/g, '-')}`;
       const s = session(key);
-      const burnt = await exitIpOf(suite.svc, key);
-      suite.svc.net.whoami.setBehaviour(burnt, 'captcha');
       try {
-        await new Promise((r) => setTimeout(r, ROTATION_GRACE_MS + 200));
-        const ip = String(await send(s)).trim();
+        const burnt = await exitIpOf(suite.svc, key);
+        const ip = await whileExitServesCaptcha(suite.svc, burnt, ROTATION_GRACE_MS + 200, async () => String(await send(s)).trim());
         expect(ip).to.match(/^127\./);
         expect(ip).to.not.equal(burnt);
+        expect(s.exit, 'the client knows its exit').to.equal(ip);
       } finally {
-        suite.svc.net.whoami.setBehaviour(burnt, 'ok');
         await s.close();
       }
       const api = await HealApi.signIn(suite.svc);
-      expect((await api.events(200)).filter((e: AuditEvent) => e.session === key && e.details.kind === 'captcha')).to.have.length(1);
+      const reports = await captchaReportsOf(api, key);
+      expect(reports).to.have.length(1);
+      expect(reports[0]?.details.domain).to.equal('whoami.testnet');
+      expect((await api.events(200)).some((e: AuditEvent) => e.type === 'rotate' && e.session === key)).to.equal(true);
     });
   }
+
+  it('fetch reads its exit from Exitpool-Exit (EXIT_HEADER) before any rotation', async () => {
+    const s = session('header-reader');
+    try {
+      const ip = (await (await s.fetch(suite.svc.whoamiUrl)).text()).trim();
+      expect(s.exit).to.equal(ip);
+    } finally {
+      await s.close();
+    }
+  });
 
   it('Crawlee: an HttpCrawler whose session meets a captcha reports it, is moved, and gets the page through another exit', async () => {
     const key = 'crawlee-fixed';
@@ -86,32 +72,30 @@ describe('Node client @exitpool/client (real service, private network)', functio
     });
     const pages: string[] = [];
     crawleeLog.setLevel(CrawleeLogLevel.OFF);
-    suite.svc.net.whoami.setBehaviour(burnt, 'captcha');
     try {
-      await new Promise((r) => setTimeout(r, ROTATION_GRACE_MS + 200));
-      const crawler = new HttpCrawler(
-        {
-          ...pool.crawlerOptions,
-          additionalMimeTypes: ['text/plain'],
-          maxRequestRetries: 3,
-          requestHandler: pool.wrap(async ({ body }) => {
-            pages.push(String(body).trim());
-          }),
-        },
-        new Configuration({ persistStorage: false }),
-      );
-      const stats = await crawler.run([suite.svc.whoamiUrl]);
-      expect(stats.requestsFinished).to.equal(1);
-      expect(stats.requestsFailed).to.equal(0);
+      await whileExitServesCaptcha(suite.svc, burnt, ROTATION_GRACE_MS + 200, async () => {
+        const crawler = new HttpCrawler(
+          {
+            ...pool.crawlerOptions,
+            additionalMimeTypes: ['text/plain'],
+            maxRequestRetries: 3,
+            requestHandler: pool.wrap(async ({ body }) => {
+              pages.push(String(body).trim());
+            }),
+          },
+          new Configuration({ persistStorage: false }),
+        );
+        const stats = await crawler.run([suite.svc.whoamiUrl]);
+        expect(stats.requestsFinished).to.equal(1);
+        expect(stats.requestsFailed).to.equal(0);
+      });
     } finally {
-      suite.svc.net.whoami.setBehaviour(burnt, 'ok');
       await pool.close();
     }
     expect(pages).to.have.length(1);
     expect(pages[0]).to.match(/^127\./);
     expect(pages[0]).to.not.equal(burnt);
-    const api = await HealApi.signIn(suite.svc);
-    const reports = (await api.events(200)).filter((e: AuditEvent) => e.session === key && e.details.kind === 'captcha');
+    const reports = await captchaReportsOf(await HealApi.signIn(suite.svc), key);
     expect(reports).to.have.length(1);
     expect(reports[0]?.details.domain).to.equal('whoami.testnet');
   });

@@ -7,6 +7,7 @@
 import { expect } from 'chai';
 import type { AuditEvent } from '../../shared/api/audit-event.js';
 import { HealApi } from '../support/clients/api-client.js';
+import { captchaReportsOf, whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
 import { runPython } from '../support/clients/python.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
 import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
@@ -33,19 +34,11 @@ describe('Python client exitpool_client (real service, private network, Debian p
   /** Burns the exit `key` leaves through (whoami serves it a captcha) while `run` goes; returns the burnt IP. */
   async function withBurntExit(key: string, run: () => Promise<void>): Promise<string> {
     const burnt = await exitIpOf(suite.svc, key);
-    suite.svc.net.whoami.setBehaviour(burnt, 'captcha');
-    try {
-      await new Promise((r) => setTimeout(r, ROTATION_GRACE_MS + 200));
-      await run();
-    } finally {
-      suite.svc.net.whoami.setBehaviour(burnt, 'ok');
-    }
+    await whileExitServesCaptcha(suite.svc, burnt, ROTATION_GRACE_MS + 200, run);
     return burnt;
   }
 
-  async function reportsOf(key: string): Promise<AuditEvent[]> {
-    return (await api.events(200)).filter((e) => e.session === key && e.type === 'instance' && e.details.kind === 'captcha');
-  }
+  const reportsOf = (key: string): Promise<AuditEvent[]> => captchaReportsOf(api, key);
 
   for (const scenario of ['requests', 'requests-socks', 'httpx', 'httpx-async'] as const) {
     it(`${scenario}: meets a captcha, reports it with the site, is moved, and gets the page through another exit`, async () => {

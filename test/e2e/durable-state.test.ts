@@ -9,6 +9,9 @@ import { STATE_FILE_NAME } from '../../supervisor/state/sqlite-state-store.js';
 import { HealApi } from '../support/clients/api-client.js';
 import { exitIpOf, fetchThroughSession } from '../support/clients/session-fetch.js';
 import { startService, SUITE_READY_TIMEOUT_MS, type RunningService } from '../support/fixtures/service.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
+import { waitAllGone } from '../support/processes/inspection.js';
 import { pollUntil } from '../support/waiting.js';
 import { startRedis, type RunningRedis } from '../support/processes/redis-server.js';
 
@@ -17,18 +20,6 @@ const SESSIONS = 20;
 /** Reports within ROTATION_GRACE of an instance's rotation are not held against it: kept short here. */
 const ROTATION_GRACE_MS = 1000;
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function started(dataDir: string, env: Record<string, string> = {}, ready = POOL): Promise<{ svc: RunningService; api: HealApi }> {
   const svc = await startService({ POOL_SIZE: String(POOL), DATA_DIR: dataDir, ROTATION_GRACE: `${ROTATION_GRACE_MS}ms`, CLIENT_REPORT_BUDGET: '1000/1m', ...env });
@@ -64,9 +55,7 @@ describe('durable state across restarts (real service, private network)', functi
     const burntIp = before.get(burnt) as string;
     const burntInstance = (await api.session(burnt)).instance;
     const fingerprint = (await api.instance(burntInstance)).assigned_exit?.fingerprint as string;
-    svc.net.whoami.setBehaviour(burntIp, 'captcha');
-    try {
-      await sleep(ROTATION_GRACE_MS + 500);
+    await whileExitServesCaptcha(svc, burntIp, ROTATION_GRACE_MS + 500, async () => {
       for (let i = 0; i < 2; i++) {
         expect((await fetchThroughSession(svc, burnt)).kind).to.equal('captcha');
         await api.reportFailure(burnt, { kind: 'captcha' });
@@ -75,9 +64,7 @@ describe('durable state across restarts (real service, private network)', functi
       await pollUntil('the quarantined instance back', () => api.instance(burntInstance), 90_000, {
         until: (v: InstanceView) => ['healthy', 'probation', 'degraded'].includes(v.health.state),
       });
-    } finally {
-      svc.net.whoami.setBehaviour(burntIp, 'ok');
-    }
+    });
     // Where every session leaves now (the quarantine moved some), and what it has counted.
     for (const key of keys) before.set(key, await exitIpOf(svc, key));
     expect([...before.values()], 'no session on the banned exit').to.not.include(burntIp);
@@ -145,7 +132,7 @@ describe('durable state across restarts (real service, private network)', functi
     await traffic;
     running = undefined;
     // What a host would do before starting again: the old tors let go of their data directories.
-    await pollUntil('the killed service’s tors exited', async () => tors.filter(isAlive), 60_000, { until: (alive) => alive.length === 0 });
+    expect(await waitAllGone(tors, 60_000), 'the killed service’s tors exited').to.deep.equal([]);
 
     const again = await started(dataDir);
     running = again.svc;

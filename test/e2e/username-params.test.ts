@@ -8,16 +8,13 @@ import { expect } from 'chai';
 import type { ExitsView, SessionRotateResult, SessionView } from '../../shared/api/views.js';
 import { COUNTRY_EXIT_WAIT_MS } from '../../shared/config/limits.js';
 import { HealApi } from '../support/clients/api-client.js';
+import { whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
 import { curlHttp, curlSocks } from '../support/clients/curl.js';
 import { exitIpOf, fetchThroughSession } from '../support/clients/session-fetch.js';
 import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
 import { pollUntil } from '../support/waiting.js';
 
 const ROTATION_GRACE_MS = 1000;
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
 
 describe('session parameters in the proxy username (real service, private network)', function () {
   this.timeout(240_000);
@@ -46,9 +43,7 @@ describe('session parameters in the proxy username (real service, private networ
     expect(exitsIn('us')).to.include(after);
     expect(after).to.not.equal(before);
     // Burn that exit: the quarantine moves the session to the other us exit, never out of us.
-    suite.svc.net.whoami.setBehaviour(after, 'captcha');
-    try {
-      await sleep(ROTATION_GRACE_MS + 500);
+    await whileExitServesCaptcha(suite.svc, after, ROTATION_GRACE_MS + 500, async () => {
       for (let i = 0; i < 2; i++) {
         expect((await fetchThroughSession(suite.svc, 'geo-us-country-us')).kind).to.equal('captcha');
         await api.reportFailure('geo-us', { kind: 'captcha' });
@@ -57,9 +52,7 @@ describe('session parameters in the proxy username (real service, private networ
         until: (f) => f.kind === 'ip' && f.ip !== after,
       });
       expect(moved.kind === 'ip' && exitsIn('us').includes(moved.ip), JSON.stringify(moved)).to.equal(true);
-    } finally {
-      suite.svc.net.whoami.setBehaviour(after, 'ok');
-    }
+    });
     // The same grammar on the HTTP proxy.
     const http = await curlHttp(suite.svc.httpPort, 'web-de-country-de', TEST_PROXY_TOKEN, suite.svc.whoamiUrl);
     expect(http.code, http.stderr).to.equal(0);

@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort } from '../network/free-ports.js';
+import { freePort, portFree } from '../network/free-ports.js';
+import { pollUntil } from '../waiting.js';
 
 export interface RunningRedis {
   readonly port: number;
@@ -17,19 +17,8 @@ export async function startRedis(): Promise<RunningRedis> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-redis-'));
   const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--protected-mode', 'yes'], { stdio: 'ignore' });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const up = await new Promise<boolean>((resolve) => {
-      const s = net.connect(port, '127.0.0.1', () => {
-        s.end();
-        resolve(true);
-      });
-      s.once('error', () => resolve(false));
-    });
-    if (up) break;
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`redis-server did not listen on ${port}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  // Listening once the port can no longer be bound.
+  await pollUntil(`redis-server listening on ${port}`, async () => (child.exitCode === null && !(await portFree(port)) ? true : undefined), 10_000, 50);
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
