@@ -16,6 +16,7 @@ import { DestinationBlame } from './exits/destination-blame.js';
 import { ExitAssignments } from './exits/exit-assignments.js';
 import { TorPoolInstance } from './pool/tor-pool-instance.js';
 import { checkTorBinary } from './startup/tor-binary-check.js';
+import { FleetMember } from './fleet/fleet-member.js';
 import { DurableState } from './state/durable-state.js';
 import { loadDurableState } from './state/load-durable-state.js';
 import { RedisStateStore } from './state/redis-state-store.js';
@@ -57,6 +58,8 @@ export class Service {
     readonly log: Logger,
     /** The durable state's writer; null with STATE_STORE=none. */
     readonly durable: DurableState | null,
+    /** This node's place among the nodes sharing its Redis; null unless STATE_STORE is a redis:// URL. */
+    readonly fleet: FleetMember | null,
   ) {}
 
   static async start(config: Config, options: ServiceOptions): Promise<Service> {
@@ -82,9 +85,19 @@ export class Service {
       log.warn('generated proxy token (shown once; stored as a digest)', { token: generated.proxyToken.secret, id: generated.proxyToken.id });
     }
 
+    // On a shared Redis the node's name is leased first: two processes under one name would
+    // write over each other's state (supervisor/fleet).
+    const redisUrl = config.stateStore === 'none' || config.stateStore === 'sqlite' ? null : config.stateStore;
+    const fleet = redisUrl === null ? null : await FleetMember.join({ url: redisUrl, node: config.nodeName, leaseMs: config.nodeLeaseMs, log: log.child({ component: 'fleet' }) });
     // Read before anything records: the audit trail and the session table go on from what it held.
-    const durableStore = config.stateStore === 'none' ? null : config.stateStore === 'sqlite' ? new SqliteStateStore(config.dataDir) : new RedisStateStore(config.stateStore);
-    const restored = durableStore ? await loadDurableState(durableStore, log) : null;
+    const durableStore = redisUrl !== null ? new RedisStateStore(redisUrl, config.nodeName) : config.stateStore === 'sqlite' ? new SqliteStateStore(config.dataDir) : null;
+    let restored;
+    try {
+      restored = durableStore ? await loadDurableState(durableStore, log) : null;
+    } catch (error) {
+      await fleet?.leave();
+      throw error;
+    }
 
     const audit = new AuditLog();
     // PIN_EXIT_RELAY: the supervisor assigns each instance its exit (supervisor/exits/README.md).
@@ -207,6 +220,7 @@ export class Service {
         attachWorker(h, {
           pool,
           exits,
+          fleet,
           load,
           audit,
           metrics,
@@ -227,6 +241,7 @@ export class Service {
     pool.on('serving', (ready) => log.info('serving', { ready, socks: config.socksPort, http: config.httpPort }));
     pool.on('ready-count', (ready) => log.info('instance bootstrapped', { ready, size: pool.instanceIds().length }));
 
+    if (fleet && exits) await fleet.manageExits(exits);
     pool.start();
     try {
       await workers.start();
@@ -236,10 +251,11 @@ export class Service {
       pool.beginShutdown();
       await durable?.close();
       await pool.stop();
+      await fleet?.leave();
       throw e;
     }
     pool.listenersUp();
-    const service = new Service(config, pool, workers, audit, store, generated, log, durable);
+    const service = new Service(config, pool, workers, audit, store, generated, log, durable, fleet);
     service.tickTimer = setInterval(() => service.tick(), TICK_MS);
     log.info('API and dashboard listening', { url: `http://${config.bindHost}:${config.apiPort}/` });
     return service;
@@ -273,6 +289,8 @@ export class Service {
         // instance must not look like one whose sessions should move).
         await this.durable?.close();
         await this.pool.stop();
+        // After tor stopped: the other nodes may take its exits from here on.
+        await this.fleet?.leave();
         await this.store.idle();
         this.log.info('stopped');
       })();

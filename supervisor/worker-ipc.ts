@@ -14,6 +14,7 @@ import type { PoolMetrics } from './metrics/pool-metrics.js';
 import type { WorkerLoad } from './metrics/worker-load.js';
 import type { Pool } from './pool/pool.js';
 import type { ExitAssignments } from './exits/exit-assignments.js';
+import type { FleetMember } from './fleet/fleet-member.js';
 import { exitsViewOf, liftBan } from './exits/exits-view.js';
 import { LEASE_INVALIDATION_TIMEOUT_MS } from './routing/route-leases.js';
 
@@ -21,6 +22,8 @@ export interface WorkerIpcDeps {
   pool: Pool;
   /** The exit catalog and assignments; undefined when PIN_EXIT_RELAY is off. */
   exits: ExitAssignments | undefined;
+  /** This node's fleet (STATE_STORE=redis://…), for the API's view of the nodes; null otherwise. */
+  fleet: FleetMember | null;
   load: WorkerLoad;
   audit: AuditLog;
   metrics: PoolMetrics;
@@ -76,7 +79,7 @@ export function workerRequestHandlers(h: WorkerHandle, d: WorkerIpcDeps): IpcHan
     'sessions.rotate': ({ key, newnym }) => settled(pool.rotateSession(key, newnym)),
     'sessions.failure': ({ key, report, reporter }) => settled(pool.reportFailure(key, report.kind, report.reason, reporter, report.domain)),
     'sessions.delete': ({ key }) => settled(pool.deleteSession(key)),
-    'exits.list': () => exitsViewOf(d.exits, pool.instanceIds(), Date.now()),
+    'exits.list': () => exitsViewOf(d.exits, pool.instanceIds(), Date.now(), d.fleet?.view() ?? null),
     'exits.unban': ({ fingerprint }) => liftBan(d.exits, fingerprint),
     'events.recent': ({ limit, types }) => d.audit.recent(limit, types),
     'stats.history': ({ range }) => pool.stats.series(range),

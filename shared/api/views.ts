@@ -95,6 +95,8 @@ export interface ExitView {
   /** Instances assigned this exit. */
   instances: number[];
   banned: ExitBanView | null;
+  /** Another node of the fleet that holds this exit's lease (it is never assigned here meanwhile); null on a node of its own. */
+  held_by: string | null;
 }
 
 export interface ExitBanView {
@@ -139,6 +141,8 @@ export interface ExitsView {
   exits: ExitView[];
   /** Bans in force, including those of exits no longer in the catalog. */
   bans: ExitBanView[];
+  /** With STATE_STORE=redis://…: this node and every node whose lease is in force (supervisor/fleet); null otherwise. */
+  fleet: { node: string; nodes: string[] } | null;
 }
 
 export interface SessionRotateResult {

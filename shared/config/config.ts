@@ -57,6 +57,10 @@ export interface Config {
   dataDir: string;
   /** Where the durable state lives: `sqlite` (DATA_DIR/state.db), a Redis URL, or `none` (every start is a clean slate). */
   stateStore: StateStoreSetting;
+  /** This node's name among the nodes of one pool on a shared Redis (supervisor/fleet). */
+  nodeName: string;
+  /** How long a node's lease (and each of its exit leases) outlives its last renewal. */
+  nodeLeaseMs: number;
   logLevel: LogLevel;
   logFormat: 'text' | 'json';
   bootstrapStallTimeoutMs: number;

@@ -1,3 +1,4 @@
+import os from 'node:os';
 import { parseDuration } from './duration.js';
 
 /** Value parsers shared by the variable table. Each throws a plain Error whose message names the problem. */
@@ -48,6 +49,23 @@ export function stateStore(raw: string): StateStoreSetting {
   if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new Error('must be sqlite, none or a redis:// URL');
   if (url.hostname === '') throw new Error('the redis URL names no host');
   return v as `redis://${string}`;
+}
+
+/** Names a node in Redis keys and in the API: letters, digits, `_`, `.` and `-`. */
+const NODE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/**
+ * NODE_NAME: empty means the machine's host name (a StatefulSet pod's stable name), with the
+ * characters a key must not hold replaced by `-`.
+ */
+export function nodeName(raw: string, hostname: () => string = () => os.hostname()): string {
+  const v = raw.trim();
+  if (v === '') {
+    const fromHost = hostname().replace(/[^A-Za-z0-9_.-]/g, '-').slice(0, 64);
+    return fromHost === '' ? 'node' : fromHost;
+  }
+  if (!NODE_NAME.test(v)) throw new Error('must be 1 to 64 letters, digits, _, . or -');
+  return v;
 }
 
 export type StateStoreSetting = 'sqlite' | 'none' | `redis://${string}` | `rediss://${string}`;

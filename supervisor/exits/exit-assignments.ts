@@ -93,6 +93,13 @@ export class ExitAssignments implements ExitSteering {
   private readonly restored = new Map<number, RestoredAssignment>();
   /** Called with the instances whose assigned exit left the consensus (the pool rotates them). */
   onExitGone: (ids: number[]) => void = () => undefined;
+  /**
+   * Exits another node of the fleet holds a lease on, with that node's name (supervisor/fleet):
+   * never assigned here. Empty on a node of its own.
+   */
+  private heldElsewhere: ReadonlyMap<string, string> = new Map();
+  /** Called after every change of an assignment, so the fleet can claim or release its lease at once. */
+  onAssignmentsChanged: () => void = () => undefined;
 
   constructor(private readonly options: ExitAssignmentsOptions) {
     this.now = options.now ?? Date.now;
@@ -188,6 +195,7 @@ export class ExitAssignments implements ExitSteering {
     let why = '';
     if (!relay) why = 'it left the consensus';
     else if (this.bans.isBanned(relay, now)) why = 'it is banned';
+    else if (this.heldElsewhere.has(relay.fingerprint)) why = `node ${this.heldElsewhere.get(relay.fingerprint) ?? ''} holds it`;
     else if (this.options.exitNodes.length > 0 && this.options.strictNodes && !matchesNodeList(relay, this.options.exitNodes)) why = 'it is outside TOR_EXIT_NODES';
     if (relay && why === '') return relay;
     this.audit(id, `instance ${id} cannot get back its exit ${before.nickname} (${before.address}) from before the restart: ${why}; its sessions get a new exit`, {
@@ -227,6 +235,7 @@ export class ExitAssignments implements ExitSteering {
       unit: this.options.unit,
       excluded: (e) =>
         this.bans.isBanned(e, now, options.avoid?.domains ?? []) ||
+        this.heldElsewhere.has(e.fingerprint) ||
         avoidAddresses.has(e.address) ||
         avoidBlocks.has(e.block) ||
         (options.countries !== undefined && !options.countries.includes(e.country)) ||
@@ -238,7 +247,7 @@ export class ExitAssignments implements ExitSteering {
       const note =
         this.catalog.size === 0
           ? 'the exit catalog is empty'
-          : `no eligible exit: ${this.catalog.size} in the catalog, ${this.bans.list(now).length} banned${avoidAddresses.size > 0 ? `, ${avoidAddresses.size} recently used avoided` : ''}`;
+          : `no eligible exit: ${this.catalog.size} in the catalog, ${this.bans.list(now).length} banned${this.heldElsewhere.size > 0 ? `, ${this.heldElsewhere.size} held by other nodes` : ''}${avoidAddresses.size > 0 ? `, ${avoidAddresses.size} recently used avoided` : ''}`;
       this.shortage.set(id, note);
       this.audit(id, `no new exit for instance ${id} (${options.why}): ${note}`, { reason: 'no_eligible_exit', why: options.why }, options.session);
       return { ok: false, note };
@@ -254,6 +263,7 @@ export class ExitAssignments implements ExitSteering {
   /** Instance `id` is assigned `relay` from now on: kept and audited (`said` ends the message). */
   private record(id: number, relay: ExitRelay, distinct: boolean, said: string, why: string, from: ExitRelay | undefined, session?: string): void {
     this.assigned.set(id, { relay, distinct });
+    this.onAssignmentsChanged();
     this.audit(id, `instance ${id} assigned exit ${relay.nickname} (${relay.address}, ${relay.country || '??'})${said ? ` ${said}` : ''}`, {
       fingerprint: relay.fingerprint,
       address: relay.address,
@@ -315,8 +325,45 @@ export class ExitAssignments implements ExitSteering {
   release(id: number): void {
     this.sources.delete(id);
     this.restored.delete(id);
-    this.assigned.delete(id);
+    if (this.assigned.delete(id)) this.onAssignmentsChanged();
     this.shortage.delete(id);
+  }
+
+  /** Exits this node holds leases on: those assigned, and those kept for instances since a restart. */
+  heldFingerprints(): Set<string> {
+    return new Set([...[...this.assigned.values()].map((a) => a.relay.fingerprint), ...[...this.restored.values()].map((r) => r.fingerprint)]);
+  }
+
+  /** The exits other nodes hold (fingerprint → node), as the fleet last read them. */
+  setHeldElsewhere(held: ReadonlyMap<string, string>): void {
+    this.heldElsewhere = held;
+  }
+
+  /** The node that holds `fingerprint`'s lease, if another does. */
+  holderOf(fingerprint: string): string | undefined {
+    return this.heldElsewhere.get(fingerprint);
+  }
+
+  /**
+   * Another node holds the lease on an exit instances here were assigned (both chose it before
+   * either's lease was seen): they move to another exit; the other node keeps it.
+   */
+  yieldExit(fingerprint: string, node: string): void {
+    const ids = this.assignedInstances(fingerprint);
+    if (ids.length === 0) return;
+    const known = this.heldElsewhere.get(fingerprint) === node;
+    const held = new Map(this.heldElsewhere);
+    held.set(fingerprint, node);
+    this.heldElsewhere = held;
+    const relay = this.catalog.get(fingerprint);
+    // Said once; an instance still bootstrapping is asked again by the next reconciliation.
+    if (!known) this.audit(ids[0] ?? null, `exit ${relay?.nickname ?? fingerprint} is held by node ${node}: instance${ids.length === 1 ? '' : 's'} ${ids.join(', ')} move${ids.length === 1 ? 's' : ''} to another exit`, {
+      fingerprint,
+      node,
+      instances: ids,
+      reason: 'held_by_other_node',
+    });
+    this.onExitGone(ids);
   }
 
   assignment(id: number): ExitAssignmentView | undefined {
@@ -363,7 +410,7 @@ export class ExitAssignments implements ExitSteering {
     const now = this.now();
     const nodes = this.options.exitNodes;
     const strict = nodes.length > 0 && this.options.strictNodes;
-    return this.catalog.all().filter((e) => !this.bans.isBanned(e, now) && (!strict || matchesNodeList(e, nodes)));
+    return this.catalog.all().filter((e) => !this.bans.isBanned(e, now) && !this.heldElsewhere.has(e.fingerprint) && (!strict || matchesNodeList(e, nodes)));
   }
 
   assignedInstances(fingerprint: string): number[] {

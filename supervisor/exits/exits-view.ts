@@ -5,9 +5,14 @@ import type { ExitAssignments } from './exit-assignments.js';
 import type { ExitBan } from './exit-bans.js';
 
 /** GET /api/exits: the catalog with assignments and bans; an empty, non-assigning view when PIN_EXIT_RELAY is off. */
-export function exitsViewOf(exits: ExitAssignments | undefined, instanceIds: readonly number[], now: number): ExitsView {
+export function exitsViewOf(
+  exits: ExitAssignments | undefined,
+  instanceIds: readonly number[],
+  now: number,
+  fleet: { node: string; nodes: string[] } | null = null,
+): ExitsView {
   if (!exits) {
-    return { distinct_by: 'relay', assigning: false, updated_at: null, eligible: 0, capacity: 0, in_use: 0, shortages: [], countries: [], exits: [], bans: [] };
+    return { distinct_by: 'relay', assigning: false, updated_at: null, eligible: 0, capacity: 0, in_use: 0, shortages: [], countries: [], exits: [], bans: [], fleet };
   }
   const bans = exits.bans.list(now);
   // An exit's `banned` is its ban for everyone; per-site bans are listed under `bans` only.
@@ -29,10 +34,11 @@ export function exitsViewOf(exits: ExitAssignments | undefined, instanceIds: rea
       .all()
       .map((e) => {
         const ban = banOf.get(e.fingerprint) ?? bans.find((b) => b.domain === '' && b.address === e.address);
-        return { ...e, instances: exits.assignedInstances(e.fingerprint), banned: ban ? banViewOf(ban) : null };
+        return { ...e, instances: exits.assignedInstances(e.fingerprint), banned: ban ? banViewOf(ban) : null, held_by: exits.holderOf(e.fingerprint) ?? null };
       })
       .sort((a, b) => b.instances.length - a.instances.length || a.nickname.localeCompare(b.nickname)),
     bans: bans.map(banViewOf),
+    fleet,
   };
 }
 

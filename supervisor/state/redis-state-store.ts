@@ -1,4 +1,5 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { closeRedis, redisClient, redisLocation } from './redis-location.js';
 import {
   emptyStoredState,
   RECORD_NAMESPACES,
@@ -12,33 +13,27 @@ import {
 /** Written to the meta hash; a prefix holding another value is another program's or another format's. */
 const REDIS_STATE_FORMAT = 'exitpool-state';
 const REDIS_STATE_VERSION = '1';
-/** How long a start waits for Redis before refusing to start (the service would otherwise run without the state it was asked to keep). */
-export const REDIS_CONNECT_TIMEOUT_MS = 10_000;
 
 /**
  * The durable state in Redis (`STATE_STORE=redis://…`): the same records and rings as the SQLite
  * store, as one hash per record namespace and one sorted set per ring (scored by seq), under a
- * key prefix (`exitpool:` by default, the URL's path names another). A batch is one MULTI/EXEC,
- * so it applies whole or not at all. Every write is already off the request path (DurableState
- * sends one batch a second); ioredis queues commands while Redis is away and the writer retries
- * the batch after a failure.
+ * key prefix (`exitpool:` by default, the URL's path names another; with `node`, that node's own
+ * `exitpool:…:node:<node>:`, so several nodes of one pool never write over each other). A batch
+ * is one MULTI/EXEC, so it applies whole or not at all. Every write is already off the request
+ * path (DurableState sends one batch a second); ioredis queues commands while Redis is away and
+ * the writer retries the batch after a failure.
  */
 export class RedisStateStore implements StateStore {
   readonly location: string;
   private readonly redis: Redis;
   private readonly prefix: string;
 
-  constructor(url: string) {
-    const parsed = new URL(url);
-    const name = decodeURIComponent(parsed.pathname.replace(/^\/+/, ''));
-    this.prefix = `exitpool:${/^[A-Za-z0-9_.-]{1,64}$/.test(name) ? `${name}:` : ''}`;
+  constructor(url: string, node?: string) {
+    const where = redisLocation(url);
+    this.prefix = node === undefined ? where.poolPrefix : `${where.poolPrefix}node:${node}:`;
     // Credentials never reach the logs.
-    this.location = `redis://${parsed.host}/${name}`;
-    const target = new URL(url);
-    target.pathname = '';
-    this.redis = new Redis(target.toString(), { lazyConnect: true, maxRetriesPerRequest: 2, connectTimeout: REDIS_CONNECT_TIMEOUT_MS });
-    // Errors surface through the commands that fail; an 'error' listener keeps ioredis from printing them.
-    this.redis.on('error', () => undefined);
+    this.location = node === undefined ? where.shown : `${where.shown} (node ${node})`;
+    this.redis = redisClient(where);
   }
 
   private key(kind: 'rec' | 'ring' | 'meta', ns = ''): string {
@@ -101,8 +96,7 @@ export class RedisStateStore implements StateStore {
     if (results === null || failed) throw new StateStoreError(`Redis transaction failed: ${failed?.[0]?.message ?? 'aborted'}`);
   }
 
-  async close(): Promise<void> {
-    if (this.redis.status === 'end') return;
-    await this.redis.quit().catch(() => this.redis.disconnect());
+  close(): Promise<void> {
+    return closeRedis(this.redis);
   }
 }

@@ -230,9 +230,9 @@ describe('durable state in Redis (STATE_STORE=redis://…, real service, private
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-redis-down-'));
     dirs.push(dir);
     const svc = await startService({ POOL_SIZE: '1', DATA_DIR: dir, STATE_STORE: 'redis://127.0.0.1:1/down' });
-    await pollUntil('the start refused', () => svc.output(), 30_000, { until: (out) => /STATE_STORE: the durable state/.test(out) });
+    await pollUntil('the start refused', () => svc.output(), 30_000, { until: (out) => /STATE_STORE: Redis at/.test(out) });
     await sleep(500);
     expect(await svc.stop()).to.equal(78);
-    expect(svc.output()).to.match(/STATE_STORE: the durable state at redis:\/\/127\.0\.0\.1:1\/down cannot be opened/);
+    expect(svc.output()).to.match(/STATE_STORE: Redis at redis:\/\/127\.0\.0\.1:1\/down cannot be reached/);
   });
 });

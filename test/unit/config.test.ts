@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 import os from 'node:os';
 import path from 'node:path';
-import { nodeList } from '../../shared/config/values.js';
+import { nodeList, nodeName } from '../../shared/config/values.js';
 import {
   ConfigError,
   VARIABLES,
@@ -120,6 +120,8 @@ describe('configuration', () => {
       apiAllowedHosts: [],
       instancePortBase: 19050,
       stateStore: 'sqlite',
+      nodeName: os.hostname().replace(/[^A-Za-z0-9_.-]/g, '-').slice(0, 64) || 'node',
+      nodeLeaseMs: 10_000,
       logLevel: 'info',
       logFormat: 'text',
       bootstrapStallTimeoutMs: 120_000,
@@ -192,6 +194,8 @@ describe('configuration', () => {
       ['INSTANCE_PORT_BASE', '40000', 40000, '80'],
       ['DATA_DIR', '/var/lib/exitpool', '/var/lib/exitpool', 'a\u0001'],
       ['STATE_STORE', 'none', 'none', 'redis'],
+      ['NODE_NAME', 'pod-0.eu_1', 'pod-0.eu_1', 'a:b'],
+      ['NODE_LEASE', '15s', 15_000, '1s'],
       ['LOG_LEVEL', 'debug', 'debug', 'verbose'],
       ['LOG_FORMAT', 'json', 'json', 'xml'],
       ['BOOTSTRAP_STALL_TIMEOUT', '45s', 45_000, '2d'],
@@ -296,6 +300,37 @@ describe('configuration', () => {
         { numRuns: fuzzRuns(500) },
       );
     });
+  });
+});
+
+describe('configuration: NODE_NAME (hostile input)', () => {
+  it('takes the host name when unset, with what a Redis key must not hold replaced', () => {
+    expect(nodeName('', () => 'web 1:eu/pod*')).to.equal('web-1-eu-pod-');
+    expect(nodeName('', () => '')).to.equal('node');
+    expect(nodeName('', () => 'h'.repeat(300))).to.have.length(64);
+  });
+  for (const bad of ['a:b', '../x', 'no\nde', 'x'.repeat(65), 'pod*', 'n{1}', 'ü']) {
+    it(`refuses ${JSON.stringify(bad)}`, () => {
+      expect(() => nodeName(bad)).to.throw(/letters, digits/);
+    });
+  }
+  it('property: a name is accepted exactly when it can name keys as it is, and then unchanged', () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 80 }), fc.string({ maxLength: 80 }), (raw, host) => {
+        const fromHost = nodeName('', () => host);
+        expect(fromHost).to.match(/^[A-Za-z0-9_.-]{1,64}$/);
+        let accepted: string | null;
+        try {
+          accepted = nodeName(raw);
+        } catch {
+          accepted = null;
+        }
+        if (raw.trim() === '') return;
+        if (accepted === null) expect(/^[A-Za-z0-9_.-]{1,64}$/.test(raw.trim())).to.equal(false);
+        else expect(accepted).to.equal(raw.trim());
+      }),
+      { numRuns: fuzzRuns(300) },
+    );
   });
 });
 

@@ -285,6 +285,23 @@ describe('exit bans and assignments', () => {
     expect(() => liftBan(a, fp('a'))).to.throw(/not banned/);
     expect(liftBan(a, `$${fp('b').toLowerCase()}`)).to.equal(null);
     expect(exitsViewOf(undefined, [0], 0).assigning).to.equal(false);
+    expect(view.fleet).to.equal(null);
+    expect(view.exits.every((e) => e.held_by === null)).to.equal(true);
+  });
+
+  it('views the exits another node holds with its name, and the fleet', () => {
+    const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.1.0.1'), relay('c', '10.2.0.1')]);
+    a.setHeldElsewhere(new Map([[fp('b'), 'node-b']]));
+    const view = exitsViewOf(a, [], 0, { node: 'node-a', nodes: ['node-a', 'node-b'] });
+    expect(view.fleet).to.deep.equal({ node: 'node-a', nodes: ['node-a', 'node-b'] });
+    expect(view.exits.find((e) => e.fingerprint === fp('b'))?.held_by).to.equal('node-b');
+    expect(view.exits.find((e) => e.fingerprint === fp('a'))?.held_by).to.equal(null);
+    expect(view.eligible, 'an exit held elsewhere is not eligible here').to.equal(2);
+    // Never chosen, however often asked.
+    for (let i = 0; i < 5; i++) {
+      const next = a.next(i, { fresh: false, why: 'bootstrap' });
+      expect(next.ok && next.relay.fingerprint).to.not.equal(fp('b'));
+    }
   });
 });
 

@@ -1,0 +1,98 @@
+import type { Redis } from 'ioredis';
+
+/**
+ * The fleet's leases in Redis, as plain keys with a time to live under the pool's prefix:
+ * `fleet:node:<node>` holds the token of the one process running that node, and
+ * `fleet:exit:<fingerprint>` the name of the node that pins that exit. A lease is taken,
+ * renewed and given up only by its holder, each in one script, so two nodes can never both
+ * believe they hold one. Redis's own expiry ends the leases of a node that died.
+ */
+
+/** Takes the lease when it is free, renews it when it is already `holder`'s; returns the holder after the call. */
+const CLAIM = `local v = redis.call('GET', KEYS[1])
+if v == false then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return ARGV[1]
+end
+if v == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return v`;
+
+/** Gives the lease up only when `holder` holds it (an expired and retaken lease stays the new holder's). */
+const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`;
+
+/** How many keys one SCAN step asks for: the exits of a pool are at most a few thousand. */
+const SCAN_COUNT = 500;
+
+export class FleetLeases {
+  constructor(
+    private readonly redis: Redis,
+    private readonly poolPrefix: string,
+  ) {}
+
+  nodeKey(node: string): string {
+    return `${this.poolPrefix}fleet:node:${node}`;
+  }
+
+  exitKey(fingerprint: string): string {
+    return `${this.poolPrefix}fleet:exit:${fingerprint}`;
+  }
+
+  /** Claims (or renews) one lease; resolves with whoever holds it now. */
+  async claim(key: string, holder: string, ttlMs: number): Promise<string> {
+    return String(await this.redis.eval(CLAIM, 1, key, holder, String(ttlMs)));
+  }
+
+  /** Claims or renews many leases in one round trip; the holder of each, in order. */
+  async claimAll(keys: readonly string[], holder: string, ttlMs: number): Promise<string[]> {
+    if (keys.length === 0) return [];
+    const pipeline = this.redis.pipeline();
+    for (const key of keys) pipeline.eval(CLAIM, 1, key, holder, String(ttlMs));
+    const results = (await pipeline.exec()) ?? [];
+    return results.map(([error, value]) => {
+      if (error) throw error;
+      return String(value);
+    });
+  }
+
+  async releaseAll(keys: readonly string[], holder: string): Promise<void> {
+    if (keys.length === 0) return;
+    const pipeline = this.redis.pipeline();
+    for (const key of keys) pipeline.eval(RELEASE, 1, key, holder);
+    await pipeline.exec();
+  }
+
+  /** Every exit lease in force: fingerprint → holding node. */
+  async exitHolders(): Promise<Map<string, string>> {
+    const prefix = this.exitKey('');
+    const keys: string[] = [];
+    let cursor = '0';
+    do {
+      const [next, batch] = await this.redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', SCAN_COUNT);
+      cursor = next;
+      keys.push(...batch);
+    } while (cursor !== '0');
+    const holders = new Map<string, string>();
+    if (keys.length === 0) return holders;
+    const values = await this.redis.mget(...keys);
+    keys.forEach((key, i) => {
+      const node = values[i];
+      // Expired between the scan and the read: free.
+      if (typeof node === 'string') holders.set(key.slice(prefix.length), node);
+    });
+    return holders;
+  }
+
+  /** Every node whose lease is in force. */
+  async liveNodes(): Promise<string[]> {
+    const prefix = this.nodeKey('');
+    const nodes: string[] = [];
+    let cursor = '0';
+    do {
+      const [next, batch] = await this.redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', SCAN_COUNT);
+      cursor = next;
+      nodes.push(...batch.map((k) => k.slice(prefix.length)));
+    } while (cursor !== '0');
+    return nodes.sort();
+  }
+}

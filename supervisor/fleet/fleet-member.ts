@@ -1,0 +1,198 @@
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { Logger } from '../../shared/logger.js';
+import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
+import type { ExitAssignments } from '../exits/exit-assignments.js';
+import { StartupError } from '../startup/startup-error.js';
+import { closeRedis, redisClient, redisLocation } from '../state/redis-location.js';
+import { FleetLeases } from './fleet-leases.js';
+
+/** A lease is renewed this many times per NODE_LEASE, so two renewals can fail before it lapses. */
+export const LEASE_RENEWALS_PER_TERM = 3;
+/** How often a start looks again at a node name whose lease is still held. */
+const NODE_LEASE_RETRY_MS = 250;
+/** Shutdown gives up on an unreachable Redis after this long (the leases then lapse on their own). */
+const LEAVE_TIMEOUT_MS = 2_000;
+
+export interface FleetMemberOptions {
+  /** STATE_STORE (a redis:// URL). */
+  url: string;
+  /** NODE_NAME. */
+  node: string;
+  /** NODE_LEASE. */
+  leaseMs: number;
+  log: Logger;
+}
+
+/** What the API says about the fleet. */
+export interface FleetView {
+  node: string;
+  /** Nodes whose lease was in force at the last renewal, this one included. */
+  nodes: string[];
+}
+
+/**
+ * This node's membership of a fleet sharing one Redis (README.md here): its node lease, which
+ * keeps a second process from running under the same NODE_NAME, and the leases on the exits its
+ * instances pin, which keep every other node off them. Everything runs on a timer, off the
+ * request path: routing reads only what the last renewal left in ExitAssignments.
+ */
+export class FleetMember {
+  private timer: NodeJS.Timeout | null = null;
+  private exits: ExitAssignments | undefined;
+  /** Exit leases this node held at the last renewal. */
+  private claimed = new Set<string>();
+  private running: Promise<void> | null = null;
+  private again = false;
+  private scheduled: NodeJS.Immediate | null = null;
+  private nodes: string[];
+  private leaving = false;
+  private readonly unreachable: ThrottledWarning;
+
+  private constructor(
+    private readonly options: FleetMemberOptions,
+    private readonly redis: Redis,
+    private readonly leases: FleetLeases,
+    /** This process's value of the node lease: another process under the same name cannot renew it. */
+    private readonly token: string,
+  ) {
+    this.nodes = [options.node];
+    this.unreachable = new ThrottledWarning(options.log, 'Redis cannot be reached: serving with the exit leases known so far', { level: 'warn' });
+  }
+
+  /**
+   * Connects and takes the node lease. A lease still held is waited for one NODE_LEASE (a node
+   * killed a moment ago); a name still held after that is another running process: StartupError.
+   */
+  static async join(options: FleetMemberOptions): Promise<FleetMember> {
+    const where = redisLocation(options.url);
+    const redis = redisClient(where);
+    try {
+      await redis.connect();
+    } catch (error) {
+      redis.disconnect();
+      throw new StartupError('STATE_STORE', `Redis at ${where.shown} cannot be reached: ${(error as Error).message}`);
+    }
+    const leases = new FleetLeases(redis, where.poolPrefix);
+    const token = `${options.node}/${process.pid}/${randomUUID()}`;
+    const key = leases.nodeKey(options.node);
+    const deadline = Date.now() + options.leaseMs + 2 * NODE_LEASE_RETRY_MS;
+    for (let waited = false; ; waited = true) {
+      const holder = await leases.claim(key, token, options.leaseMs);
+      if (holder === token) break;
+      if (Date.now() > deadline) {
+        await closeRedis(redis);
+        throw new StartupError(
+          'NODE_NAME',
+          `another running exitpool holds node name "${options.node}" on ${where.shown} (its lease was renewed within the last NODE_LEASE); give every node its own NODE_NAME`,
+        );
+      }
+      if (!waited) options.log.info('node name still leased (a previous run that ended abruptly?); waiting for the lease to lapse', { node: options.node, leaseMs: options.leaseMs });
+      await new Promise((resolve) => setTimeout(resolve, NODE_LEASE_RETRY_MS));
+    }
+    options.log.info('joined the fleet', { node: options.node, redis: where.shown });
+    const member = new FleetMember(options, redis, leases, token);
+    member.timer = setInterval(() => member.renew(), Math.floor(options.leaseMs / LEASE_RENEWALS_PER_TERM));
+    return member;
+  }
+
+  get node(): string {
+    return this.options.node;
+  }
+
+  view(): FleetView {
+    return { node: this.options.node, nodes: this.nodes };
+  }
+
+  /**
+   * From now on this node's exit assignments are leased: claimed as soon as they change and at
+   * every renewal, yielded when another node held the exit first, and exits other nodes hold
+   * are never assigned here. Resolves after the first renewal, so the first assignments
+   * already see the other nodes' exits.
+   */
+  async manageExits(exits: ExitAssignments): Promise<void> {
+    this.exits = exits;
+    exits.onAssignmentsChanged = () => this.soon();
+    await this.renew();
+  }
+
+  /** Gives up the exit leases and the node lease; the other nodes may take the exits at once. */
+  async leave(): Promise<void> {
+    this.leaving = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    if (this.scheduled) clearImmediate(this.scheduled);
+    this.scheduled = null;
+    if (this.exits) this.exits.onAssignmentsChanged = () => undefined;
+    const giveUp = async (): Promise<void> => {
+      await this.running;
+      await this.leases.releaseAll([...this.claimed].map((fp) => this.leases.exitKey(fp)), this.options.node);
+      await this.leases.releaseAll([this.leases.nodeKey(this.options.node)], this.token);
+    };
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([giveUp().catch(() => undefined), new Promise((resolve) => (timer = setTimeout(resolve, LEAVE_TIMEOUT_MS)))]);
+    clearTimeout(timer);
+    this.unreachable.flush();
+    await closeRedis(this.redis);
+  }
+
+  private soon(): void {
+    if (this.leaving) return;
+    this.scheduled ??= setImmediate(() => {
+      this.scheduled = null;
+      void this.renew();
+    });
+  }
+
+  /** One renewal at a time; a change during one runs another right after it. */
+  private renew(): Promise<void> {
+    if (this.running) {
+      this.again = true;
+      return this.running;
+    }
+    this.running = this.renewOnce()
+      .catch((error: unknown) => this.unreachable.note({ error: (error as Error).message }))
+      .finally(() => {
+        this.running = null;
+        if (this.again && !this.leaving) {
+          this.again = false;
+          void this.renew();
+        }
+      });
+    return this.running;
+  }
+
+  private async renewOnce(): Promise<void> {
+    const { node, leaseMs } = this.options;
+    const holder = await this.leases.claim(this.leases.nodeKey(node), this.token, leaseMs);
+    if (holder !== this.token) this.options.log.error('another process took this node name while its lease had lapsed; give every node its own NODE_NAME', { node });
+    if (this.exits) await this.reconcileExits(this.exits);
+    this.nodes = await this.leases.liveNodes();
+  }
+
+  private async reconcileExits(exits: ExitAssignments): Promise<void> {
+    const { node, leaseMs } = this.options;
+    const mine = [...exits.heldFingerprints()];
+    const holders = await this.leases.claimAll(
+      mine.map((fp) => this.leases.exitKey(fp)),
+      node,
+      leaseMs,
+    );
+    const kept = new Set<string>();
+    const lost: [string, string][] = [];
+    mine.forEach((fp, i) => {
+      const holder = holders[i] as string;
+      if (holder === node) kept.add(fp);
+      else lost.push([fp, holder]);
+    });
+    const dropped = [...this.claimed].filter((fp) => !kept.has(fp) && !mine.includes(fp));
+    this.claimed = kept;
+    await this.leases.releaseAll(
+      dropped.map((fp) => this.leases.exitKey(fp)),
+      node,
+    );
+    for (const [fp, holder] of lost) exits.yieldExit(fp, holder);
+    const elsewhere = new Map([...(await this.leases.exitHolders())].filter(([, holder]) => holder !== node));
+    exits.setHeldElsewhere(elsewhere);
+  }
+}

@@ -1,0 +1,173 @@
+/**
+ * The fleet's leases against a real redis-server on loopback: node names, exit leases claimed,
+ * yielded, released and lapsed, and the exits another node holds kept out of every choice here.
+ */
+import { expect } from 'chai';
+import { Redis } from 'ioredis';
+import { AuditLog } from '../../supervisor/audit/audit-log.js';
+import { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
+import type { ExitRelay } from '../../supervisor/exits/exit-relay.js';
+import { FleetMember } from '../../supervisor/fleet/fleet-member.js';
+import { StartupError } from '../../supervisor/startup/startup-error.js';
+import { logger } from '../../shared/logger.js';
+import { startRedis, type RunningRedis } from '../support/processes/redis-server.js';
+import { pollUntil } from '../support/waiting.js';
+
+const LEASE_MS = 2_000;
+const fp = (c: string): string => c.repeat(40).toUpperCase();
+
+function relay(c: string, n: number): ExitRelay {
+  return { fingerprint: fp(c), nickname: `exit${c}`, address: `10.0.${n}.1`, country: 'de', bandwidth: 1000, block: `10.0.${n}.0/24`, family: fp(c) };
+}
+
+const CATALOG = ['a', 'b', 'c', 'd'].map((c, i) => relay(c, i));
+
+function assignments(audit = new AuditLog()): ExitAssignments {
+  const a = new ExitAssignments({ unit: 'relay', banTtlMs: 60_000, exitNodes: [], strictNodes: false, audit, log: logger(), random: () => 0 });
+  a.catalog.replace(CATALOG, 1);
+  return a;
+}
+
+describe('fleet: node and exit leases on a shared Redis (a real redis-server on loopback)', function () {
+  this.timeout(30_000);
+  let redis: RunningRedis;
+  let raw: Redis;
+  const members: FleetMember[] = [];
+  const join = async (node: string, pool = 'pool-a'): Promise<FleetMember> => {
+    const m = await FleetMember.join({ url: `${redis.url}/${pool}`, node, leaseMs: LEASE_MS, log: logger() });
+    members.push(m);
+    return m;
+  };
+  before(async () => {
+    redis = await startRedis();
+    raw = new Redis(redis.url);
+  });
+  afterEach(async () => {
+    for (const m of members.splice(0)) await m.leave();
+    await raw.flushall();
+  });
+  after(async () => {
+    raw.disconnect();
+    await redis.stop();
+  });
+
+  it('keeps a node off the exits another node holds, and says who holds them', async () => {
+    const a = await join('node-a');
+    const exitsA = assignments();
+    await a.manageExits(exitsA);
+    const first = exitsA.next(0, { fresh: false, why: 'bootstrap' });
+    const second = exitsA.next(1, { fresh: false, why: 'bootstrap' });
+    expect(first.ok && second.ok).to.equal(true);
+    const heldByA = [...exitsA.heldFingerprints()].sort();
+    await pollUntil('node-a leases its two exits', async () => (await raw.keys('exitpool:pool-a:fleet:exit:*')).length === 2 || undefined, 5_000, 20);
+    for (const f of heldByA) expect(await raw.get(`exitpool:pool-a:fleet:exit:${f}`)).to.equal('node-a');
+
+    const b = await join('node-b');
+    const exitsB = assignments();
+    await b.manageExits(exitsB);
+    expect([...heldByA].map((f) => exitsB.holderOf(f))).to.deep.equal(['node-a', 'node-a']);
+    // The same seeded choice node-a made first: node-b gets the two exits node-a left.
+    const bFirst = exitsB.next(0, { fresh: false, why: 'bootstrap' });
+    const bSecond = exitsB.next(1, { fresh: false, why: 'bootstrap' });
+    const heldByB = [bFirst, bSecond].map((n) => (n.ok ? n.relay.fingerprint : ''));
+    expect(heldByB.filter((f) => heldByA.includes(f)), 'no exit on both nodes').to.deep.equal([]);
+    // Nothing left for a third instance on node-b: the other two are node-a's.
+    const third = exitsB.next(2, { fresh: false, why: 'bootstrap' });
+    expect(third.ok).to.equal(true); // a shortage shares one of node-b's own, never node-a's
+    expect(third.ok && heldByA.includes(third.relay.fingerprint)).to.equal(false);
+    expect(exitsB.eligibleCount()).to.equal(2);
+    expect(b.view().nodes).to.deep.equal(['node-a', 'node-b']);
+  });
+
+  it('settles two nodes that pinned the same exit before either lease was seen: the later claim yields and its instances move', async () => {
+    const exitsA = assignments();
+    const auditB = new AuditLog();
+    const exitsB = assignments(auditB);
+    const moved: number[][] = [];
+    exitsB.onExitGone = (ids) => moved.push(ids);
+    // Both choose before joining: the same seeded choice, the same exit.
+    const pickA = exitsA.next(0, { fresh: false, why: 'bootstrap' });
+    const pickB = exitsB.next(3, { fresh: false, why: 'bootstrap' });
+    expect(pickA.ok && pickB.ok && pickA.relay.fingerprint === pickB.relay.fingerprint).to.equal(true);
+    const contested = pickA.ok ? pickA.relay.fingerprint : '';
+    const a = await join('node-a');
+    await a.manageExits(exitsA);
+    const b = await join('node-b');
+    await b.manageExits(exitsB);
+    expect(moved).to.deep.equal([[3]]);
+    expect(exitsB.holderOf(contested)).to.equal('node-a');
+    expect(auditB.recent(10).some((e) => e.details?.reason === 'held_by_other_node' && e.details.node === 'node-a')).to.equal(true);
+    // The move: node-b's next choice for that instance is another exit.
+    const again = exitsB.next(3, { fresh: true, why: 'exit_gone' });
+    expect(again.ok && again.relay.fingerprint !== contested).to.equal(true);
+    expect(await raw.get(`exitpool:pool-a:fleet:exit:${contested}`)).to.equal('node-a');
+  });
+
+  it('releases an exit the node no longer uses, and all of them when it leaves', async () => {
+    const a = await join('node-a');
+    const exitsA = assignments();
+    await a.manageExits(exitsA);
+    const pick = exitsA.next(0, { fresh: false, why: 'bootstrap' });
+    const f = pick.ok ? pick.relay.fingerprint : '';
+    await pollUntil('leased', async () => (await raw.get(`exitpool:pool-a:fleet:exit:${f}`)) === 'node-a' || undefined, 5_000, 20);
+    exitsA.release(0);
+    await pollUntil('released with the assignment', async () => (await raw.exists(`exitpool:pool-a:fleet:exit:${f}`)) === 0 || undefined, 5_000, 20);
+    exitsA.next(1, { fresh: false, why: 'bootstrap' });
+    await pollUntil('leased again', async () => (await raw.keys('exitpool:pool-a:fleet:exit:*')).length === 1 || undefined, 5_000, 20);
+    await a.leave();
+    members.splice(members.indexOf(a), 1);
+    expect(await raw.keys('exitpool:pool-a:fleet:*')).to.deep.equal([]);
+  });
+
+  it('forgets the exits of a node that stopped renewing once its leases lapse', async () => {
+    const b = await join('node-b');
+    const exitsB = assignments();
+    // A node that died: its lease was set and never renewed.
+    await raw.set(`exitpool:pool-a:fleet:exit:${fp('a')}`, 'node-gone', 'PX', 600);
+    await b.manageExits(exitsB);
+    expect(exitsB.holderOf(fp('a'))).to.equal('node-gone');
+    expect(exitsB.eligibleCount()).to.equal(3);
+    await pollUntil('the lapsed lease forgotten at a renewal', async () => (exitsB.holderOf(fp('a')) === undefined ? true : undefined), 5_000, 50);
+    expect(exitsB.eligibleCount()).to.equal(4);
+  });
+
+  it('refuses a second process under a node name in use (after waiting one lease), and lets a name go at once on leave', async () => {
+    await join('node-a');
+    const started = Date.now();
+    const refused = await join('node-a').then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(refused).to.be.instanceOf(StartupError);
+    expect((refused as StartupError).setting).to.equal('NODE_NAME');
+    expect((refused as Error).message).to.match(/another running exitpool holds node name "node-a" on redis:\/\/127\.0\.0\.1:\d+\/pool-a/);
+    expect(Date.now() - started, 'waited for the lease to lapse first').to.be.at.least(LEASE_MS);
+    // Another pool on the same Redis is another fleet: the same name is free there.
+    await join('node-a', 'other-pool');
+    const first = members[0] as FleetMember;
+    await first.leave();
+    members.splice(0, 1);
+    const t = Date.now();
+    await join('node-a');
+    expect(Date.now() - t, 'a name given back is free at once').to.be.below(LEASE_MS);
+  });
+
+  it('takes over a node name whose process died once its lease lapses', async () => {
+    await raw.set('exitpool:pool-a:fleet:node:node-a', 'node-a/1/dead', 'PX', 700);
+    const t = Date.now();
+    const m = await join('node-a');
+    expect(Date.now() - t).to.be.at.least(500);
+    expect(m.view().node).to.equal('node-a');
+    expect(await raw.get('exitpool:pool-a:fleet:node:node-a')).to.match(/^node-a\/\d+\//);
+  });
+
+  it('refuses a start while Redis cannot be reached, naming the setting and not the password', async () => {
+    const error = await FleetMember.join({ url: 'redis://:s3cret@127.0.0.1:1/fleet', node: 'n', leaseMs: LEASE_MS, log: logger() }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(error).to.be.instanceOf(StartupError);
+    expect((error as StartupError).setting).to.equal('STATE_STORE');
+    expect((error as Error).message).to.not.include('s3cret');
+  });
+});
