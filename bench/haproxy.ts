@@ -1,85 +1,12 @@
 /**
- * HAProxy as the peer a user would put in front of several tors instead of exitpool: Debian's
- * package (installed by `npm run bench`'s set-up only), TCP mode, round robin over the tors'
- * SOCKS sockets, listening on loopback. Run in the foreground (-db) so this process owns it.
+ * HAProxy as the peer a user would put in front of several tors instead of exitpool: TCP mode,
+ * round robin over the tors' SOCKS sockets (test/support/processes/haproxy.ts runs it).
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
-import { freePort } from '../test/support/network/free-ports.js';
-import { pollUntil } from '../test/support/waiting.js';
+import { startHaproxy as startRoundRobin, type RunningHaproxy } from '../test/support/processes/haproxy.js';
 
-export class HaproxyMissingError extends Error {
-  constructor() {
-    super('haproxy is not installed: `npm run bench` installs it (scripts/setup.sh with EXITPOOL_SETUP_BENCH=1)');
-    this.name = 'HaproxyMissingError';
-  }
-}
-
-export interface RunningHaproxy {
-  readonly port: number;
-  readonly pid: number;
-  /** `haproxy -v`'s first line. */
-  readonly version: string;
-  stop(): Promise<void>;
-}
+export type { RunningHaproxy } from '../test/support/processes/haproxy.js';
 
 /** A round-robin TCP frontend over `socketPaths` (Unix sockets: the tors' SocksPorts). */
-export async function startHaproxy(socketPaths: readonly string[]): Promise<RunningHaproxy> {
-  const probe = spawnSync('haproxy', ['-v'], { encoding: 'utf8' });
-  if (probe.error || probe.status !== 0) throw new HaproxyMissingError();
-  const version = probe.stdout.split('\n')[0] ?? 'haproxy';
-  const port = await freePort();
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-bench-haproxy-'));
-  const config = [
-    'global',
-    '  maxconn 4096',
-    'defaults',
-    '  mode tcp',
-    '  timeout connect 10s',
-    '  timeout client 120s',
-    '  timeout server 120s',
-    'frontend socks',
-    `  bind 127.0.0.1:${port}`,
-    '  default_backend tors',
-    'backend tors',
-    '  balance roundrobin',
-    ...socketPaths.map((p, i) => `  server tor${i} unix@${p}`),
-    '',
-  ].join('\n');
-  const file = path.join(dir, 'haproxy.cfg');
-  fs.writeFileSync(file, config);
-  const child: ChildProcess = spawn('haproxy', ['-f', file, '-db'], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  // An HAProxy that refuses its configuration exits at once: say why now, not after the wait.
-  const up = await pollUntil(
-    `haproxy listening on ${port}`,
-    () =>
-      child.exitCode !== null
-        ? ('exited' as const)
-        : new Promise<'listening' | undefined>((resolve) => {
-            const s = net.connect({ host: '127.0.0.1', port }, () => {
-              s.destroy();
-              resolve('listening');
-            });
-            s.once('error', () => resolve(undefined));
-          }),
-    10_000,
-    50,
-  );
-  if (up === 'exited') throw new Error(`haproxy exited at start: ${stderr}`);
-  return {
-    port,
-    pid: child.pid as number,
-    version,
-    async stop() {
-      if (child.exitCode === null) child.kill('SIGTERM');
-      await exited;
-      fs.rmSync(dir, { recursive: true, force: true });
-    },
-  };
+export function startHaproxy(socketPaths: readonly string[]): Promise<RunningHaproxy> {
+  return startRoundRobin(socketPaths.map((p) => `unix@${p}`));
 }

@@ -18,8 +18,8 @@ command -v tor >/dev/null 2>&1 || need+=(tor tor-geoipdb)
 command -v tor-gencert >/dev/null 2>&1 || need+=(tor)
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v curl >/dev/null 2>&1 || need+=(curl)
-# The side-by-side benchmark (BENCH=peers) runs HAProxy; only `npm run bench` asks for it.
-if [ "${EXITPOOL_SETUP_BENCH:-0}" = 1 ]; then
+# HAProxy: the balancer in front of several nodes (npm test) and the side-by-side benchmark's peer.
+if [ "${EXITPOOL_SETUP_BENCH:-0}" = 1 ] || [ "${EXITPOOL_SKIP_BROWSER:-0}" != 1 ]; then
   command -v haproxy >/dev/null 2>&1 || need+=(haproxy)
 fi
 if [ "${EXITPOOL_SKIP_BROWSER:-0}" != 1 ]; then

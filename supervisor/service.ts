@@ -1,3 +1,4 @@
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { instanceControlPort, instanceSocksPort, type Config, encodeWorkerConfig, WORKER_CONFIG_ENV } from '../shared/config/index.js';
@@ -21,6 +22,7 @@ import { DurableState } from './state/durable-state.js';
 import { loadDurableState } from './state/load-durable-state.js';
 import { RedisStateStore } from './state/redis-state-store.js';
 import { SqliteStateStore } from './state/sqlite-state-store.js';
+import { FORWARD_DIGEST_ENV } from '../shared/ipc/protocol.js';
 import { attachWorker, flushProxyAccounting, invalidateRouteLeases, probeDestinationThroughWorker, stateSnapshot } from './worker-ipc.js';
 
 /** The state snapshot for the live stream, and session expiry and statistics, run this often. */
@@ -88,7 +90,17 @@ export class Service {
     // On a shared Redis the node's name is leased first: two processes under one name would
     // write over each other's state (supervisor/fleet).
     const redisUrl = config.stateStore === 'none' || config.stateStore === 'sqlite' ? null : config.stateStore;
-    const fleet = redisUrl === null ? null : await FleetMember.join({ url: redisUrl, node: config.nodeName, leaseMs: config.nodeLeaseMs, log: log.child({ component: 'fleet' }) });
+    const fleet =
+      redisUrl === null
+        ? null
+        : await FleetMember.join({
+            url: redisUrl,
+            node: config.nodeName,
+            leaseMs: config.nodeLeaseMs,
+            address: { host: advertisedHost(config), port: config.socksPort },
+            sessionLifetimeMs: Math.max(config.sessionTtlMs, config.sessionTtlMaxMs),
+            log: log.child({ component: 'fleet' }),
+          });
     // Read before anything records: the audit trail and the session table go on from what it held.
     const durableStore = redisUrl !== null ? new RedisStateStore(redisUrl, config.nodeName) : config.stateStore === 'sqlite' ? new SqliteStateStore(config.dataDir) : null;
     let restored;
@@ -124,6 +136,7 @@ export class Service {
       log,
       sendInvalidation: (invalidation) => invalidateRouteLeases(workers, invalidation, log),
       ...(exits ? { exits } : {}),
+      ...(fleet ? { fleet: fleet.sessions } : {}),
       blame,
       onDestinationFault: () => metrics.failuresBlamedOnDestination.inc(),
       onCountryRefusal: (countries, reason) => {
@@ -214,7 +227,7 @@ export class Service {
         { role: 'api', count: 1 },
         { role: 'proxy', count: config.proxyWorkers },
       ],
-      env: { [WORKER_CONFIG_ENV]: encodeWorkerConfig(config) },
+      env: { [WORKER_CONFIG_ENV]: encodeWorkerConfig(config), ...(fleet ? { [FORWARD_DIGEST_ENV]: fleet.forwardDigest } : {}) },
       log,
       attach: (h) =>
         attachWorker(h, {
@@ -241,7 +254,15 @@ export class Service {
     pool.on('serving', (ready) => log.info('serving', { ready, socks: config.socksPort, http: config.httpPort }));
     pool.on('ready-count', (ready) => log.info('instance bootstrapped', { ready, size: pool.instanceIds().length }));
 
-    if (fleet && exits) await fleet.manageExits(exits);
+    if (fleet) {
+      let lastRefresh = Date.now();
+      fleet.trackSessions(() => {
+        const since = lastRefresh;
+        lastRefresh = Date.now();
+        return pool.sessionKeysUsedSince(since);
+      });
+      if (exits) await fleet.manageExits(exits);
+    }
     pool.start();
     try {
       await workers.start();
@@ -297,6 +318,12 @@ export class Service {
     }
     return this.stopping;
   }
+}
+
+/** NODE_ADDRESS, or BIND_HOST, or (BIND_HOST being a wildcard) the host name: where the other nodes reach this one. */
+function advertisedHost(config: Config): string {
+  if (config.nodeAddress !== '') return config.nodeAddress;
+  return config.bindHost === '0.0.0.0' || config.bindHost === '::' ? os.hostname() : config.bindHost;
 }
 
 /**

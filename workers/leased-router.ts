@@ -133,6 +133,7 @@ export class LeasedRouter implements Router {
         listener: req.listener,
         ...(req.instanceId === undefined ? {} : { instance: req.instanceId }),
         ...(params === undefined ? {} : { params }),
+        ...(req.forwarded === true ? { forwarded: true as const } : {}),
       });
     } catch (e) {
       this.o.log.warn('route request failed; refusing the connection', { error: (e as Error).message });
@@ -149,6 +150,8 @@ export class LeasedRouter implements Router {
       sessionKey: r.key,
       ...(r.session === null ? {} : { sessionId: r.session }),
       ...(r.exitIp === '' ? {} : { exitIp: r.exitIp }),
+      // Another node's session: the hop carries the client's own username (its parameters too).
+      ...(r.forward === undefined || req.sessionKey === null ? {} : { socksAuth: { username: req.sessionKey, password: r.forward.password } }),
     };
     if (leaseKey !== null && r.lease && r.session !== null && r.key === leaseKey && this.invalidations === invalidationsBefore) {
       this.leases.set(leaseKey, { ...granted, sessionId: r.session, tag: params ? sessionParamsTag(params) : (this.leases.get(leaseKey)?.tag ?? '') });

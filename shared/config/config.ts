@@ -61,6 +61,8 @@ export interface Config {
   nodeName: string;
   /** How long a node's lease (and each of its exit leases) outlives its last renewal. */
   nodeLeaseMs: number;
+  /** Where the other nodes reach this node's SOCKS listener ('' = BIND_HOST, or the host name when BIND_HOST is a wildcard). */
+  nodeAddress: string;
   logLevel: LogLevel;
   logFormat: 'text' | 'json';
   bootstrapStallTimeoutMs: number;

@@ -1,3 +1,4 @@
+import net from 'node:net';
 import os from 'node:os';
 import { parseDuration } from './duration.js';
 
@@ -65,6 +66,19 @@ export function nodeName(raw: string, hostname: () => string = () => os.hostname
     return fromHost === '' ? 'node' : fromHost;
   }
   if (!NODE_NAME.test(v)) throw new Error('must be 1 to 64 letters, digits, _, . or -');
+  return v;
+}
+
+/**
+ * NODE_ADDRESS: a host name or IP address (no port, no brackets) the other nodes can reach this
+ * one at; empty: decided at start from BIND_HOST and the host name.
+ */
+export function nodeAddress(raw: string): string {
+  const v = raw.trim();
+  if (v === '') return '';
+  if (!/^[A-Za-z0-9._:-]{1,253}$/.test(v) || v.startsWith('-') || (v.includes(':') && net.isIPv6(v) === false)) {
+    throw new Error('must be a host name or an IP address, without a port');
+  }
   return v;
 }
 

@@ -34,6 +34,8 @@ export interface RouteParams {
   instance?: number;
   /** What the username asked for (shared/api/session-username.ts); absent for a plain key. */
   params?: SessionParams;
+  /** Forwarded by another node of the fleet: serve it here, never forward it again. */
+  forwarded?: true;
 }
 
 /** Why a route is refused; the listeners map each to their protocol's reply. */
@@ -66,6 +68,12 @@ export type RouteResult =
       lease: boolean;
       /** The exit IP the instance last knew ('' while unknown): EXIT_HEADER names it to HTTP proxy clients. */
       exitIp: string;
+      /**
+       * The session is another node's (supervisor/fleet): host:port is that node's SOCKS
+       * listener, to be dialled with the client's username and this password; `instance` is
+       * FORWARDED_INSTANCE and nothing is leased.
+       */
+      forward?: { node: string; password: string };
     }
   | { ok: false; reason: RouteRefusal; detail?: string };
 
@@ -274,6 +282,11 @@ export type SupervisorEndpoint = IpcEndpoint<SupervisorRequests, WorkerRequests,
 export type WorkerEndpoint = IpcEndpoint<WorkerRequests, SupervisorRequests, WorkerNotices, SupervisorNotices>;
 
 /** Environment variables through which the supervisor tells a forked worker what it is. */
+/** The `instance` of a route to another node (a forwarded session): no instance of this node carries it. */
+export const FORWARDED_INSTANCE = -1;
+/** SHA-256 (hex) of the fleet's forwarding secret, for the proxy workers to recognise a forwarded connection; unset outside a fleet. */
+export const FORWARD_DIGEST_ENV = 'EXITPOOL_FORWARD_DIGEST';
+
 export const ROLE_ENV = 'EXITPOOL_PROCESS_ROLE';
 export const SLOT_ENV = 'EXITPOOL_WORKER_SLOT';
 /** How often a proxy worker sends its batch of finished connections. */

@@ -38,6 +38,33 @@ export class FleetLeases {
     return `${this.poolPrefix}fleet:exit:${fingerprint}`;
   }
 
+  /** `host:port` of a live node's SOCKS listener, for the hop to it; lapses with the node's lease. */
+  addressKey(node: string): string {
+    return `${this.poolPrefix}fleet:address:${node}`;
+  }
+
+  /** The node that owns a named session (no time to live: its owner gives it up, or another node takes it over once the owner is gone). */
+  sessionKey(key: string): string {
+    return `${this.poolPrefix}fleet:session:${key}`;
+  }
+
+  /** The secret one node's proxy workers present to another's when they forward a session (created by the first node, kept). */
+  get forwardSecretKey(): string {
+    return `${this.poolPrefix}fleet:forward-secret`;
+  }
+
+  async publishAddress(node: string, address: string, ttlMs: number): Promise<void> {
+    await this.redis.set(this.addressKey(node), address, 'PX', ttlMs);
+  }
+
+  /** The forwarding secret, created with `candidate` when the fleet has none yet. */
+  async forwardSecret(candidate: string): Promise<string> {
+    await this.redis.set(this.forwardSecretKey, candidate, 'NX');
+    const secret = await this.redis.get(this.forwardSecretKey);
+    if (secret === null) throw new Error('the fleet forwarding secret vanished as it was created');
+    return secret;
+  }
+
   /** Claims (or renews) one lease; resolves with whoever holds it now. */
   async claim(key: string, holder: string, ttlMs: number): Promise<string> {
     return String(await this.redis.eval(CLAIM, 1, key, holder, String(ttlMs)));
@@ -64,7 +91,11 @@ export class FleetLeases {
 
   /** Every exit lease in force: fingerprint → holding node. */
   async exitHolders(): Promise<Map<string, string>> {
-    const prefix = this.exitKey('');
+    return this.valuesUnder(this.exitKey(''));
+  }
+
+  /** Every key under `prefix` with its value, the prefix cut off. */
+  private async valuesUnder(prefix: string): Promise<Map<string, string>> {
     const keys: string[] = [];
     let cursor = '0';
     do {
@@ -72,27 +103,19 @@ export class FleetLeases {
       cursor = next;
       keys.push(...batch);
     } while (cursor !== '0');
-    const holders = new Map<string, string>();
-    if (keys.length === 0) return holders;
+    const found = new Map<string, string>();
+    if (keys.length === 0) return found;
     const values = await this.redis.mget(...keys);
     keys.forEach((key, i) => {
-      const node = values[i];
-      // Expired between the scan and the read: free.
-      if (typeof node === 'string') holders.set(key.slice(prefix.length), node);
+      const value = values[i];
+      // Expired between the scan and the read: gone.
+      if (typeof value === 'string') found.set(key.slice(prefix.length), value);
     });
-    return holders;
+    return found;
   }
 
-  /** Every node whose lease is in force. */
-  async liveNodes(): Promise<string[]> {
-    const prefix = this.nodeKey('');
-    const nodes: string[] = [];
-    let cursor = '0';
-    do {
-      const [next, batch] = await this.redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', SCAN_COUNT);
-      cursor = next;
-      nodes.push(...batch.map((k) => k.slice(prefix.length)));
-    } while (cursor !== '0');
-    return nodes.sort();
+  /** Every live node (its address lease in force) and its SOCKS listener. */
+  async nodeAddresses(): Promise<Map<string, string>> {
+    return this.valuesUnder(this.addressKey(''));
   }
 }

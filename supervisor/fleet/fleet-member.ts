@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../shared/logger.js';
 import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
@@ -6,11 +6,17 @@ import type { ExitAssignments } from '../exits/exit-assignments.js';
 import { StartupError } from '../startup/startup-error.js';
 import { closeRedis, redisClient, redisLocation } from '../state/redis-location.js';
 import { FleetLeases } from './fleet-leases.js';
+import { FleetSessions } from './fleet-sessions.js';
 
 /** A lease is renewed this many times per NODE_LEASE, so two renewals can fail before it lapses. */
 export const LEASE_RENEWALS_PER_TERM = 3;
 /** How often a start looks again at a node name whose lease is still held. */
 const NODE_LEASE_RETRY_MS = 250;
+/**
+ * A fleet command Redis has not answered after this long fails: a session's first connection on
+ * a node waits for its claim at most this long before being served here (README.md here).
+ */
+export const FLEET_COMMAND_TIMEOUT_MS = 1_000;
 /** Shutdown gives up on an unreachable Redis after this long (the leases then lapse on their own). */
 const LEAVE_TIMEOUT_MS = 2_000;
 
@@ -21,6 +27,10 @@ export interface FleetMemberOptions {
   node: string;
   /** NODE_LEASE. */
   leaseMs: number;
+  /** Where the other nodes reach this node's SOCKS listener (NODE_ADDRESS, SOCKS_PORT), to forward its sessions to it. */
+  address: { host: string; port: number };
+  /** How long a session's ownership outlives its last use: the longest a session can live idle (SESSION_TTL, SESSION_TTL_MAX). */
+  sessionLifetimeMs: number;
   log: Logger;
 }
 
@@ -46,8 +56,14 @@ export class FleetMember {
   private again = false;
   private scheduled: NodeJS.Immediate | null = null;
   private nodes: string[];
+  /** Live nodes (this one too) and their SOCKS listeners, as of the last renewal. */
+  private addresses: ReadonlyMap<string, string> = new Map();
   private leaving = false;
   private readonly unreachable: ThrottledWarning;
+  /** Which node owns each named session; set by join. */
+  sessions!: FleetSessions;
+  /** Keys of the sessions this node served since the last renewal (their ownership is refreshed). */
+  private usedSessions: () => string[] = () => [];
 
   private constructor(
     private readonly options: FleetMemberOptions,
@@ -66,7 +82,7 @@ export class FleetMember {
    */
   static async join(options: FleetMemberOptions): Promise<FleetMember> {
     const where = redisLocation(options.url);
-    const redis = redisClient(where);
+    const redis = redisClient(where, { commandTimeoutMs: FLEET_COMMAND_TIMEOUT_MS });
     try {
       await redis.connect();
     } catch (error) {
@@ -90,14 +106,39 @@ export class FleetMember {
       if (!waited) options.log.info('node name still leased (a previous run that ended abruptly?); waiting for the lease to lapse', { node: options.node, leaseMs: options.leaseMs });
       await new Promise((resolve) => setTimeout(resolve, NODE_LEASE_RETRY_MS));
     }
-    options.log.info('joined the fleet', { node: options.node, redis: where.shown });
     const member = new FleetMember(options, redis, leases, token);
+    const password = await leases.forwardSecret(`tf_${randomBytes(32).toString('base64url')}`);
+    member.sessions = new FleetSessions(redis, leases, options.node, () => member.addresses, options.sessionLifetimeMs + options.leaseMs, password, options.log);
+    await member.publishAddress();
+    options.log.info('joined the fleet', { node: options.node, redis: where.shown, address: member.addressText });
     member.timer = setInterval(() => member.renew(), Math.floor(options.leaseMs / LEASE_RENEWALS_PER_TERM));
     return member;
   }
 
   get node(): string {
     return this.options.node;
+  }
+
+  /** SHA-256 (hex) of the forwarding secret: the proxy workers recognise a forwarded connection by it. */
+  get forwardDigest(): string {
+    return createHash('sha256').update(this.sessions.forwardPassword).digest('hex');
+  }
+
+  /** The sessions this node served since it was last asked (the pool's), so their ownership stays this node's. */
+  trackSessions(usedSince: () => string[]): void {
+    this.usedSessions = usedSince;
+  }
+
+  private get addressText(): string {
+    const { host, port } = this.options.address;
+    return `${host.includes(':') ? `[${host}]` : host}:${port}`;
+  }
+
+  private async publishAddress(): Promise<void> {
+    await this.leases.publishAddress(this.options.node, this.addressText, this.options.leaseMs);
+    const addresses = await this.leases.nodeAddresses();
+    this.addresses = addresses;
+    this.nodes = [...addresses.keys()].sort();
   }
 
   view(): FleetView {
@@ -127,6 +168,7 @@ export class FleetMember {
     const giveUp = async (): Promise<void> => {
       await this.running;
       await this.leases.releaseAll([...this.claimed].map((fp) => this.leases.exitKey(fp)), this.options.node);
+      await this.leases.releaseAll([this.leases.addressKey(this.options.node)], this.addressText);
       await this.leases.releaseAll([this.leases.nodeKey(this.options.node)], this.token);
     };
     let timer: NodeJS.Timeout | undefined;
@@ -166,8 +208,10 @@ export class FleetMember {
     const { node, leaseMs } = this.options;
     const holder = await this.leases.claim(this.leases.nodeKey(node), this.token, leaseMs);
     if (holder !== this.token) this.options.log.error('another process took this node name while its lease had lapsed; give every node its own NODE_NAME', { node });
+    await this.publishAddress();
+    this.sessions.forgetGoneOwners();
+    await this.sessions.refresh(this.usedSessions());
     if (this.exits) await this.reconcileExits(this.exits);
-    this.nodes = await this.leases.liveNodes();
   }
 
   private async reconcileExits(exits: ExitAssignments): Promise<void> {

@@ -14,6 +14,8 @@ import { viewOf } from '../sessions/session.js';
 import { SessionTable, type Assignment, type Placement } from '../sessions/session-table.js';
 import { StatsHistory } from '../stats/stats-history.js';
 import { CountryPlacement } from './country-placement.js';
+import type { FleetSessions } from '../fleet/fleet-sessions.js';
+import { FleetRouting } from './fleet-routing.js';
 import type { HealthSnapshot } from '../health/health-snapshot.js';
 import { PendingSuccesses } from './pending-successes.js';
 import { dependsOnClient, ReportBudget, reporterKey, RoutableFloorGuard, type Reporter } from './client-evidence.js';
@@ -59,6 +61,8 @@ export interface PoolDeps {
   onDestinationFault?: () => void;
   /** A connection asking for countries was refused (metrics, by country and reason). */
   onCountryRefusal?: (countries: readonly string[], reason: string) => void;
+  /** Which node owns each named session, on a node of a fleet (supervisor/fleet); absent on a node of its own. */
+  fleet?: FleetSessions;
 }
 
 /** Where a worker dials an instance: its Unix socket when it has one. */
@@ -121,8 +125,24 @@ export class Pool extends EventEmitter<PoolEvents> {
     this.sessions = new SessionTable({
       maxSessions: deps.config.maxSessions,
       ttlMs: deps.config.sessionTtlMs,
-      onChanged: (key) => this.leases.sessionChanged(key),
+      onChanged: (key) => {
+        this.leases.sessionChanged(key);
+        // Gone from this node (expired, deleted): another node may start it afresh.
+        if (deps.fleet && this.sessions.get(key) === undefined) deps.fleet.released(key);
+      },
     });
+    this.fleetRouting = deps.fleet
+      ? new FleetRouting({ fleet: deps.fleet, hasSession: (key) => this.sessions.get(key) !== undefined, routeHere: (p, slot) => this.routeHere(p, slot), audit: deps.audit })
+      : null;
+  }
+
+  private readonly fleetRouting: FleetRouting | null;
+
+  /** Keys of the sessions used since `since` or with a connection open: on a fleet, their ownership is renewed. */
+  sessionKeysUsedSince(since: number): string[] {
+    const keys: string[] = [];
+    for (const s of this.sessions.all()) if (s.lastSeen >= since || s.active > 0) keys.push(s.key);
+    return keys;
   }
 
   /** Spawns the configured instances (staggered); resolves at once, bootstrap goes on. */
@@ -193,6 +213,11 @@ export class Pool extends EventEmitter<PoolEvents> {
   route(p: RouteParams & { params?: undefined }, workerSlot: number): RouteResult;
   route(p: RouteParams, workerSlot: number): RouteResult | Promise<RouteResult>;
   route(p: RouteParams, workerSlot: number): RouteResult | Promise<RouteResult> {
+    return this.fleetRouting ? this.fleetRouting.route(p, workerSlot) : this.routeHere(p, workerSlot);
+  }
+
+  /** Routes on this node's own instances. */
+  private routeHere(p: RouteParams, workerSlot: number): RouteResult | Promise<RouteResult> {
     const countries = p.params?.countries;
     if (countries && countries.length > 0 && p.listener !== 'session-port' && this.serving && !this.countries.served(countries)) {
       return this.routeOnceServed(p, workerSlot, countries);

@@ -28,9 +28,18 @@ export function redisLocation(url: string): RedisLocation {
   };
 }
 
-/** A client that connects when asked (`connect()`), retries a command twice, and keeps its errors out of stderr (the commands that fail report them). */
-export function redisClient(location: RedisLocation): Redis {
-  const redis = new Redis(location.connectUrl, { lazyConnect: true, maxRetriesPerRequest: 2, connectTimeout: REDIS_CONNECT_TIMEOUT_MS });
+/**
+ * A client that connects when asked (`connect()`), retries a command twice, and keeps its errors
+ * out of stderr (the commands that fail report them). With `commandTimeoutMs`, a command a Redis
+ * that hangs (rather than refuses) does not answer fails after that long instead of waiting.
+ */
+export function redisClient(location: RedisLocation, options: { commandTimeoutMs?: number } = {}): Redis {
+  const redis = new Redis(location.connectUrl, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 2,
+    connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
+    ...(options.commandTimeoutMs === undefined ? {} : { commandTimeout: options.commandTimeoutMs }),
+  });
   redis.on('error', () => undefined);
   return redis;
 }

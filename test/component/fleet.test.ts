@@ -34,7 +34,7 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
   let raw: Redis;
   const members: FleetMember[] = [];
   const join = async (node: string, pool = 'pool-a'): Promise<FleetMember> => {
-    const m = await FleetMember.join({ url: `${redis.url}/${pool}`, node, leaseMs: LEASE_MS, log: logger() });
+    const m = await FleetMember.join({ url: `${redis.url}/${pool}`, node, leaseMs: LEASE_MS, address: { host: '127.0.0.1', port: 1080 }, sessionLifetimeMs: 60_000, log: logger() });
     members.push(m);
     return m;
   };
@@ -116,7 +116,8 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
     await pollUntil('leased again', async () => (await raw.keys('exitpool:pool-a:fleet:exit:*')).length === 1 || undefined, 5_000, 20);
     await a.leave();
     members.splice(members.indexOf(a), 1);
-    expect(await raw.keys('exitpool:pool-a:fleet:*')).to.deep.equal([]);
+    // Only the fleet's forwarding secret stays: no lease of node-a's, nor its address.
+    expect(await raw.keys('exitpool:pool-a:fleet:*')).to.deep.equal(['exitpool:pool-a:fleet:forward-secret']);
   });
 
   it('forgets the exits of a node that stopped renewing once its leases lapse', async () => {
@@ -161,8 +162,52 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
     expect(await raw.get('exitpool:pool-a:fleet:node:node-a')).to.match(/^node-a\/\d+\//);
   });
 
+  it('gives a named session to the first node that serves it; the others forward to it while it lives, and take it over after', async () => {
+    const a = await join('node-a');
+    const b = await join('node-b');
+    expect(await a.sessions.claim('crawl', false)).to.deep.equal({ kind: 'here' });
+    expect(await a.sessions.claim('crawl', false), 'again: still here').to.deep.equal({ kind: 'here' });
+    expect(await b.sessions.claim('crawl', false)).to.deep.equal({ kind: 'there', node: 'node-a', host: '127.0.0.1', port: 1080 });
+    expect(b.sessions.rememberedOwner('crawl'), 'remembered: no Redis for the next connection').to.deep.equal({ node: 'node-a', host: '127.0.0.1', port: 1080 });
+    expect(a.sessions.forwardPassword).to.equal(b.sessions.forwardPassword);
+    expect(a.sessions.forwardPassword).to.match(/^tf_[A-Za-z0-9_-]{43}$/);
+    // A forwarded connection is served where it lands, whoever the directory named.
+    expect(await b.sessions.claim('other', false)).to.deep.equal({ kind: 'here' });
+    expect(await a.sessions.claim('other', true)).to.deep.equal({ kind: 'taken', from: 'node-b' });
+    // node-a gives "crawl" back (expired there): node-b starts it afresh.
+    a.sessions.released('crawl');
+    await pollUntil('released', async () => (await raw.exists('exitpool:pool-a:fleet:session:crawl')) === 0 || undefined, 5_000, 20);
+    // node-a goes (its address leaves with it; its sessions stay its own in Redis): node-b forgets
+    // it as an owner, and takes its session over.
+    expect(await a.sessions.claim('orphan', false)).to.deep.equal({ kind: 'here' });
+    expect(await b.sessions.claim('orphan', false)).to.include({ kind: 'there', node: 'node-a' });
+    await a.leave();
+    members.splice(members.indexOf(a), 1);
+    expect(await raw.get('exitpool:pool-a:fleet:session:orphan')).to.equal('node-a');
+    await pollUntil('node-b sees node-a gone', async () => (b.view().nodes.includes('node-a') ? undefined : true), 5_000, 50);
+    expect(b.sessions.rememberedOwner('orphan')).to.equal(undefined);
+    expect(await b.sessions.claim('orphan', false)).to.deep.equal({ kind: 'taken', from: 'node-a' });
+    expect(await raw.get('exitpool:pool-a:fleet:session:orphan')).to.equal('node-b');
+    expect(await raw.pttl('exitpool:pool-a:fleet:session:orphan'), 'ownership lapses unless renewed').to.be.within(1, 60_000 + LEASE_MS);
+  });
+
+  it('keeps hostile session keys inside their own Redis key, and serves here when Redis is away', async () => {
+    const a = await join('node-a');
+    for (const key of ['a b', 'x:*', '\r\n{}', 'é'.repeat(100), 'fleet:address:node-a']) {
+      expect(await a.sessions.claim(key, false), key).to.deep.equal({ kind: 'here' });
+      expect(await raw.get(`exitpool:pool-a:fleet:session:${key}`)).to.equal('node-a');
+    }
+    expect(await raw.get('exitpool:pool-a:fleet:address:node-a'), 'the address untouched').to.equal('127.0.0.1:1080');
+    await redis.pause();
+    try {
+      expect(await a.sessions.claim('while-away', false)).to.deep.equal({ kind: 'here' });
+    } finally {
+      await redis.resume();
+    }
+  });
+
   it('refuses a start while Redis cannot be reached, naming the setting and not the password', async () => {
-    const error = await FleetMember.join({ url: 'redis://:s3cret@127.0.0.1:1/fleet', node: 'n', leaseMs: LEASE_MS, log: logger() }).then(
+    const error = await FleetMember.join({ url: 'redis://:s3cret@127.0.0.1:1/fleet', node: 'n', leaseMs: LEASE_MS, address: { host: '127.0.0.1', port: 1080 }, sessionLifetimeMs: 60_000, log: logger() }).then(
       () => null,
       (e: unknown) => e,
     );

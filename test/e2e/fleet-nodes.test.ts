@@ -8,8 +8,11 @@ import { expect } from 'chai';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ExitsView } from '../../shared/api/views.js';
 import { HealApi } from '../support/clients/api-client.js';
+import { whoamiIp } from '../support/clients/api-reads.js';
+import { curlHttp, curlSocks } from '../support/clients/curl.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
-import { startService, SUITE_READY_TIMEOUT_MS, type RunningService } from '../support/fixtures/service.js';
+import { startService, SUITE_READY_TIMEOUT_MS, TEST_PROXY_TOKEN, type RunningService } from '../support/fixtures/service.js';
+import { startHaproxy, type RunningHaproxy } from '../support/processes/haproxy.js';
 import { waitAllGone } from '../support/processes/inspection.js';
 import { startRedis, type RunningRedis } from '../support/processes/redis-server.js';
 import { pollUntil } from '../support/waiting.js';
@@ -110,5 +113,95 @@ describe('several nodes on one Redis (real services, private network)', function
     await b.waitReady(2 * PER_NODE, SUITE_READY_TIMEOUT_MS);
     const grown = await pollUntil('node-b on 8 distinct exits', () => assignedExits(apiB, 2 * PER_NODE), 60_000, { until: (all) => new Set(all).size === 2 * PER_NODE });
     expect(ofA.every((f) => grown.includes(f)), 'node-a’s exits now node-b’s').to.equal(true);
+  });
+});
+
+describe('a session through any of 3 nodes behind HAProxy (real services, private network)', function () {
+  this.timeout(SUITE_READY_TIMEOUT_MS * 3);
+  let redis: RunningRedis;
+  let balancer: RunningHaproxy;
+  const nodes = new Map<string, RunningService>();
+  const names = ['node-1', 'node-2', 'node-3'];
+  /** 3 nodes of 2 instances: 6 of the network's 8 exits. */
+  const SIZE = 2;
+
+  before(async () => {
+    redis = await startRedis();
+    const started = await Promise.all(
+      names.map((name) => startService({ POOL_SIZE: String(SIZE), STATE_STORE: `${redis.url}/behind-haproxy`, NODE_NAME: name, NODE_LEASE: `${NODE_LEASE_MS}ms`, NODE_ADDRESS: '127.0.0.1' })),
+    );
+    started.forEach((svc, i) => nodes.set(names[i] as string, svc));
+    await Promise.all(started.map((svc) => svc.waitReady(SIZE, SUITE_READY_TIMEOUT_MS)));
+    balancer = await startHaproxy(started.map((svc) => `127.0.0.1:${svc.socksPort}`), { healthChecks: true });
+  });
+  after(async () => {
+    await balancer?.stop();
+    for (const svc of nodes.values()) await svc.stop();
+    await redis.stop();
+  });
+
+  const whoami = (): string => (nodes.get('node-1') as RunningService).whoamiUrl;
+  const viaSocks = async (port: number, key: string): Promise<string> => {
+    const r = await curlSocks(port, key, TEST_PROXY_TOKEN, whoami());
+    expect(r.code, r.stderr).to.equal(0);
+    return whoamiIp(r.stdout);
+  };
+  const viaHttp = async (port: number, key: string): Promise<string> => {
+    const r = await curlHttp(port, key, TEST_PROXY_TOKEN, whoami());
+    expect(r.code, r.stderr).to.equal(0);
+    return whoamiIp(r.stdout);
+  };
+  /** The node whose table holds the session (exactly one). */
+  const ownerOf = async (key: string): Promise<string> => {
+    const holding: string[] = [];
+    for (const [name, svc] of nodes) {
+      const api = await HealApi.signIn(svc);
+      if ((await api.raw(`/api/sessions/${encodeURIComponent(key)}`)).status === 200) holding.push(name);
+    }
+    expect(holding, `nodes holding ${key}`).to.have.length(1);
+    return holding[0] as string;
+  };
+
+  it('keeps one exit for a session whichever node each connection reaches, through SOCKS5 and the HTTP proxy', async () => {
+    for (const key of ['crawl-1', 'crawl-2', 'crawl-3']) {
+      const ips = new Set<string>();
+      // Round robin: 9 connections, 3 through each node.
+      for (let i = 0; i < 9; i++) ips.add(await viaSocks(balancer.port, key));
+      // Straight to every node's listeners too, both protocols.
+      for (const svc of nodes.values()) {
+        ips.add(await viaSocks(svc.socksPort, key));
+        ips.add(await viaHttp(svc.httpPort, key));
+      }
+      expect([...ips], `${key}: one exit`).to.have.length(1);
+      const owner = await ownerOf(key);
+      const api = await HealApi.signIn(nodes.get(owner) as RunningService);
+      // Every connection is counted once, on the owner (15 here; forwarded ones included).
+      const s = await pollUntil('15 requests on the owner', () => api.session(key), 10_000, { until: (v) => v.requests === 15 });
+      expect(s.exit_ip).to.equal([...ips][0]);
+    }
+  });
+
+  it('moves the sessions of a node killed with SIGKILL to the others on their next request, audited', async () => {
+    // A session owned by node-2: started straight on it.
+    const key = 'owned-by-node-2';
+    const n2 = nodes.get('node-2') as RunningService;
+    const before = await viaSocks(n2.socksPort, key);
+    expect(await ownerOf(key)).to.equal('node-2');
+    expect(await viaSocks(balancer.port, key)).to.equal(before);
+    const tors = (await (await HealApi.signIn(n2)).instances()).map((i) => i.pid).filter((p) => p > 0);
+    process.kill(n2.pid, 'SIGKILL');
+    nodes.delete('node-2');
+    expect(await waitAllGone(tors, 60_000)).to.deep.equal([]);
+    // Once its lease lapsed (and HAProxy stopped sending to it), the next request is served.
+    await sleep(NODE_LEASE_MS + 1_000);
+    const after = await pollUntil('the session served again', () => viaSocks(balancer.port, key).catch(() => undefined), 15_000, 500);
+    expect(after).to.match(/^127\./);
+    const owner = await ownerOf(key);
+    expect(owner).to.not.equal('node-2');
+    const api = await HealApi.signIn(nodes.get(owner) as RunningService);
+    const events = await api.events(200);
+    expect(events.some((e) => e.session === key && e.details?.reason === 'owner_gone' && e.details.from_node === 'node-2'), 'the take-over audited').to.equal(true);
+    // And it stays there, whichever node the next connections reach.
+    for (let i = 0; i < 4; i++) expect(await viaSocks(balancer.port, key)).to.equal(after);
   });
 });

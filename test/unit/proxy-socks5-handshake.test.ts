@@ -206,3 +206,42 @@ describe('proxy: SOCKS5 server handshake', () => {
     });
   });
 });
+
+describe('SOCKS5 handshake: a connection forwarded by another node of the fleet', () => {
+  const SECRET = 'tf_fleet-secret';
+  const isForwarded = (password: string | null): boolean => password === SECRET;
+  const attempt = (mode: HandshakeAuthMode, username: string, password: string): HandshakeStep[] =>
+    new Socks5ServerHandshake(mode, tokenCheck, isForwarded).feed(
+      Buffer.concat([encodeGreeting([0x02]), encodeUserPasswordRequest(username, password), encodeRequest('connect', target)]),
+    );
+  const connectOf = (steps: HandshakeStep[]): Extract<HandshakeStep, { type: 'connect' }> | undefined =>
+    steps.find((s): s is Extract<HandshakeStep, { type: 'connect' }> => s.type === 'connect');
+
+  it('accepts the fleet secret without a proxy token, keeps the username as the session, and marks it forwarded', () => {
+    const steps = attempt('required', 'crawl-1-country-de', SECRET);
+    expect(connectOf(steps)).to.deep.include({ sessionKey: 'crawl-1-country-de', forwarded: true });
+    expect(steps.find((s) => s.type === 'authenticated')).to.deep.equal({ type: 'authenticated', sessionKey: 'crawl-1-country-de', forwarded: true });
+  });
+
+  it('marks it forwarded under AUTH_DISABLED too, so it is never forwarded again', () => {
+    expect(connectOf(attempt('optional', 'k', SECRET))).to.deep.include({ forwarded: true });
+    expect(connectOf(attempt('optional', 'k', 'anything'))).to.deep.include({ forwarded: false });
+  });
+
+  it('a proxy token is not a forward, a near-miss secret is refused, and a session port ignores the secret', () => {
+    expect(connectOf(attempt('required', 'k', VALID_TOKEN))).to.deep.include({ forwarded: false });
+    expect(terminal(attempt('required', 'k', `${SECRET}x`))).to.deep.include({ type: 'close' });
+    expect(connectOf(attempt('ignored', 'k', SECRET))).to.deep.include({ sessionKey: null, forwarded: false });
+  });
+
+  it('property: only the exact secret with a username makes a forward', () => {
+    fc.assert(
+      fc.property(fc.string({ minLength: 1, maxLength: 40 }), fc.string({ minLength: 1, maxLength: 40 }), (username, password) => {
+        const connect = connectOf(attempt('required', username, password));
+        if (connect?.forwarded) expect(password).to.equal(SECRET);
+        if (password !== SECRET && password !== VALID_TOKEN) expect(connect).to.equal(undefined);
+      }),
+      { numRuns: fuzzRuns(300) },
+    );
+  });
+});

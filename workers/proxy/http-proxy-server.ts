@@ -247,6 +247,7 @@ class HttpProxyConnection implements OwnedConnection {
           socksHost: route.socksHost,
           socksPort: route.socksPort,
           ...(route.socksPath === undefined ? {} : { socksPath: route.socksPath }),
+          ...(route.socksAuth === undefined ? {} : { socksAuth: route.socksAuth }),
           target,
           timeoutMs: context.timeouts.dialMs,
           signal: abort.signal,

@@ -20,6 +20,8 @@ export interface RouteRequest {
   listener: ListenerKind;
   /** Set only for session ports: the instance the port is pinned to. */
   instanceId?: number;
+  /** Another node of the fleet forwarded it (it authenticated with the fleet's forwarding secret): served here, never forwarded again. */
+  forwarded?: boolean;
 }
 
 /** The supervisor's refusals, the worker's own when the supervisor cannot be asked, and a username whose session parameters are malformed. */
@@ -39,6 +41,8 @@ export interface RouteGranted {
   sessionId?: number;
   /** The exit IP the pool knew for the instance when it granted the route ('' or absent: unknown). */
   exitIp?: string;
+  /** Set when the session is another node's: socksHost:socksPort is that node's SOCKS listener, dialled with these credentials. */
+  socksAuth?: { username: string; password: string };
 }
 
 export interface RouteRefused {
@@ -67,6 +71,12 @@ export interface CredentialPolicy {
    */
   required: boolean;
   check: CredentialCheck;
+  /**
+   * Whether a SOCKS5 password is the fleet's forwarding secret (supervisor/fleet): the
+   * connection then comes from another node on a session this node owns. Asked whatever
+   * `required` says, so that AUTH_DISABLED cannot turn a forwarded connection into a new one.
+   */
+  isForwarded?: (password: string | null) => boolean;
 }
 
 /** Why a proxied connection or request failed, from the instance's point of view. */

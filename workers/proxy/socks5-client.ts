@@ -10,12 +10,14 @@ import {
   ReplyCode,
   encodeGreeting,
   encodeRequest,
+  encodeUserPasswordRequest,
   parseMethodSelection,
   parseReply,
+  parseUserPasswordReply,
   type Socks5Target,
 } from './socks5-protocol.js';
 
-export type SocksDialPhase = 'connecting' | 'negotiating' | 'awaiting-reply';
+export type SocksDialPhase = 'connecting' | 'negotiating' | 'authenticating' | 'awaiting-reply';
 
 /**
  * connect: the SocksPort could not be reached (or the socket failed);
@@ -60,12 +62,18 @@ export interface DialedUpstream {
 }
 
 const GREETING_NO_AUTH = encodeGreeting([AuthMethod.NoAuthentication]);
+const GREETING_USER_PASSWORD = encodeGreeting([AuthMethod.UsernamePassword]);
 
 export interface UpstreamAddress {
   socksHost: string;
   socksPort: number;
   /** The instance's Unix-socket SocksPort; when set it is dialled instead of socksHost:socksPort. */
   socksPath?: string;
+  /**
+   * Username/password for the SOCKS server: only for the hop to another node of the fleet (the
+   * session's owner, supervisor/fleet); a tor instance is always dialled without.
+   */
+  socksAuth?: { username: string; password: string };
 }
 
 /**
@@ -82,6 +90,7 @@ export class Socks5Upstream {
   private pending: Buffer | null = null;
   private target: Socks5Target | null = null;
   private requestWritten = false;
+  private readonly auth: { username: string; password: string } | undefined;
   private requestedAt = 0;
   private timer: NodeJS.Timeout | null = null;
   /** Set once the outcome is known; later events are ignored. */
@@ -89,6 +98,7 @@ export class Socks5Upstream {
   private waiter: { resolve: (d: DialedUpstream) => void; reject: (e: SocksDialError) => void } | null = null;
 
   constructor(address: UpstreamAddress) {
+    this.auth = address.socksAuth;
     this.socket =
       address.socksPath !== undefined
         ? net.connect({ path: address.socksPath, allowHalfOpen: true })
@@ -133,14 +143,17 @@ export class Socks5Upstream {
 
   private readonly onConnect = (): void => {
     this.phase = 'negotiating';
+    // Offering one method leaves nothing to negotiate: the credentials go with the greeting
+    // (exitpool's own handshake reads pipelined messages in order, as tor does).
+    const greeting = this.auth ? Buffer.concat([GREETING_USER_PASSWORD, encodeUserPasswordRequest(this.auth.username, this.auth.password)]) : GREETING_NO_AUTH;
     if (this.target !== null) {
-      // Greeting and CONNECT in one write: offering only "no authentication" leaves nothing to
-      // negotiate, and tor parses pipelined SOCKS5 messages in order (fetch_from_buf_socks loops
-      // over its buffer), so a dial whose target is known saves one round trip to tor.
+      // Greeting and CONNECT in one write: tor parses pipelined SOCKS5 messages in order
+      // (fetch_from_buf_socks loops over its buffer), so a dial whose target is known saves one
+      // round trip to tor.
       this.requestWritten = true;
-      this.socket.write(Buffer.concat([GREETING_NO_AUTH, encodeRequest('connect', this.target)]));
+      this.socket.write(Buffer.concat([greeting, encodeRequest('connect', this.target)]));
     } else {
-      this.socket.write(GREETING_NO_AUTH);
+      this.socket.write(greeting);
     }
   };
 
@@ -155,11 +168,24 @@ export class Socks5Upstream {
         return;
       }
       if (selection.status === 'error') return this.fail('protocol', null, selection.error.message);
-      if (selection.value !== AuthMethod.NoAuthentication) {
-        return this.fail('protocol', null, `SOCKS server selected method ${selection.value}, expected no authentication`);
+      const expected = this.auth ? AuthMethod.UsernamePassword : AuthMethod.NoAuthentication;
+      if (selection.value !== expected) {
+        return this.fail('protocol', null, `SOCKS server selected method ${selection.value}, expected ${this.auth ? 'username/password' : 'no authentication'}`);
       }
-      this.phase = 'awaiting-reply';
+      this.phase = this.auth ? 'authenticating' : 'awaiting-reply';
       buf = buf.subarray(selection.consumed);
+      if (buf.length === 0) return;
+    }
+    if (this.phase === 'authenticating') {
+      const accepted = parseUserPasswordReply(buf);
+      if (accepted.status === 'need-more') {
+        this.pending = buf;
+        return;
+      }
+      if (accepted.status === 'error') return this.fail('protocol', null, accepted.error.message);
+      if (!accepted.value) return this.fail('protocol', null, 'SOCKS server refused the credentials');
+      this.phase = 'awaiting-reply';
+      buf = buf.subarray(accepted.consumed);
       if (buf.length === 0) return;
     }
     if (!this.requestWritten) return this.fail('protocol', null, 'SOCKS server sent data before the CONNECT request');

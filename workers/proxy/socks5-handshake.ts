@@ -42,9 +42,9 @@ export type HandshakeStep =
    * The client may now send its request, and the session key is settled: the listener can route
    * while the request is on its way. Not terminal; a 'connect' or 'close' follows.
    */
-  | { type: 'authenticated'; sessionKey: string | null }
+  | { type: 'authenticated'; sessionKey: string | null; forwarded: boolean }
   /** Terminal: a CONNECT to dial. `rest` holds bytes the client sent after the request. */
-  | { type: 'connect'; target: Socks5Target; sessionKey: string | null; rest: Buffer }
+  | { type: 'connect'; target: Socks5Target; sessionKey: string | null; rest: Buffer; forwarded: boolean }
   /** Terminal: close the connection (after writing any preceding `send`). */
   | { type: 'close'; refusal: HandshakeRefusal };
 
@@ -56,10 +56,13 @@ export class Socks5ServerHandshake {
   private phase: Phase = 'greeting';
   private pending: Buffer = EMPTY;
   private sessionKey: string | null = null;
+  /** The password was the fleet's forwarding secret (another node forwards one of this node's sessions). */
+  private forwarded = false;
 
   constructor(
     private readonly mode: HandshakeAuthMode,
     private readonly check: CredentialCheck,
+    private readonly isForwarded: (password: string | null) => boolean = () => false,
   ) {}
 
   get finished(): boolean {
@@ -101,7 +104,7 @@ export class Socks5ServerHandshake {
       this.phase = 'credentials';
     } else if (offersNone && this.mode !== 'required') {
       steps.push({ type: 'send', bytes: METHOD_NO_AUTHENTICATION });
-      steps.push({ type: 'authenticated', sessionKey: null });
+      steps.push({ type: 'authenticated', sessionKey: null, forwarded: false });
       this.phase = 'request';
     } else {
       steps.push({ type: 'send', bytes: METHOD_NONE_ACCEPTABLE });
@@ -121,7 +124,9 @@ export class Socks5ServerHandshake {
     }
     const username = parsed.value.username === '' ? null : parsed.value.username;
     const password = parsed.value.password === '' ? null : parsed.value.password;
-    if (this.mode === 'required' && !this.check(username, password).ok) {
+    // A session port serves its instance whoever asks: nothing is forwarded there.
+    this.forwarded = this.mode !== 'ignored' && username !== null && this.isForwarded(password);
+    if (this.mode === 'required' && !this.forwarded && !this.check(username, password).ok) {
       steps.push({ type: 'send', bytes: USER_PASSWORD_REFUSED });
       steps.push({ type: 'close', refusal: { kind: 'credential-refused', usernamePresent: username !== null } });
       this.phase = 'done';
@@ -129,7 +134,7 @@ export class Socks5ServerHandshake {
     }
     this.sessionKey = this.mode === 'ignored' ? null : username;
     steps.push({ type: 'send', bytes: USER_PASSWORD_ACCEPTED });
-    steps.push({ type: 'authenticated', sessionKey: this.sessionKey });
+    steps.push({ type: 'authenticated', sessionKey: this.sessionKey, forwarded: this.forwarded });
     this.phase = 'request';
     return parsed.consumed;
   }
@@ -145,7 +150,7 @@ export class Socks5ServerHandshake {
       steps.push({ type: 'close', refusal: { kind: 'command-not-supported', command } });
       return buf.length;
     }
-    steps.push({ type: 'connect', target, sessionKey: this.sessionKey, rest: buf.subarray(parsed.consumed) });
+    steps.push({ type: 'connect', target, sessionKey: this.sessionKey, rest: buf.subarray(parsed.consumed), forwarded: this.forwarded });
     return buf.length;
   }
 

@@ -132,7 +132,7 @@ class Socks5Connection implements OwnedConnection {
     private readonly socket: net.Socket,
     private readonly lifecycle: ConnectionLifecycle,
   ) {
-    this.handshake = new Socks5ServerHandshake(context.authMode, context.deps.credentials.check);
+    this.handshake = new Socks5ServerHandshake(context.authMode, context.deps.credentials.check, context.deps.credentials.isForwarded);
     this.accounting = new ConnectionAccounting(context.deps.events, context.listener);
   }
 
@@ -170,7 +170,7 @@ class Socks5Connection implements OwnedConnection {
         return;
       case 'authenticated':
         this.lifecycle.authenticated(this);
-        this.routing = this.requestRoute(step.sessionKey);
+        this.routing = this.requestRoute(step.sessionKey, step.forwarded);
         return;
       case 'close':
         this.endHandshake();
@@ -181,19 +181,20 @@ class Socks5Connection implements OwnedConnection {
       case 'connect':
         this.connecting = true;
         this.endHandshake();
-        void this.connect(step.target, step.sessionKey, step.rest);
+        void this.connect(step.target, step.sessionKey, step.rest, step.forwarded);
         return;
     }
   }
 
   /** Asks for a route and, once granted, opens the instance connection ahead of the CONNECT. */
-  private requestRoute(sessionKey: string | null): Promise<RouteDecision> {
+  private requestRoute(sessionKey: string | null, forwarded: boolean): Promise<RouteDecision> {
     const { context, socket } = this;
     return routeSafely(context.deps.router, {
       sessionKey,
       clientIp: clientIpOf(socket.remoteAddress),
       listener: context.listener,
       ...(context.pinnedInstanceId !== undefined ? { instanceId: context.pinnedInstanceId } : {}),
+      ...(forwarded ? { forwarded: true } : {}),
     }).then((decision) => {
       if (!decision.ok) return decision;
       if (this.abandoned) {
@@ -228,15 +229,15 @@ class Socks5Connection implements OwnedConnection {
     }
   }
 
-  private async connect(target: Socks5Target, sessionKey: string | null, rest: Buffer): Promise<void> {
+  private async connect(target: Socks5Target, sessionKey: string | null, rest: Buffer, forwarded: boolean): Promise<void> {
     const { context, socket } = this;
     const outcome = await routeAndDial({
       listener: context.listener,
       target,
       // The handshake announces 'authenticated' before every 'connect'; the fallback keeps this
       // method correct on its own.
-      firstRoute: this.routing ?? this.requestRoute(sessionKey),
-      reroute: () => this.requestRoute(sessionKey),
+      firstRoute: this.routing ?? this.requestRoute(sessionKey, forwarded),
+      reroute: () => this.requestRoute(sessionKey, forwarded),
       dial: (route) => {
         // The connection opened ahead of the CONNECT for this route, or a new one.
         const upstream = this.upstream ?? new Socks5Upstream(route);

@@ -8,6 +8,9 @@ import { pollUntil } from '../waiting.js';
 export interface RunningRedis {
   readonly port: number;
   readonly url: string;
+  /** Stops the server answering (SIGSTOP: connections stay open, commands wait) until resume(). */
+  pause(): Promise<void>;
+  resume(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -22,8 +25,17 @@ export async function startRedis(): Promise<RunningRedis> {
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
+    async pause() {
+      child.kill('SIGSTOP');
+    },
+    async resume() {
+      child.kill('SIGCONT');
+    },
     async stop() {
-      if (child.exitCode === null) child.kill('SIGTERM');
+      if (child.exitCode === null) {
+        child.kill('SIGCONT');
+        child.kill('SIGTERM');
+      }
       await exited;
       fs.rmSync(dir, { recursive: true, force: true });
     },
