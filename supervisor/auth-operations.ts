@@ -5,6 +5,7 @@ import type { CreatedToken } from '../shared/auth/token-record.js';
 import { ExitpoolError } from '../shared/errors/catalogue.js';
 import { IpcPeerGoneError } from '../shared/ipc/errors.js';
 import type { AuditLog } from './audit/audit-log.js';
+import type { StoredToken } from './auth/auth-file.js';
 import type { AuthStore, CredentialSnapshots } from './auth/auth-store.js';
 import type { WorkerManager } from './cluster/worker-manager.js';
 
@@ -16,7 +17,16 @@ export const CREDENTIAL_PUSH_TIMEOUT_MS = 3000;
  * is answered only after every live worker acknowledged the snapshot without the token, so
  * it is in force before the API replies (and before it reaches disk).
  */
+/** Where issued and revoked tokens go besides this node (a fleet's shared list, supervisor/fleet/fleet-tokens.ts). */
+export interface SharedTokens {
+  issued(token: StoredToken): Promise<void>;
+  revoked(id: string): Promise<void>;
+}
+
 export class AuthOperations {
+  /** Set on a node of a fleet: its tokens are every node's. */
+  shared: SharedTokens | null = null;
+
   constructor(
     private readonly store: AuthStore,
     private readonly workers: WorkerManager,
@@ -39,9 +49,22 @@ export class AuthOperations {
 
   /** Throws the store's typed errors (TokenLimitError, AuthStorePersistError): nothing was kept then. */
   async create(request: TokenCreateRequest): Promise<CreatedToken> {
-    const { token, snapshots } = await this.store.createToken(request);
+    const { token, stored, snapshots } = await this.store.createToken(request);
     await this.push(snapshots);
     this.audit.record(tokenIssuedEvent(token));
+    // Under AUTH_DISABLED a token lives in memory only: never the fleet's.
+    if (this.shared && token.source === 'store') {
+      try {
+        await this.shared.issued(stored);
+      } catch (e) {
+        // A token only this node knows would vanish at the next reading of the fleet's list:
+        // it is withdrawn, and the caller told nothing was created.
+        this.log.error('token not shared with the other nodes; withdrawn', { token: token.id, error: (e as Error).message });
+        const withdrawn = this.store.revokeToken(token.id);
+        await this.push(withdrawn.snapshots).catch(() => undefined);
+        throw new ExitpoolError('EXITPOOL_FLEET_UNREACHABLE', `token not created: the other nodes could not be told (${(e as Error).message}); retry`, { cause: e });
+      }
+    }
     return token;
   }
 
@@ -57,6 +80,14 @@ export class AuthOperations {
     } catch (e) {
       this.log.error('a worker did not acknowledge the revocation', { token: id, error: (e as Error).message });
       throw new ExitpoolError('EXITPOOL_NOT_ACKNOWLEDGED', 'revocation not acknowledged by every worker; retry', { cause: e });
+    }
+    if (this.shared && revocation.token.source === 'store') {
+      try {
+        await this.shared.revoked(id);
+      } catch (e) {
+        this.log.error('token revoked on this node but the other nodes could not be told', { token: id, error: (e as Error).message });
+        throw new ExitpoolError('EXITPOOL_FLEET_UNREACHABLE', `token revoked on this node (in force here) but the other nodes could not be told: ${(e as Error).message}; they drop it when Redis answers again`, { cause: e });
+      }
     }
     try {
       await revocation.persisted;

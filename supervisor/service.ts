@@ -18,6 +18,7 @@ import { ExitAssignments } from './exits/exit-assignments.js';
 import { TorPoolInstance } from './pool/tor-pool-instance.js';
 import { checkTorBinary } from './startup/tor-binary-check.js';
 import { FleetMember } from './fleet/fleet-member.js';
+import { StartupError } from './startup/startup-error.js';
 import { DurableState } from './state/durable-state.js';
 import { loadDurableState } from './state/load-durable-state.js';
 import { RedisStateStore } from './state/redis-state-store.js';
@@ -219,6 +220,7 @@ export class Service {
           return pid === undefined ? [] : [{ role: h.role, slot: h.slot, pid, connections: load.connectionsOf(h.slot) }];
         }),
       connectionLimitPerWorker: config.maxConnectionsPerWorker,
+      ...(fleet ? { node: fleet.node } : {}),
     });
 
     const workers: WorkerManager = new WorkerManager({
@@ -247,6 +249,20 @@ export class Service {
         }),
     });
     const auth = new AuthOperations(store, workers, audit, log);
+    if (fleet) {
+      // Tokens issued on any node work on every node; a revocation anywhere is in force everywhere.
+      auth.shared = fleet.tokens;
+      try {
+        await fleet.shareTokens(store.issuedTokens(), (tokens) => {
+          const snapshots = store.replaceIssued(tokens);
+          if (snapshots) auth.push(snapshots).catch((e: unknown) => log.error('a worker did not take the fleet’s tokens', { error: (e as Error).message }));
+        });
+      } catch (e) {
+        await durable?.close();
+        await fleet.leave();
+        throw new StartupError('STATE_STORE', `the fleet's tokens could not be read from Redis: ${(e as Error).message}`);
+      }
+    }
 
     audit.on('event', (e) => workers.broadcast('event', e, 'api'));
     pool.on('instances-changed', (ids) => workers.broadcast('session-ports', { instances: ids }, 'proxy'));

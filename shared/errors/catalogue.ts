@@ -19,6 +19,7 @@ export const ERROR_CODES = {
   EXITPOOL_NOT_PERSISTED: 'the change is in force but DATA_DIR could not be written',
   EXITPOOL_WRONG_ROLE: 'an IPC method asked by a worker of another role',
   EXITPOOL_NO_SUCH_BAN: 'no exit with this fingerprint is banned',
+  EXITPOOL_FLEET_UNREACHABLE: "the fleet's Redis did not take a change the other nodes must learn of",
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

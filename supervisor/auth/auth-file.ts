@@ -80,15 +80,15 @@ export function parseAuthFile(text: string): ParsedAuthFile {
   }
   if (!Array.isArray(root.tokens)) throw new AuthFileShapeError('has tokens that are not a list');
   if (root.tokens.length > MAX_STORED_TOKENS) throw new AuthFileShapeError(`holds more than ${MAX_STORED_TOKENS} tokens`);
-  const tokens = root.tokens.map((t, i) => parseToken(t, i));
+  const tokens = root.tokens.map((t, i) => parseStoredToken(t, `tokens[${i}]`));
   const ids = new Set(tokens.map((t) => t.id));
   if (ids.size !== tokens.length) throw new AuthFileShapeError('holds two tokens with the same id');
   if (new Set(tokens.map((t) => t.digest)).size !== tokens.length) throw new AuthFileShapeError('holds two tokens with the same digest');
   return { contents: { version: AUTH_FILE_VERSION, admin: { passwordHash }, tokens }, legacySigningSecret };
 }
 
-function parseToken(value: unknown, index: number): StoredToken {
-  const where = `tokens[${index}]`;
+/** One token record, every field checked (auth.json's, and the fleet's in Redis); throws AuthFileShapeError naming `where`. */
+export function parseStoredToken(value: unknown, where: string): StoredToken {
   const t = objectWithKeys(value, ['id', 'name', 'scope', 'digest', 'createdAt'], where);
   if (typeof t.id !== 'string' || !TOKEN_ID.test(t.id)) throw new AuthFileShapeError(`has a bad id in ${where}`);
   let name: string;

@@ -66,6 +66,8 @@ export interface CredentialSnapshots {
 export interface TokenCreation {
   /** Carries the secret: hand it out once, then drop it. */
   token: CreatedToken;
+  /** As kept (digest, no secret): what a fleet shares. */
+  stored: StoredToken;
   snapshots: CredentialSnapshots;
 }
 
@@ -295,7 +297,7 @@ export class AuthStore {
       this.tokens.set(token.id, token);
       this.changed();
       this.log.info('token issued', { id: token.id, scope, source });
-      return { token: { ...toRecord(token, source), secret }, snapshots: this.snapshots() };
+      return { token: { ...toRecord(token, source), secret }, stored: token, snapshots: this.snapshots() };
     });
   }
 
@@ -318,6 +320,33 @@ export class AuthStore {
     // count as an unhandled rejection. The caller still sees it when it awaits.
     persisted.catch(() => undefined);
     return { token: toRecord(token, source), snapshots: this.snapshots(), persisted };
+  }
+
+  /** The issued tokens auth.json keeps (not PROXY_TOKEN, not those of AUTH_DISABLED). */
+  issuedTokens(): StoredToken[] {
+    return this.persistedTokens();
+  }
+
+  /**
+   * The issued tokens become exactly `tokens` (a fleet's, supervisor/fleet/fleet-tokens.ts):
+   * the new snapshots, or null when nothing changed. auth.json follows in the background, as
+   * for a revocation.
+   */
+  replaceIssued(tokens: readonly StoredToken[]): CredentialSnapshots | null {
+    const current = this.persistedTokens();
+    const same =
+      current.length === tokens.length &&
+      tokens.every((t) => {
+        const mine = this.tokens.get(t.id);
+        return mine !== undefined && !this.memoryOnly.has(t.id) && mine.digest === t.digest && mine.scope === t.scope && mine.name === t.name;
+      });
+    if (same) return null;
+    for (const t of current) this.tokens.delete(t.id);
+    for (const t of tokens.slice(0, MAX_STORED_TOKENS)) if (!this.memoryOnly.has(t.id)) this.tokens.set(t.id, t);
+    this.changed();
+    this.log.info('issued tokens replaced by the fleet’s', { tokens: Math.min(tokens.length, MAX_STORED_TOKENS) });
+    this.queue.coalesced(() => this.save([...this.persistedTokens()])).catch(() => undefined);
+    return this.snapshots();
   }
 
   /** Resolves when every save queued so far has finished (for shutdown). */

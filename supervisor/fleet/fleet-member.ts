@@ -7,6 +7,7 @@ import { StartupError } from '../startup/startup-error.js';
 import { closeRedis, redisClient, redisLocation } from '../state/redis-location.js';
 import { FleetLeases } from './fleet-leases.js';
 import { FleetSessions } from './fleet-sessions.js';
+import { FleetTokens } from './fleet-tokens.js';
 
 /** A lease is renewed this many times per NODE_LEASE, so two renewals can fail before it lapses. */
 export const LEASE_RENEWALS_PER_TERM = 3;
@@ -62,6 +63,9 @@ export class FleetMember {
   private readonly unreachable: ThrottledWarning;
   /** Which node owns each named session; set by join. */
   sessions!: FleetSessions;
+  /** The issued tokens every node serves; set by join, started by the service (shareTokens). */
+  tokens!: FleetTokens;
+  private tokensShared = false;
   /** Keys of the sessions this node served since the last renewal (their ownership is refreshed). */
   private usedSessions: () => string[] = () => [];
 
@@ -108,6 +112,7 @@ export class FleetMember {
     }
     const member = new FleetMember(options, redis, leases, token);
     const password = await leases.forwardSecret(`tf_${randomBytes(32).toString('base64url')}`);
+    member.tokens = new FleetTokens(redis, where.poolPrefix, options.log);
     member.sessions = new FleetSessions(redis, leases, options.node, () => member.addresses, options.sessionLifetimeMs + options.leaseMs, password, options.log);
     await member.publishAddress();
     options.log.info('joined the fleet', { node: options.node, redis: where.shown, address: member.addressText });
@@ -122,6 +127,15 @@ export class FleetMember {
   /** SHA-256 (hex) of the forwarding secret: the proxy workers recognise a forwarded connection by it. */
   get forwardDigest(): string {
     return createHash('sha256').update(this.sessions.forwardPassword).digest('hex');
+  }
+
+  /**
+   * From now on this node's issued tokens are the fleet's: `local` (auth.json's) join the list,
+   * and `apply` gets the list now, at every change any node makes, and at every renewal.
+   */
+  async shareTokens(local: Parameters<FleetTokens['start']>[0], apply: Parameters<FleetTokens['start']>[1]): Promise<void> {
+    await this.tokens.start(local, apply);
+    this.tokensShared = true;
   }
 
   /** The sessions this node served since it was last asked (the pool's), so their ownership stays this node's. */
@@ -175,6 +189,7 @@ export class FleetMember {
     await Promise.race([giveUp().catch(() => undefined), new Promise((resolve) => (timer = setTimeout(resolve, LEAVE_TIMEOUT_MS)))]);
     clearTimeout(timer);
     this.unreachable.flush();
+    await this.tokens.stop();
     await closeRedis(this.redis);
   }
 
@@ -211,6 +226,7 @@ export class FleetMember {
     await this.publishAddress();
     this.sessions.forgetGoneOwners();
     await this.sessions.refresh(this.usedSessions());
+    if (this.tokensShared) await this.tokens.resync();
     if (this.exits) await this.reconcileExits(this.exits);
   }
 

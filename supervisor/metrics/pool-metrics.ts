@@ -19,6 +19,8 @@ export interface MetricsSource {
   workers(): WorkerSample[];
   /** MAX_CONNECTIONS_PER_WORKER. */
   connectionLimitPerWorker: number;
+  /** NODE_NAME on a node of a fleet (STATE_STORE=redis://…): every sample carries it as `node`, so one Prometheus can scrape every pod. */
+  node?: string;
 }
 
 export interface WorkerSample {
@@ -48,6 +50,7 @@ export class PoolMetrics {
 
   constructor(private readonly source: MetricsSource) {
     const r = this.registry;
+    if (source.node !== undefined) r.setDefaultLabels({ node: source.node });
     client.collectDefaultMetrics({ register: r, prefix: 'pool_process_' });
     const gauge = (name: string, help: string, labelNames: string[], collect: (g: client.Gauge) => void): void => {
       new client.Gauge({ name, help, labelNames, registers: [r], collect() { this.reset(); collect(this); } });

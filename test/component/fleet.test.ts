@@ -4,7 +4,9 @@
  */
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
+import { createHash } from 'node:crypto';
 import { AuditLog } from '../../supervisor/audit/audit-log.js';
+import type { StoredToken } from '../../supervisor/auth/auth-file.js';
 import { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
 import type { ExitRelay } from '../../supervisor/exits/exit-relay.js';
 import { FleetMember } from '../../supervisor/fleet/fleet-member.js';
@@ -204,6 +206,45 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
     } finally {
       await redis.resume();
     }
+  });
+
+  it('shares issued tokens: brought in at join unless revoked, every change applied on every node, hostile records left out', async () => {
+    const token = (id: string, createdAt: number): StoredToken => ({ id, name: `token ${id}`, scope: 'proxy', digest: createHash('sha256').update(id).digest('hex'), createdAt });
+    const a = await join('node-a');
+    const b = await join('node-b');
+    const seenA: string[][] = [];
+    const seenB: string[][] = [];
+    await a.shareTokens([token('fromA', 1)], (list) => seenA.push(list.map((t) => t.id)));
+    // node-b joins with an auth.json holding a token revoked in the fleet meanwhile: it stays revoked.
+    await a.tokens.revoked('oldB');
+    await b.shareTokens([token('fromB', 2), token('oldB', 0)], (list) => seenB.push(list.map((t) => t.id)));
+    expect(seenB.at(-1)).to.deep.equal(['fromA', 'fromB']);
+    await b.tokens.issued(token('newB', 3));
+    await pollUntil('node-a hears of node-b’s token', async () => (seenA.at(-1)?.includes('newB') ? true : undefined), 2_000, 10);
+    await a.tokens.revoked('fromB');
+    await pollUntil('node-b hears of the revocation', async () => (seenB.at(-1)?.includes('fromB') === false ? true : undefined), 2_000, 10);
+    // Records that are not tokens (written by hand, or by something else) are left out, never applied.
+    await raw.hset('exitpool:pool-a:fleet:tokens', 'bad1', 'not json', 'bad2', JSON.stringify({ ...token('bad2', 4), digest: 'xyz' }), 'bad3', JSON.stringify(token('other', 5)), 'bad4', JSON.stringify({ ...token('bad4', 6), extra: 1 }));
+    await a.tokens.resync();
+    expect(seenA.at(-1)).to.deep.equal(['fromA', 'newB']);
+  });
+
+  it('keeps a revocation made while Redis is away in force here, and tells the fleet once it answers', async () => {
+    const token = (id: string): StoredToken => ({ id, name: id, scope: 'admin', digest: createHash('sha256').update(id).digest('hex'), createdAt: 1 });
+    const a = await join('node-a');
+    const seen: string[][] = [];
+    await a.shareTokens([token('keep'), token('gone')], (list) => seen.push(list.map((t) => t.id)));
+    await redis.pause();
+    try {
+      const error = await a.tokens.revoked('gone').then(() => null, (e: unknown) => e);
+      expect(error).to.be.instanceOf(Error);
+    } finally {
+      await redis.resume();
+    }
+    await a.tokens.resync();
+    expect(seen.at(-1)).to.deep.equal(['keep']);
+    expect(await raw.hexists('exitpool:pool-a:fleet:tokens', 'gone')).to.equal(0);
+    expect(await raw.sismember('exitpool:pool-a:fleet:tokens-revoked', 'gone')).to.equal(1);
   });
 
   it('refuses a start while Redis cannot be reached, naming the setting and not the password', async () => {

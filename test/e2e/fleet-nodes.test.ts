@@ -7,9 +7,11 @@
 import { expect } from 'chai';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ExitsView } from '../../shared/api/views.js';
+import { FLEET_COMMAND_TIMEOUT_MS } from '../../supervisor/fleet/fleet-member.js';
 import { HealApi } from '../support/clients/api-client.js';
 import { whoamiIp } from '../support/clients/api-reads.js';
 import { curlHttp, curlSocks } from '../support/clients/curl.js';
+import { openSocksTunnel } from '../support/clients/socks5-client.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
 import { startService, SUITE_READY_TIMEOUT_MS, TEST_PROXY_TOKEN, type RunningService } from '../support/fixtures/service.js';
 import { startHaproxy, type RunningHaproxy } from '../support/processes/haproxy.js';
@@ -20,6 +22,30 @@ import { pollUntil } from '../support/waiting.js';
 /** The private network has 8 exits: two nodes of 4 use every one. */
 const PER_NODE = 4;
 const NODE_LEASE_MS = 3_000;
+/** The issue's bound: a token issued or revoked through one node is in force on every node within a second. */
+const TOKEN_EVERYWHERE_WITHIN_MS = 1_000;
+
+/**
+ * Nodes that bootstrap together may choose one exit at once; the one that claims it second
+ * moves (a rotation) after it is ready. Tests that compare IPs start once every instance of
+ * every node is on an exit of its own, no rotation under way, and it stays so for a renewal.
+ */
+async function waitFleetSettled(services: readonly RunningService[], perNode: number): Promise<string[]> {
+  const apis = await Promise.all(services.map((svc) => HealApi.signIn(svc)));
+  const read = async (): Promise<string[] | undefined> => {
+    const all = (await Promise.all(apis.map((api) => api.instances()))).flat();
+    if (all.length !== services.length * perNode) return undefined;
+    if (all.some((i) => i.rotating || !i.ready || i.assigned_exit === null || !i.pinned_exit.includes(i.assigned_exit.fingerprint))) return undefined;
+    const exits = all.map((i) => i.assigned_exit?.fingerprint ?? '');
+    return new Set(exits).size === exits.length ? exits : undefined;
+  };
+  for (;;) {
+    const settled = await pollUntil('every node on exits of its own, no rotation under way', read, 90_000);
+    await sleep(NODE_LEASE_MS / 2);
+    const again = await read();
+    if (again !== undefined && JSON.stringify(again) === JSON.stringify(settled)) return settled;
+  }
+}
 
 describe('several nodes on one Redis (real services, private network)', function () {
   this.timeout(SUITE_READY_TIMEOUT_MS * 3);
@@ -52,15 +78,10 @@ describe('several nodes on one Redis (real services, private network)', function
   it('two nodes started together pin distinct exits, and their clients leave through distinct IPs', async () => {
     const [a, b] = await Promise.all([node('node-a'), node('node-b')]);
     await Promise.all([a.waitReady(PER_NODE, SUITE_READY_TIMEOUT_MS), b.waitReady(PER_NODE, SUITE_READY_TIMEOUT_MS)]);
-    const [apiA, apiB] = await Promise.all([HealApi.signIn(a), HealApi.signIn(b)]);
+    const apiB = await HealApi.signIn(b);
     // Both chose while bootstrapping at the same time: a choice the other node leased first is
     // yielded within a renewal, so the settled state is what counts.
-    const settled = await pollUntil(
-      'the two nodes on 8 distinct exits',
-      async () => [...(await assignedExits(apiA, PER_NODE)), ...(await assignedExits(apiB, PER_NODE))],
-      60_000,
-      { until: (all) => new Set(all).size === 2 * PER_NODE },
-    );
+    const settled = await waitFleetSettled([a, b], PER_NODE);
     expect(new Set(settled).size).to.equal(8);
 
     // What clients see: sessions spread over each node's instances never share an IP across nodes.
@@ -132,6 +153,7 @@ describe('a session through any of 3 nodes behind HAProxy (real services, privat
     );
     started.forEach((svc, i) => nodes.set(names[i] as string, svc));
     await Promise.all(started.map((svc) => svc.waitReady(SIZE, SUITE_READY_TIMEOUT_MS)));
+    await waitFleetSettled(started, SIZE);
     balancer = await startHaproxy(started.map((svc) => `127.0.0.1:${svc.socksPort}`), { healthChecks: true });
   });
   after(async () => {
@@ -179,6 +201,34 @@ describe('a session through any of 3 nodes behind HAProxy (real services, privat
       const s = await pollUntil('15 requests on the owner', () => api.session(key), 10_000, { until: (v) => v.requests === 15 });
       expect(s.exit_ip).to.equal([...ips][0]);
     }
+    // /metrics stays per node, every sample labelled with it.
+    for (const [name, svc] of nodes) {
+      const { text } = await (await HealApi.signIn(svc)).metricsText();
+      expect(text).to.include(`pool_instances_total{node="${name}"} ${SIZE}`);
+    }
+  });
+
+  it('takes a token created through one node on every node, and a revocation through another everywhere within a second', async () => {
+    const accepted = async (svc: RunningService, secret: string): Promise<boolean> => {
+      const outcome = await openSocksTunnel({ port: svc.socksPort, username: 'token-check', password: secret, host: 'whoami.testnet', targetPort: svc.net.whoami.port });
+      if (outcome.kind === 'open') outcome.socket.destroy();
+      return outcome.kind === 'open';
+    };
+    const api1 = await HealApi.signIn(nodes.get('node-1') as RunningService);
+    const created = await api1.json<{ id: string; secret: string }>('/api/tokens', { method: 'POST', body: { name: 'fleet-wide', scope: 'proxy' } }, 201);
+    for (const [name, svc] of nodes) {
+      await pollUntil(`${name} takes the new token`, () => accepted(svc, created.secret), TOKEN_EVERYWHERE_WITHIN_MS, { until: (ok) => ok, intervalMs: 20 });
+      expect((await curlSocks(svc.socksPort, 'token-user', created.secret, whoami())).code, name).to.equal(0);
+      const listed = await (await HealApi.signIn(svc)).json<{ id: string }[]>('/api/tokens');
+      expect(listed.map((t) => t.id), name).to.include(created.id);
+    }
+    const api3 = await HealApi.signIn(nodes.get('node-3') as RunningService);
+    expect((await api3.raw(`/api/tokens/${created.id}`, { method: 'DELETE' })).status).to.equal(204);
+    const revokedAt = Date.now();
+    for (const [name, svc] of nodes) {
+      await pollUntil(`${name} refuses the revoked token`, () => accepted(svc, created.secret), TOKEN_EVERYWHERE_WITHIN_MS - (Date.now() - revokedAt), { until: (ok) => !ok, intervalMs: 20 });
+    }
+    for (const svc of nodes.values()) expect((await curlSocks(svc.socksPort, 'token-user', created.secret, whoami())).code).to.not.equal(0);
   });
 
   it('moves the sessions of a node killed with SIGKILL to the others on their next request, audited', async () => {
@@ -203,5 +253,81 @@ describe('a session through any of 3 nodes behind HAProxy (real services, privat
     expect(events.some((e) => e.session === key && e.details?.reason === 'owner_gone' && e.details.from_node === 'node-2'), 'the take-over audited').to.equal(true);
     // And it stays there, whichever node the next connections reach.
     for (let i = 0; i < 4; i++) expect(await viaSocks(balancer.port, key)).to.equal(after);
+  });
+});
+
+describe('several nodes while Redis stops and starts again (real services, private network)', function () {
+  this.timeout(SUITE_READY_TIMEOUT_MS * 3);
+  let redis: RunningRedis;
+  const nodes = new Map<string, RunningService>();
+  const SIZE = 2;
+
+  before(async () => {
+    redis = await startRedis({ persist: true });
+    const started = await Promise.all(
+      ['node-a', 'node-b'].map((name) => startService({ POOL_SIZE: String(SIZE), STATE_STORE: `${redis.url}/outage`, NODE_NAME: name, NODE_LEASE: `${NODE_LEASE_MS}ms`, NODE_ADDRESS: '127.0.0.1' })),
+    );
+    nodes.set('node-a', started[0] as RunningService);
+    nodes.set('node-b', started[1] as RunningService);
+    await Promise.all(started.map((svc) => svc.waitReady(SIZE, SUITE_READY_TIMEOUT_MS)));
+    await waitFleetSettled(started, SIZE);
+  });
+  after(async () => {
+    for (const svc of nodes.values()) await svc.stop();
+    await redis.stop();
+  });
+
+  const node = (name: string): RunningService => nodes.get(name) as RunningService;
+  const viaSocks = async (svc: RunningService, key: string): Promise<string> => {
+    const r = await curlSocks(svc.socksPort, key, TEST_PROXY_TOKEN, svc.whoamiUrl);
+    expect(r.code, r.stderr).to.equal(0);
+    return whoamiIp(r.stdout);
+  };
+  const exitsOf = async (svc: RunningService): Promise<string[]> => (await (await HealApi.signIn(svc)).instances()).map((i) => i.assigned_exit?.fingerprint ?? '');
+
+  it('serves what every node knows while Redis is down, serves new sessions where they land, and settles again once it is back', async () => {
+    const a = node('node-a');
+    const b = node('node-b');
+    const owned = await viaSocks(a, 'owned-by-a');
+    expect(await viaSocks(b, 'owned-by-a'), 'forwarded to node-a').to.equal(owned);
+    const exitsBefore = [...(await exitsOf(a)), ...(await exitsOf(b))];
+    expect(new Set(exitsBefore).size).to.equal(2 * SIZE);
+
+    await redis.restart({
+      whileDown: async () => {
+        // Down: node-a serves its session, node-b still forwards it (the owner is remembered),
+        // and a session new to node-b is served by node-b after the claim gives up.
+        for (let i = 0; i < 3; i++) {
+          expect(await viaSocks(a, 'owned-by-a')).to.equal(owned);
+          expect(await viaSocks(b, 'owned-by-a')).to.equal(owned);
+        }
+        const started = Date.now();
+        await viaSocks(b, 'new-while-down');
+        expect(Date.now() - started, 'one claim timeout at most, plus the request').to.be.below(FLEET_COMMAND_TIMEOUT_MS + 5_000);
+        expect(await (await HealApi.signIn(b)).session('new-while-down')).to.include({ requests: 1 });
+        expect((await a.api('/health')).status).to.equal(200);
+        expect((await b.api('/health')).status).to.equal(200);
+        // Long enough for every lease to lapse in Redis's clock were it up.
+        await sleep(NODE_LEASE_MS);
+      },
+    });
+
+    // Back (its append-only file kept what it had): both nodes renew, claim their exits and the
+    // session that began while it was away.
+    const exitsAfter = await pollUntil(
+      'both nodes on their exits again, and each other known',
+      async () => {
+        const [va, vb] = await Promise.all([a, b].map(async (svc) => (await HealApi.signIn(svc)).json<ExitsView>('/api/exits')));
+        if (va?.fleet?.nodes.length !== 2 || vb?.fleet?.nodes.length !== 2) return undefined;
+        return [...(await exitsOf(a)), ...(await exitsOf(b))];
+      },
+      4 * NODE_LEASE_MS,
+      { until: (all) => all !== undefined && new Set(all).size === 2 * SIZE },
+    );
+    expect(exitsAfter, 'nobody moved: the same exits as before the outage').to.deep.equal(exitsBefore);
+    expect(await viaSocks(b, 'owned-by-a')).to.equal(owned);
+    const newIp = await viaSocks(b, 'new-while-down');
+    expect(await pollUntil('node-a forwards the session that began on node-b', () => viaSocks(a, 'new-while-down'), 3 * NODE_LEASE_MS, { until: (ip) => ip === newIp })).to.equal(newIp);
+    expect((await (await HealApi.signIn(a)).raw('/api/sessions/new-while-down')).status, 'not a second session on node-a').to.equal(404);
   });
 });

@@ -17,6 +17,7 @@ export const HTTP_STATUS_OF: Readonly<Record<ErrorCode, number>> = {
   EXITPOOL_NO_ROUTABLE_INSTANCE: 503,
   EXITPOOL_NOT_ACKNOWLEDGED: 503,
   EXITPOOL_NOT_PERSISTED: 500,
+  EXITPOOL_FLEET_UNREACHABLE: 503,
   // A worker asking for another role's method is a programming error, not the caller's.
   EXITPOOL_WRONG_ROLE: 500,
 };

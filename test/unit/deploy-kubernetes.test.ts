@@ -1,0 +1,197 @@
+/**
+ * The Kubernetes manifests (deploy/kubernetes) and the fleet's compose file (deploy/compose),
+ * checked without a cluster or a Docker engine: every Kubernetes object against its API schema
+ * (kubernetes-models, generated from the Kubernetes OpenAPI definitions), and both against the
+ * service's own variable table, so a misspelt or malformed setting fails here, not in a pod.
+ */
+import { expect } from 'chai';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseAllDocuments, parse as parseYaml } from 'yaml';
+import { VARIABLES } from '../../shared/config/index.js';
+import { WORKER_EXIT_MARGIN_MS } from '../../supervisor/cluster/worker-manager.js';
+import { DEFAULT_STOP_GRACE_MS } from '../../supervisor/tor/tor-process.js';
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+const kubeDir = path.join(repo, 'deploy', 'kubernetes');
+const composeDir = path.join(repo, 'deploy', 'compose');
+
+interface KubeObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string };
+  [field: string]: unknown;
+}
+
+interface EnvVar {
+  name: string;
+  value?: string;
+  valueFrom?: { secretKeyRef?: { name: string; key: string }; fieldRef?: { fieldPath: string } };
+}
+
+function objectsIn(file: string): KubeObject[] {
+  return parseAllDocuments(fs.readFileSync(path.join(kubeDir, file), 'utf8'))
+    .map((d) => d.toJS() as KubeObject | null)
+    .filter((o): o is KubeObject => o !== null);
+}
+
+/** The kubernetes-models class for an object (`apps/v1` + `StatefulSet` → kubernetes-models/apps/v1/StatefulSet). */
+async function validatorFor(o: KubeObject): Promise<new (data: unknown) => { validate(): void }> {
+  const module = (await import(`kubernetes-models/${o.apiVersion}/${o.kind}`)) as Record<string, new (data: unknown) => { validate(): void }>;
+  const model = module[o.kind];
+  if (!model) throw new Error(`no schema for ${o.apiVersion} ${o.kind}`);
+  return model;
+}
+
+function defaultOf(name: string): unknown {
+  const v = VARIABLES.find((d) => d.name === name);
+  if (!v || v.defaultText === null) throw new Error(`${name} has no default`);
+  return v.parse(v.defaultText);
+}
+
+/** A value as the pod would see it: Kubernetes' $(VAR) references filled with plausible values. */
+function expand(value: string): string {
+  return value.replace(/\$\(POD_NAME\)/g, 'exitpool-0').replace(/\$\(POD_NAMESPACE\)/g, 'default');
+}
+
+/** Every setting a manifest gives literally is a variable of the service, and parses. */
+function expectValidSettings(env: Record<string, string>, where: string): void {
+  for (const [name, raw] of Object.entries(env)) {
+    const def = VARIABLES.find((d) => d.name === name || d.aliases?.includes(name));
+    expect(def, `${where}: ${name} is a setting of the service`).to.not.equal(undefined);
+    expect(() => def?.parse(expand(raw)), `${where}: ${name}=${raw}`).to.not.throw();
+  }
+}
+
+describe('deploy/kubernetes: the manifests', () => {
+  const kustomization = parseYaml(fs.readFileSync(path.join(kubeDir, 'kustomization.yaml'), 'utf8')) as { resources: string[] };
+  const files = fs.readdirSync(kubeDir).filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml');
+  const all = files.flatMap((f) => objectsIn(f).map((o) => ({ file: f, o })));
+
+  it('kustomization.yaml lists every manifest but the secret example, and each exists', () => {
+    expect([...kustomization.resources].sort()).to.deep.equal(files.filter((f) => !f.startsWith('secret')).sort());
+  });
+
+  it('every object is valid against its Kubernetes API schema', async () => {
+    expect(all.length).to.be.at.least(6);
+    for (const { file, o } of all) {
+      const Model = await validatorFor(o);
+      expect(() => new Model(o).validate(), `${file}: ${o.kind} ${o.metadata.name}`).to.not.throw();
+    }
+  });
+
+  it('the schema check refuses a broken object (it is not a check that passes everything)', async () => {
+    const sts = all.find(({ o }) => o.kind === 'StatefulSet')?.o as KubeObject;
+    const Model = await validatorFor(sts);
+    const broken = structuredClone(sts) as KubeObject & { spec: { replicas: unknown; template: { spec: { containers: { ports: unknown[] }[] } } } };
+    broken.spec.replicas = 'three';
+    expect(() => new Model(broken).validate()).to.throw(/replicas/);
+    const noPortNumber = structuredClone(sts) as typeof broken;
+    noPortNumber.spec.template.spec.containers[0]?.ports.push({ name: 'x' });
+    expect(() => new Model(noPortNumber).validate()).to.throw(/containerPort/);
+  });
+
+  describe('the StatefulSet of nodes', () => {
+    const sts = all.find(({ o }) => o.kind === 'StatefulSet')?.o as KubeObject & {
+      spec: {
+        replicas: number;
+        serviceName: string;
+        volumeClaimTemplates: { metadata: { name: string } }[];
+        template: {
+          metadata: { annotations: Record<string, string> };
+          spec: {
+            terminationGracePeriodSeconds: number;
+            containers: {
+              env: EnvVar[];
+              ports: { name: string; containerPort: number }[];
+              resources: { requests: Record<string, string>; limits: Record<string, string> };
+              readinessProbe: { httpGet: { path: string; port: string } };
+              startupProbe: { httpGet: { path: string; port: string } };
+              volumeMounts: { name: string; mountPath: string }[];
+            }[];
+          };
+        };
+      };
+    };
+    const container = sts.spec.template.spec.containers[0] as (typeof sts.spec.template.spec.containers)[number];
+    const literal = Object.fromEntries(container.env.filter((e) => e.value !== undefined && !e.name.startsWith('POD_')).map((e) => [e.name, e.value as string]));
+    const env = (name: string): EnvVar | undefined => container.env.find((e) => e.name === name);
+
+    it('runs several nodes, each named after its pod and reachable by its stable name', () => {
+      expect(sts.spec.replicas).to.be.at.least(2);
+      expect(env('POD_NAME')?.valueFrom?.fieldRef?.fieldPath).to.equal('metadata.name');
+      expect(literal.NODE_NAME).to.equal('$(POD_NAME)');
+      const headless = all.find(({ o }) => o.kind === 'Service' && o.metadata.name === sts.spec.serviceName)?.o as { spec: { clusterIP: string } } | undefined;
+      expect(headless?.spec.clusterIP).to.equal('None');
+      expect(literal.NODE_ADDRESS).to.include(`$(POD_NAME).${sts.spec.serviceName}.`);
+    });
+
+    it('gives only settings the service has, each in a form it accepts; credentials and the Redis URL from a Secret', () => {
+      expectValidSettings(literal, 'exitpool.yaml');
+      for (const secret of ['STATE_STORE', 'PROXY_TOKEN', 'ADMIN_PASSWORD', 'SIGNING_SECRET']) {
+        expect(env(secret)?.valueFrom?.secretKeyRef, secret).to.not.equal(undefined);
+        expect(VARIABLES.find((d) => d.name === secret)?.secret, `${secret} is a secret setting`).to.equal(true);
+      }
+      // The example Secret has every key the pods read, and its values parse.
+      const example = objectsIn('secret.example.yaml')[0] as KubeObject & { stringData: Record<string, string> };
+      for (const e of container.env) {
+        const ref = e.valueFrom?.secretKeyRef;
+        if (!ref) continue;
+        expect(example.stringData, `secret key ${ref.key}`).to.have.property(ref.key);
+        expectValidSettings({ [e.name]: example.stringData[ref.key] as string }, 'secret.example.yaml');
+      }
+    });
+
+    it('exposes the service’s ports, probes /health on the API, keeps DATA_DIR on its own volume, and is scraped', () => {
+      const ports = Object.fromEntries(container.ports.map((p) => [p.name, p.containerPort]));
+      expect(ports).to.deep.equal({ socks: defaultOf('SOCKS_PORT'), http: defaultOf('HTTP_PORT'), api: defaultOf('API_PORT') });
+      expect(container.readinessProbe.httpGet).to.deep.equal({ path: '/health', port: 'api' });
+      expect(container.startupProbe.httpGet).to.deep.equal({ path: '/health', port: 'api' });
+      const data = container.volumeMounts.find((m) => m.mountPath === literal.DATA_DIR);
+      expect(sts.spec.volumeClaimTemplates.map((v) => v.metadata.name)).to.include(data?.name);
+      expect(sts.spec.template.metadata.annotations).to.include({ 'prometheus.io/scrape': 'true', 'prometheus.io/path': '/metrics', 'prometheus.io/port': String(defaultOf('API_PORT')) });
+      expect(container.resources.requests).to.have.keys('cpu', 'memory');
+      expect(container.resources.limits).to.have.keys('cpu', 'memory');
+    });
+
+    it('gives a stopping pod the time the service needs (SHUTDOWN_GRACE, the workers, tor)', () => {
+      const needed = (defaultOf('SHUTDOWN_GRACE') as number) + WORKER_EXIT_MARGIN_MS + DEFAULT_STOP_GRACE_MS;
+      expect(sts.spec.template.spec.terminationGracePeriodSeconds * 1000).to.be.above(needed);
+    });
+  });
+});
+
+describe('deploy/compose: three nodes, Redis and HAProxy', () => {
+  interface ComposeService {
+    environment?: Record<string, string>;
+    stop_grace_period?: string;
+    ports?: string[];
+  }
+  const compose = parseYaml(fs.readFileSync(path.join(composeDir, 'compose.yaml'), 'utf8'), { merge: true }) as { services: Record<string, ComposeService> };
+  const haproxy = fs.readFileSync(path.join(composeDir, 'haproxy.cfg'), 'utf8');
+  const nodes = Object.entries(compose.services).filter(([name]) => name.startsWith('node-'));
+
+  it('runs three nodes with their own names on one Redis, each setting one the service has', () => {
+    expect(nodes.map(([name]) => name)).to.deep.equal(['node-1', 'node-2', 'node-3']);
+    expect(new Set(nodes.map(([, s]) => s.environment?.NODE_NAME)).size).to.equal(3);
+    expect(new Set(nodes.map(([, s]) => s.environment?.STATE_STORE)).size).to.equal(1);
+    for (const [name, s] of nodes) {
+      const env = Object.fromEntries(Object.entries(s.environment ?? {}).map(([k, v]) => [k, v.replace(/\$\{REDIS_PASSWORD:-([^}]*)\}/g, '$1')]));
+      expectValidSettings(env, name);
+      expect(env.NODE_ADDRESS, 'the others reach it by its service name').to.equal(name);
+      const seconds = Number(/^(\d+)s$/.exec(s.stop_grace_period ?? '')?.[1]);
+      expect(seconds * 1000).to.be.above((defaultOf('SHUTDOWN_GRACE') as number) + WORKER_EXIT_MARGIN_MS + DEFAULT_STOP_GRACE_MS);
+    }
+    expect(compose.services.redis).to.not.equal(undefined);
+  });
+
+  it('balances the proxy ports over every node, and publishes on loopback only', () => {
+    for (const port of [defaultOf('SOCKS_PORT'), defaultOf('HTTP_PORT')]) {
+      for (const [name] of nodes) expect(haproxy, `${name}:${String(port)}`).to.include(`server ${name} ${name}:${String(port)}`);
+    }
+    expect(haproxy).to.match(/balance roundrobin/);
+    for (const p of compose.services.haproxy?.ports ?? []) expect(p).to.match(/^127\.0\.0\.1:/);
+    for (const [, s] of nodes) expect(s.ports, 'nodes publish nothing themselves').to.equal(undefined);
+  });
+});
