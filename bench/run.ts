@@ -16,6 +16,7 @@ import { benchPoolStart } from './pool-start.js';
 import { benchRelayThroughput, FULL_RELAY_OPTIONS } from './relay-throughput.js';
 import { renderSection, type BenchSection } from './report.js';
 import { benchPeers, FULL_PEERS_OPTIONS } from './peers.js';
+import { benchFleet, FULL_FLEET_OPTIONS } from './fleet.js';
 import { benchSessionRotation, FULL_ROTATION_OPTIONS } from './session-rotation.js';
 import { benchTorRelay, FULL_TOR_RELAY_OPTIONS } from './tor-relay.js';
 import { benchWorkerProfile, FULL_PROFILE_OPTIONS } from './worker-profile.js';
@@ -35,6 +36,7 @@ const BENCHES: Record<string, () => Promise<BenchSection>> = {
   country: () => benchCountryPlacement(QUICK ? { samples: 3 } : FULL_COUNTRY_OPTIONS),
   state: () => benchDurableState(QUICK ? { storedSessions: 20_000, newPerSecond: 1000, loadSeconds: 4, startRounds: 1 } : FULL_DURABLE_OPTIONS),
   peers: () => benchPeers(QUICK ? { clients: 16, roundMs: 4_000, rounds: 1, burst: 100, bursts: 1 } : FULL_PEERS_OPTIONS),
+  fleet: () => benchFleet(QUICK ? { clients: 12, roundMs: 4_000, rounds: 1, hopSamples: 50 } : FULL_FLEET_OPTIONS),
 };
 
 async function main(): Promise<void> {

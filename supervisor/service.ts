@@ -98,7 +98,7 @@ export class Service {
             url: redisUrl,
             node: config.nodeName,
             leaseMs: config.nodeLeaseMs,
-            address: { host: advertisedHost(config), port: config.socksPort },
+            address: { host: advertisedHost(config), port: config.socksPort, apiPort: config.apiPort },
             sessionLifetimeMs: Math.max(config.sessionTtlMs, config.sessionTtlMaxMs),
             log: log.child({ component: 'fleet' }),
           });

@@ -179,6 +179,8 @@ export interface WorkerRequests extends MethodMap {
   /** reporter: the credential behind the report, which CLIENT_REPORT_BUDGET is counted against. */
   'sessions.failure': { params: { key: string; report: FailureReport; reporter: FailureReporter }; result: FailureResult };
   'sessions.delete': { params: { key: string }; result: null };
+  /** On a node of a fleet: the other live node that owns a session this node does not hold, and its API (host:port); null otherwise. */
+  'sessions.owner': { params: { key: string }; result: { node: string; api: string } | null };
   /** types: only these audit types (all when absent). */
   'exits.list': { params: null; result: ExitsView };
   'exits.unban': { params: { fingerprint: string }; result: null };

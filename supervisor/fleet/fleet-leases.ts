@@ -43,6 +43,11 @@ export class FleetLeases {
     return `${this.poolPrefix}fleet:address:${node}`;
   }
 
+  /** node → `host:port` of its API, for another node's API to pass on a request about one of its sessions. */
+  get apiAddressesKey(): string {
+    return `${this.poolPrefix}fleet:api-addresses`;
+  }
+
   /** The node that owns a named session (no time to live: its owner gives it up, or another node takes it over once the owner is gone). */
   sessionKey(key: string): string {
     return `${this.poolPrefix}fleet:session:${key}`;
@@ -53,8 +58,12 @@ export class FleetLeases {
     return `${this.poolPrefix}fleet:forward-secret`;
   }
 
-  async publishAddress(node: string, address: string, ttlMs: number): Promise<void> {
-    await this.redis.set(this.addressKey(node), address, 'PX', ttlMs);
+  async publishAddress(node: string, address: string, apiAddress: string, ttlMs: number): Promise<void> {
+    await this.redis.multi().set(this.addressKey(node), address, 'PX', ttlMs).hset(this.apiAddressesKey, node, apiAddress).exec();
+  }
+
+  async apiAddressOf(node: string): Promise<string | null> {
+    return this.redis.hget(this.apiAddressesKey, node);
   }
 
   /** The forwarding secret, created with `candidate` when the fleet has none yet. */

@@ -28,8 +28,8 @@ export interface FleetMemberOptions {
   node: string;
   /** NODE_LEASE. */
   leaseMs: number;
-  /** Where the other nodes reach this node's SOCKS listener (NODE_ADDRESS, SOCKS_PORT), to forward its sessions to it. */
-  address: { host: string; port: number };
+  /** Where the other nodes reach this node's SOCKS listener (NODE_ADDRESS, SOCKS_PORT) and its API (API_PORT), to forward its sessions' connections and API requests to it. */
+  address: { host: string; port: number; apiPort: number };
   /** How long a session's ownership outlives its last use: the longest a session can live idle (SESSION_TTL, SESSION_TTL_MAX). */
   sessionLifetimeMs: number;
   log: Logger;
@@ -148,8 +148,13 @@ export class FleetMember {
     return `${host.includes(':') ? `[${host}]` : host}:${port}`;
   }
 
+  private get apiAddressText(): string {
+    const { host, apiPort } = this.options.address;
+    return `${host.includes(':') ? `[${host}]` : host}:${apiPort}`;
+  }
+
   private async publishAddress(): Promise<void> {
-    await this.leases.publishAddress(this.options.node, this.addressText, this.options.leaseMs);
+    await this.leases.publishAddress(this.options.node, this.addressText, this.apiAddressText, this.options.leaseMs);
     const addresses = await this.leases.nodeAddresses();
     this.addresses = addresses;
     this.nodes = [...addresses.keys()].sort();

@@ -98,6 +98,17 @@ export class FleetSessions {
     return { kind: 'here' };
   }
 
+  /**
+   * The other live node that owns `key` (this node does not hold it), with its API address, for
+   * the API to pass a request about the session on; null when none does. Reads, never claims.
+   */
+  async ownerElsewhere(key: string): Promise<{ node: string; api: string } | null> {
+    const owner = await this.redis.get(this.leases.sessionKey(key));
+    if (owner === null || owner === this.node || !this.addresses().has(owner)) return null;
+    const api = await this.leases.apiAddressOf(owner);
+    return api === null ? null : { node: owner, api };
+  }
+
   /** Sessions this node served since the last refresh: their ownership is renewed for another term. */
   async refresh(keys: readonly string[]): Promise<void> {
     if (keys.length === 0) return;

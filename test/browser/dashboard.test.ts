@@ -6,6 +6,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { findRepoRoot } from '../../internal/testnet/repo-root.js';
 import { curlSocks } from '../support/clients/curl.js';
 import { TEST_ADMIN_PASSWORD, TEST_PROXY_TOKEN, startService, type RunningService } from '../support/fixtures/service.js';
+import { startRedis, type RunningRedis } from '../support/processes/redis-server.js';
 import { pollUntil } from '../support/waiting.js';
 
 /**
@@ -466,6 +467,40 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('button', { name: 'Sign in' }).waitFor();
     expect(await page.evaluate<string | null>(`sessionStorage.getItem('exitpool.credential')`)).to.equal(null);
+  });
+
+  describe('on a node of a fleet (two nodes on one Redis)', () => {
+    let redis: RunningRedis;
+    const nodes: RunningService[] = [];
+    before(async () => {
+      redis = await startRedis();
+      nodes.push(...(await Promise.all(['dash-a', 'dash-b'].map((name) => startService({ POOL_SIZE: '1', STATE_STORE: `${redis.url}/dashboard`, NODE_NAME: name, NODE_LEASE: '3s' })))));
+      await Promise.all(nodes.map((n) => n.waitReady(1)));
+    });
+    after(async () => {
+      for (const n of nodes) expect(await n.stop()).to.equal(0);
+      await redis?.stop();
+    });
+
+    it('names the node and the fleet in the exit supply, and the other node’s exit by its name', async () => {
+      const [a] = nodes as [RunningService, RunningService];
+      const ctx = await browser.newContext({ viewport: VIEWPORT });
+      const p = await ctx.newPage();
+      const pageErrors = watchErrors(p);
+      await p.goto(`http://127.0.0.1:${a.apiPort}/`);
+      await p.getByLabel('Password').fill(TEST_ADMIN_PASSWORD);
+      await p.getByRole('button', { name: 'Sign in' }).click();
+      await p.getByRole('button', { name: 'Sign out' }).waitFor();
+      await goTo(p, 'Exits');
+      await p.locator('[data-fleet]', { hasText: 'Node dash-a of 2 in the fleet (also dash-b)' }).waitFor({ timeout: 20_000 });
+      // node dash-b's one exit, held by it, is named in the row of that exit.
+      const held = p.locator('[data-instances][data-held-by="dash-b"]', { hasText: 'node dash-b' });
+      await held.waitFor({ timeout: 20_000 });
+      expect(await held.count()).to.equal(1);
+      await screenshot(p, 'exits-fleet');
+      await ctx.close();
+      expect(pageErrors).to.deep.equal([]);
+    });
   });
 
   describe('with AUTH_DISABLED', () => {

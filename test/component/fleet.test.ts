@@ -36,7 +36,7 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
   let raw: Redis;
   const members: FleetMember[] = [];
   const join = async (node: string, pool = 'pool-a'): Promise<FleetMember> => {
-    const m = await FleetMember.join({ url: `${redis.url}/${pool}`, node, leaseMs: LEASE_MS, address: { host: '127.0.0.1', port: 1080 }, sessionLifetimeMs: 60_000, log: logger() });
+    const m = await FleetMember.join({ url: `${redis.url}/${pool}`, node, leaseMs: LEASE_MS, address: { host: '127.0.0.1', port: 1080, apiPort: 8080 }, sessionLifetimeMs: 60_000, log: logger() });
     members.push(m);
     return m;
   };
@@ -248,7 +248,7 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
   });
 
   it('refuses a start while Redis cannot be reached, naming the setting and not the password', async () => {
-    const error = await FleetMember.join({ url: 'redis://:s3cret@127.0.0.1:1/fleet', node: 'n', leaseMs: LEASE_MS, address: { host: '127.0.0.1', port: 1080 }, sessionLifetimeMs: 60_000, log: logger() }).then(
+    const error = await FleetMember.join({ url: 'redis://:s3cret@127.0.0.1:1/fleet', node: 'n', leaseMs: LEASE_MS, address: { host: '127.0.0.1', port: 1080, apiPort: 8080 }, sessionLifetimeMs: 60_000, log: logger() }).then(
       () => null,
       (e: unknown) => e,
     );

@@ -6,7 +6,7 @@
  */
 import { expect } from 'chai';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { ExitsView } from '../../shared/api/views.js';
+import type { ExitsView, SessionView } from '../../shared/api/views.js';
 import { FLEET_COMMAND_TIMEOUT_MS } from '../../supervisor/fleet/fleet-member.js';
 import { HealApi } from '../support/clients/api-client.js';
 import { whoamiIp } from '../support/clients/api-reads.js';
@@ -173,12 +173,12 @@ describe('a session through any of 3 nodes behind HAProxy (real services, privat
     expect(r.code, r.stderr).to.equal(0);
     return whoamiIp(r.stdout);
   };
-  /** The node whose table holds the session (exactly one). */
+  /** The node whose table holds the session (exactly one). Each is asked about its own table: the header keeps it from passing the request on. */
   const ownerOf = async (key: string): Promise<string> => {
     const holding: string[] = [];
     for (const [name, svc] of nodes) {
-      const api = await HealApi.signIn(svc);
-      if ((await api.raw(`/api/sessions/${encodeURIComponent(key)}`)).status === 200) holding.push(name);
+      const r = await svc.api(`/api/sessions/${encodeURIComponent(key)}`, { bearer: await svc.login(), headers: { 'exitpool-forwarded-by': 'test' } });
+      if (r.status === 200) holding.push(name);
     }
     expect(holding, `nodes holding ${key}`).to.have.length(1);
     return holding[0] as string;
@@ -206,6 +206,36 @@ describe('a session through any of 3 nodes behind HAProxy (real services, privat
       const { text } = await (await HealApi.signIn(svc)).metricsText();
       expect(text).to.include(`pool_instances_total{node="${name}"} ${SIZE}`);
     }
+  });
+
+  it('answers for a session through any node’s API: read, report, rotate and delete reach its owner', async () => {
+    const key = 'api-anywhere';
+    const first = await viaSocks(balancer.port, key);
+    const owner = await ownerOf(key);
+    const others = [...nodes].filter(([name]) => name !== owner).map(([, svc]) => svc);
+    const asProxy = (svc: RunningService, path: string, method = 'GET', body?: unknown): Promise<Response> =>
+      svc.api(path, { method, bearer: TEST_PROXY_TOKEN, ...(body === undefined ? {} : { body }) });
+    for (const svc of others) {
+      const r = await asProxy(svc, `/api/sessions/${key}`);
+      expect(r.status).to.equal(200);
+      expect(((await r.json()) as SessionView).exit_ip).to.equal(first);
+    }
+    const other = others[0] as RunningService;
+    expect((await asProxy(other, `/api/sessions/${key}/failure`, 'POST', { kind: 'other', reason: 'through another node' })).status).to.equal(200);
+    const ownerApi = await HealApi.signIn(nodes.get(owner) as RunningService);
+    expect((await ownerApi.session(key)).failures, 'the report counted on the owner').to.equal(1);
+    const rotated = await asProxy(other, `/api/sessions/${key}/rotate`, 'POST');
+    expect(rotated.status).to.equal(200);
+    const after = ((await rotated.json()) as { exit_ip: string }).exit_ip;
+    const next = await viaSocks(balancer.port, key);
+    expect(next, 'a new exit, whichever node the next connections reach').to.not.equal(first);
+    if (after !== '') expect(next).to.equal(after);
+    for (let i = 0; i < 3; i++) expect(await viaSocks(balancer.port, key)).to.equal(next);
+    // A request already passed on once is answered where it lands (no loop): here, unknown.
+    expect((await other.api(`/api/sessions/${key}`, { bearer: TEST_PROXY_TOKEN, headers: { 'exitpool-forwarded-by': 'node-x' } })).status).to.equal(404);
+    expect((await asProxy(other, `/api/sessions/${key}`, 'DELETE')).status).to.equal(204);
+    expect((await ownerApi.raw(`/api/sessions/${key}`)).status, 'deleted on its owner').to.equal(404);
+    expect((await asProxy(other, `/api/sessions/${key}`)).status, 'and nowhere else').to.equal(404);
   });
 
   it('takes a token created through one node on every node, and a revocation through another everywhere within a second', async () => {
@@ -328,6 +358,8 @@ describe('several nodes while Redis stops and starts again (real services, priva
     expect(await viaSocks(b, 'owned-by-a')).to.equal(owned);
     const newIp = await viaSocks(b, 'new-while-down');
     expect(await pollUntil('node-a forwards the session that began on node-b', () => viaSocks(a, 'new-while-down'), 3 * NODE_LEASE_MS, { until: (ip) => ip === newIp })).to.equal(newIp);
-    expect((await (await HealApi.signIn(a)).raw('/api/sessions/new-while-down')).status, 'not a second session on node-a').to.equal(404);
+    // Asked of node-a itself (the header keeps it from passing the request to the owner).
+    const ownTable = await a.api('/api/sessions/new-while-down', { bearer: await a.login(), headers: { 'exitpool-forwarded-by': 'test' } });
+    expect(ownTable.status, 'not a second session on node-a').to.equal(404);
   });
 });

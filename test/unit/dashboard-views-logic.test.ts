@@ -1,10 +1,11 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import '../support/fixtures/fuzz-runs.js';
-import type { SessionView, StatsSample } from '../../shared/api/views.js';
+import type { ExitsView, SessionView, StatsSample } from '../../shared/api/views.js';
 import type { StateSnapshot } from '../../shared/ipc/protocol.js';
 import { ApiError, ForbiddenError, UnauthorizedError, describeError, errorForStatus } from '../../dashboard/src/logic/api-errors.js';
 import { exitDisplay } from '../../dashboard/src/logic/exit-display.js';
+import { exitHolder, fleetLine } from '../../dashboard/src/logic/exits.js';
 import { extendHistory, historyColumns } from '../../dashboard/src/logic/history-series.js';
 import { INSTANCE_ACTIONS, actionBlockedReason, actionPath, parsePoolSize } from '../../dashboard/src/logic/instance-actions.js';
 import { filterSessions, filterSessionsByCountry, sessionCountries, sortSessions } from '../../dashboard/src/logic/session-filter.js';
@@ -169,5 +170,45 @@ describe('dashboard view logic', () => {
       h = extendHistory(h, null, 3);
       expect(h.map((x) => new Date(x.time).getUTCSeconds())).to.deep.equal([2, 3, 4]);
     });
+  });
+});
+
+describe('dashboard logic: the exit supply on a node of a fleet', () => {
+  const view = (fleet: ExitsView['fleet'], exits: ExitsView['exits'] = []): ExitsView => ({
+    distinct_by: 'relay',
+    assigning: true,
+    updated_at: null,
+    eligible: 0,
+    capacity: 0,
+    in_use: 0,
+    shortages: [],
+    countries: [],
+    exits,
+    bans: [],
+    fleet,
+  });
+  const exit = (instances: number[], held_by: string | null): ExitsView['exits'][number] => ({
+    fingerprint: 'A'.repeat(40),
+    nickname: 'x',
+    address: '10.0.0.1',
+    country: 'de',
+    bandwidth: 1,
+    block: '10.0.0.0/24',
+    family: 'A'.repeat(40),
+    instances,
+    banned: null,
+    held_by,
+  });
+
+  it('names this node and the others, and says nothing on a node of its own', () => {
+    expect(fleetLine(view(null))).to.equal(null);
+    expect(fleetLine(view({ node: 'a', nodes: ['a'] }))).to.match(/^Node a of 1 in the fleet;/);
+    expect(fleetLine(view({ node: 'b', nodes: ['a', 'b', 'c'] }))).to.match(/^Node b of 3 in the fleet \(also a, c\);/);
+  });
+
+  it('shows an exit’s instances here, else the node holding it, else a dash', () => {
+    expect(exitHolder(exit([0, 2], null))).to.equal('0, 2');
+    expect(exitHolder(exit([], 'node-b'))).to.equal('node node-b');
+    expect(exitHolder(exit([], null))).to.equal('—');
   });
 });

@@ -6,6 +6,7 @@ import { IP_SESSION_PREFIX, isAddressSessionKey } from '../../shared/api/session
 import { hasScope } from '../../shared/auth/principal.js';
 import type { Access, Principal } from './access.js';
 import { HttpError, badRequest } from './http-error.js';
+import { answeredWhereTheSessionLives } from './session-forwarding.js';
 import { auditTypesQuery, booleanQuery, exitFingerprint, instanceId, integerQuery, sessionKey } from './query-values.js';
 
 /** Audit ring bounds, mirrored from the supervisor's constants (asserted equal in a test). */
@@ -133,14 +134,17 @@ export const POOL_ROUTES: readonly ApiRoute[] = [
   },
   {
     method: 'GET', path: '/api/sessions/:key', access: 'proxy', summary: 'one session',
-    handler: async (ctx) => ok(await ctx.ipc.request('sessions.get', { key: addressableSessionKey(ctx) })),
+    handler: async (ctx) => {
+      const key = addressableSessionKey(ctx);
+      return answeredWhereTheSessionLives(ctx.req, ctx.ipc, key, async () => ok(await ctx.ipc.request('sessions.get', { key })));
+    },
   },
   {
     method: 'POST', path: '/api/sessions/:key/rotate', access: 'proxy', summary: 'move the session to another exit',
     handler: async (ctx) => {
       const key = addressableSessionKey(ctx);
       const newnym = booleanQuery('newnym', ctx.req.query.newnym, false);
-      return ok(await ctx.ipc.request('sessions.rotate', { key, newnym }));
+      return answeredWhereTheSessionLives(ctx.req, ctx.ipc, key, async () => ok(await ctx.ipc.request('sessions.rotate', { key, newnym })));
     },
   },
   {
@@ -149,14 +153,17 @@ export const POOL_ROUTES: readonly ApiRoute[] = [
       const key = addressableSessionKey(ctx);
       // Typed here: a body of the wrong JSON type is refused before it reaches the supervisor.
       const report = readFailureReport(ctx.req.body ?? null);
-      return ok(await ctx.ipc.request('sessions.failure', { key, report, reporter: reporterOf(ctx) }));
+      return answeredWhereTheSessionLives(ctx.req, ctx.ipc, key, async () => ok(await ctx.ipc.request('sessions.failure', { key, report, reporter: reporterOf(ctx) })));
     },
   },
   {
     method: 'DELETE', path: '/api/sessions/:key', access: 'proxy', summary: 'unpin the session',
     handler: async (ctx) => {
-      await ctx.ipc.request('sessions.delete', { key: addressableSessionKey(ctx) });
-      return { status: 204 };
+      const key = addressableSessionKey(ctx);
+      return answeredWhereTheSessionLives(ctx.req, ctx.ipc, key, async () => {
+        await ctx.ipc.request('sessions.delete', { key });
+        return { status: 204 };
+      });
     },
   },
   {

@@ -1,5 +1,18 @@
 import type { ExitsView } from '../../../shared/api/views.js';
 
+/** With several nodes on one Redis: which node this dashboard is on, and which nodes run; null on a node of its own. */
+export function fleetLine(v: ExitsView): string | null {
+  if (v.fleet === null) return null;
+  const others = v.fleet.nodes.filter((n) => n !== v.fleet?.node);
+  return `Node ${v.fleet.node} of ${v.fleet.nodes.length} in the fleet${others.length > 0 ? ` (also ${others.join(', ')})` : ''}; exits another node holds are listed with its name.`;
+}
+
+/** What the Instances column says of an exit: this node's instances, the other node holding it, or nothing. */
+export function exitHolder(e: ExitsView['exits'][number]): string {
+  if (e.instances.length > 0) return e.instances.join(', ');
+  return e.held_by === null ? '—' : `node ${e.held_by}`;
+}
+
 /** One line on the exit supply: what is in use, what could be, what is banned. */
 export function exitsSummary(v: ExitsView): string {
   if (!v.assigning) return 'PIN_EXIT_RELAY is off: each tor picks its own exits, which instances may share.';

@@ -3,7 +3,7 @@ import type { ExitBanView, ExitsView as ExitsResponse } from '../../../shared/ap
 import { useDashboard } from '../app/dashboard-context.js';
 import { ConfirmDialog } from '../components/ConfirmDialog.js';
 import { useApiResource } from '../hooks/use-api-resource.js';
-import { exitsSummary } from '../logic/exits.js';
+import { exitHolder, exitsSummary, fleetLine } from '../logic/exits.js';
 
 /** The catalog is read every minute by the supervisor; polling faster would show nothing new. */
 const REFRESH_MS = 10_000;
@@ -27,6 +27,7 @@ export function ExitsView() {
               Exit supply
             </h2>
             <p data-exits-summary>{exitsSummary(exits)}</p>
+            {exits.fleet !== null && <p data-fleet>{fleetLine(exits)}</p>}
             {exits.shortages.length > 0 && (
               <ul className="warning-list" aria-label="Shortages">
                 {exits.shortages.map((s) => (
@@ -66,7 +67,9 @@ export function ExitsView() {
                     </td>
                     <td>{e.country === '' ? '—' : e.country.toUpperCase()}</td>
                     <td className="num">{e.bandwidth}</td>
-                    <td data-instances>{e.instances.length === 0 ? '—' : e.instances.join(', ')}</td>
+                    <td data-instances {...(e.held_by === null ? {} : { 'data-held-by': e.held_by })}>
+                      {exitHolder(e)}
+                    </td>
                     <td>
                       {e.banned === null ? (
                         '—'
