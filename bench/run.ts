@@ -36,7 +36,7 @@ const BENCHES: Record<string, () => Promise<BenchSection>> = {
   country: () => benchCountryPlacement(QUICK ? { samples: 3 } : FULL_COUNTRY_OPTIONS),
   state: () => benchDurableState(QUICK ? { storedSessions: 20_000, newPerSecond: 1000, loadSeconds: 4, startRounds: 1 } : FULL_DURABLE_OPTIONS),
   peers: () => benchPeers(QUICK ? { clients: 16, roundMs: 4_000, rounds: 1, burst: 100, bursts: 1 } : FULL_PEERS_OPTIONS),
-  fleet: () => benchFleet(QUICK ? { clients: 12, roundMs: 4_000, rounds: 1, hopSamples: 50 } : FULL_FLEET_OPTIONS),
+  fleet: () => benchFleet(QUICK ? { clients: 12, roundMs: 4_000, rounds: 1 } : FULL_FLEET_OPTIONS),
 };
 
 async function main(): Promise<void> {
