@@ -271,12 +271,24 @@ export class Service {
     pool.on('ready-count', (ready) => log.info('instance bootstrapped', { ready, size: pool.instanceIds().length }));
 
     if (fleet) {
-      let lastRefresh = Date.now();
-      fleet.trackSessions(() => {
-        const since = lastRefresh;
-        lastRefresh = Date.now();
-        return pool.sessionKeysUsedSince(since);
-      });
+      fleet.trackSessions(
+        (since) => pool.sessionKeysUsedSince(since),
+        (sessions) => pool.giveUpSessions(sessions),
+      );
+      fleet.describeSelf(() => ({
+        routable: pool.placement().routable.length,
+        sessions: pool.sessions.size,
+        instances: pool.instanceViews().map((i) => ({
+          id: i.id,
+          ready: i.ready,
+          state: i.health.state,
+          exit_ip: i.exit_ip,
+          exit_country: i.exit_country,
+          exit_fingerprint: i.assigned_exit?.fingerprint ?? '',
+          sessions: i.sessions,
+          requests: i.totals.requests,
+        })),
+      }));
       if (exits) await fleet.manageExits(exits);
     }
     pool.start();

@@ -82,6 +82,7 @@ export function workerRequestHandlers(h: WorkerHandle, d: WorkerIpcDeps): IpcHan
     'sessions.owner': async ({ key }) => (pool.sessions.get(key) !== undefined || !d.fleet ? null : d.fleet.sessions.ownerElsewhere(key)),
     'exits.list': () => exitsViewOf(d.exits, pool.instanceIds(), Date.now(), d.fleet?.view() ?? null),
     'exits.unban': ({ fingerprint }) => liftBan(d.exits, fingerprint),
+    'fleet.view': () => (d.fleet ? d.fleet.poolView() : { node: null, nodes: [] }),
     'events.recent': ({ limit, types }) => d.audit.recent(limit, types),
     'stats.history': ({ range }) => pool.stats.series(range),
     'metrics.text': () => d.metrics.text(),

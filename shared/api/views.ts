@@ -145,6 +145,35 @@ export interface ExitsView {
   fleet: { node: string; nodes: string[] } | null;
 }
 
+/** One instance of a node as GET /api/fleet shows it (a summary: the node's own API has the whole view). */
+export interface FleetNodeInstance {
+  id: number;
+  ready: boolean;
+  /** The health state (healthy, degraded, quarantined, probation, …). */
+  state: string;
+  exit_ip: string;
+  exit_country: string;
+  /** The assigned exit's fingerprint ('' when none). */
+  exit_fingerprint: string;
+  sessions: number;
+  requests: number;
+}
+
+/** One node of the fleet, as it last published itself (every NODE_LEASE / LEASE_RENEWALS_PER_TERM). */
+export interface FleetNodeView {
+  node: string;
+  updated_at: string;
+  routable: number;
+  sessions: number;
+  instances: FleetNodeInstance[];
+}
+
+/** GET /api/fleet: every live node with its instances; `node` is the one answering (null off a fleet). */
+export interface FleetPoolView {
+  node: string | null;
+  nodes: FleetNodeView[];
+}
+
 export interface SessionRotateResult {
   session: string;
   instance: number;

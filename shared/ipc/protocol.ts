@@ -8,6 +8,7 @@ import type { FailureReport } from '../health/failure-kind.js';
 import type {
   FailureResult,
   ExitsView,
+  FleetPoolView,
   InstanceView,
   PoolRotateResult,
   PoolSummary,
@@ -183,6 +184,7 @@ export interface WorkerRequests extends MethodMap {
   'sessions.owner': { params: { key: string }; result: { node: string; api: string } | null };
   /** types: only these audit types (all when absent). */
   'exits.list': { params: null; result: ExitsView };
+  'fleet.view': { params: null; result: FleetPoolView };
   'exits.unban': { params: { fingerprint: string }; result: null };
   'events.recent': { params: { limit: number; types?: AuditType[] }; result: AuditEvent[] };
   'stats.history': { params: { range: 'fine' | 'long' }; result: StatsSample[] };

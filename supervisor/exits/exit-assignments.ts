@@ -100,6 +100,9 @@ export class ExitAssignments implements ExitSteering {
   private heldElsewhere: ReadonlyMap<string, string> = new Map();
   /** Called after every change of an assignment, so the fleet can claim or release its lease at once. */
   onAssignmentsChanged: () => void = () => undefined;
+  /** A ban made here (not one applied from the fleet), and a lift by hand: the fleet shares them. */
+  onBanned: (ban: ExitBan) => void = () => undefined;
+  onLifted: (fingerprint: string) => void = () => undefined;
 
   constructor(private readonly options: ExitAssignmentsOptions) {
     this.now = options.now ?? Date.now;
@@ -303,6 +306,7 @@ export class ExitAssignments implements ExitSteering {
 
   private banRelay(relay: ExitRelay, cause: BanCause, reason: string, ttlMs: number, id: number | null, domain = ''): ExitBan {
     const ban = this.bans.ban(relay, cause, reason, this.now(), ttlMs, domain);
+    this.onBanned(ban);
     const scope = domain === '' ? '' : ` for ${domain}`;
     this.audit(id, `exit ${relay.nickname} (${relay.address}) banned${scope} until ${new Date(ban.until).toISOString()}: ${reason}`, {
       fingerprint: relay.fingerprint,
@@ -317,8 +321,21 @@ export class ExitAssignments implements ExitSteering {
   /** Lifts a ban by hand; false when there was none. */
   liftBan(fingerprint: string): boolean {
     const lifted = this.bans.lift(fingerprint);
-    if (lifted) this.audit(null, `ban of exit ${fingerprint} lifted`, { fingerprint });
+    if (lifted) {
+      this.audit(null, `ban of exit ${fingerprint} lifted`, { fingerprint });
+      this.onLifted(fingerprint);
+    }
     return lifted;
+  }
+
+  /** A ban another node of the fleet made: in force here too (a longer one already here stands). */
+  applyFleetBan(ban: ExitBan): void {
+    this.bans.restore(ban, this.now());
+  }
+
+  /** A ban lifted on another node of the fleet: lifted here too. */
+  applyFleetLift(fingerprint: string): void {
+    if (this.bans.lift(fingerprint)) this.audit(null, `ban of exit ${fingerprint} lifted on another node`, { fingerprint, by: 'fleet' });
   }
 
   /** The instance left the pool (or is restarting afresh): its exit is free for others. */

@@ -48,6 +48,24 @@ export class FleetLeases {
     return `${this.poolPrefix}fleet:api-addresses`;
   }
 
+  /** A node's summary of itself (GET /api/fleet); lapses with the node's lease. */
+  summaryKey(node: string): string {
+    return `${this.poolPrefix}fleet:summary:${node}`;
+  }
+
+  async publishSummary(node: string, summary: string, ttlMs: number): Promise<void> {
+    await this.redis.set(this.summaryKey(node), summary, 'PX', ttlMs);
+  }
+
+  async dropSummary(node: string): Promise<void> {
+    await this.redis.del(this.summaryKey(node));
+  }
+
+  /** Every live node's summary, node → its text. */
+  async summaries(): Promise<Map<string, string>> {
+    return this.valuesUnder(this.summaryKey(''));
+  }
+
   /** The node that owns a named session (no time to live: its owner gives it up, or another node takes it over once the owner is gone). */
   sessionKey(key: string): string {
     return `${this.poolPrefix}fleet:session:${key}`;
@@ -60,6 +78,10 @@ export class FleetLeases {
 
   async publishAddress(node: string, address: string, apiAddress: string, ttlMs: number): Promise<void> {
     await this.redis.multi().set(this.addressKey(node), address, 'PX', ttlMs).hset(this.apiAddressesKey, node, apiAddress).exec();
+  }
+
+  async forgetApiAddress(node: string): Promise<void> {
+    await this.redis.hdel(this.apiAddressesKey, node);
   }
 
   async apiAddressOf(node: string): Promise<string | null> {

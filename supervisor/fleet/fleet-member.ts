@@ -1,10 +1,13 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import type { FleetNodeView, FleetPoolView } from '../../shared/api/views.js';
 import type { Logger } from '../../shared/logger.js';
+import { readFleetNodeView } from './fleet-node-view.js';
 import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
 import type { ExitAssignments } from '../exits/exit-assignments.js';
 import { StartupError } from '../startup/startup-error.js';
 import { closeRedis, redisClient, redisLocation } from '../state/redis-location.js';
+import { FleetBans } from './fleet-bans.js';
 import { FleetLeases } from './fleet-leases.js';
 import { FleetSessions } from './fleet-sessions.js';
 import { FleetTokens } from './fleet-tokens.js';
@@ -61,13 +64,21 @@ export class FleetMember {
   private addresses: ReadonlyMap<string, string> = new Map();
   private leaving = false;
   private readonly unreachable: ThrottledWarning;
-  /** Which node owns each named session; set by join. */
-  sessions!: FleetSessions;
-  /** The issued tokens every node serves; set by join, started by the service (shareTokens). */
-  tokens!: FleetTokens;
+  /** Which node owns each named session. */
+  readonly sessions: FleetSessions;
+  /** The issued tokens every node serves; started by the service (shareTokens). */
+  readonly tokens: FleetTokens;
+  /** The exit bans every node keeps; started with manageExits. */
+  readonly bans: FleetBans;
   private tokensShared = false;
-  /** Keys of the sessions this node served since the last renewal (their ownership is refreshed). */
-  private usedSessions: () => string[] = () => [];
+  /** Keys of the sessions this node served since a time (their ownership is refreshed). */
+  private usedSessions: (since: number) => string[] = () => [];
+  /** When the sessions' ownership was last refreshed: moves only when a refresh reached Redis, so none is skipped. */
+  private refreshedAt = Date.now();
+  /** What this node says of itself to the fleet (GET /api/fleet); null until the service says. */
+  private summary: (() => Omit<FleetNodeView, 'node' | 'updated_at'>) | null = null;
+  /** Sessions this node served that another live node owns: given up here. */
+  private giveUp: (sessions: { key: string; owner: string }[]) => void = () => undefined;
 
   private constructor(
     private readonly options: FleetMemberOptions,
@@ -75,8 +86,13 @@ export class FleetMember {
     private readonly leases: FleetLeases,
     /** This process's value of the node lease: another process under the same name cannot renew it. */
     private readonly token: string,
+    poolPrefix: string,
+    forwardPassword: string,
   ) {
     this.nodes = [options.node];
+    this.sessions = new FleetSessions(redis, leases, options.node, () => this.addresses, options.sessionLifetimeMs + options.leaseMs, forwardPassword, options.log);
+    this.tokens = new FleetTokens(redis, poolPrefix, options.log);
+    this.bans = new FleetBans(redis, poolPrefix, options.log);
     this.unreachable = new ThrottledWarning(options.log, 'Redis cannot be reached: serving with the exit leases known so far', { level: 'warn' });
   }
 
@@ -110,11 +126,16 @@ export class FleetMember {
       if (!waited) options.log.info('node name still leased (a previous run that ended abruptly?); waiting for the lease to lapse', { node: options.node, leaseMs: options.leaseMs });
       await new Promise((resolve) => setTimeout(resolve, NODE_LEASE_RETRY_MS));
     }
-    const member = new FleetMember(options, redis, leases, token);
-    const password = await leases.forwardSecret(`tf_${randomBytes(32).toString('base64url')}`);
-    member.tokens = new FleetTokens(redis, where.poolPrefix, options.log);
-    member.sessions = new FleetSessions(redis, leases, options.node, () => member.addresses, options.sessionLifetimeMs + options.leaseMs, password, options.log);
-    await member.publishAddress();
+    let member: FleetMember;
+    try {
+      const password = await leases.forwardSecret(`tf_${randomBytes(32).toString('base64url')}`);
+      member = new FleetMember(options, redis, leases, token, where.poolPrefix, password);
+      await member.publishAddress();
+    } catch (error) {
+      await leases.releaseAll([key], token).catch(() => undefined);
+      await closeRedis(redis);
+      throw new StartupError('STATE_STORE', `Redis at ${where.shown} failed while this node joined: ${(error as Error).message}`);
+    }
     options.log.info('joined the fleet', { node: options.node, redis: where.shown, address: member.addressText });
     member.timer = setInterval(() => member.renew(), Math.floor(options.leaseMs / LEASE_RENEWALS_PER_TERM));
     return member;
@@ -138,9 +159,25 @@ export class FleetMember {
     this.tokensShared = true;
   }
 
+  /** What this node publishes of itself at every renewal (its instances, sessions, routable count). */
+  describeSelf(summary: () => Omit<FleetNodeView, 'node' | 'updated_at'>): void {
+    this.summary = summary;
+  }
+
+  /** GET /api/fleet: every live node as it last described itself, checked, by name. */
+  async poolView(): Promise<FleetPoolView> {
+    const nodes: FleetNodeView[] = [];
+    for (const [node, text] of await this.leases.summaries()) {
+      const view = readFleetNodeView(node, text);
+      if (view !== null) nodes.push(view);
+    }
+    return { node: this.options.node, nodes: nodes.sort((a, b) => a.node.localeCompare(b.node)) };
+  }
+
   /** The sessions this node served since it was last asked (the pool's), so their ownership stays this node's. */
-  trackSessions(usedSince: () => string[]): void {
+  trackSessions(usedSince: (since: number) => string[], giveUp: (sessions: { key: string; owner: string }[]) => void): void {
     this.usedSessions = usedSince;
+    this.giveUp = giveUp;
   }
 
   private get addressText(): string {
@@ -173,6 +210,7 @@ export class FleetMember {
   async manageExits(exits: ExitAssignments): Promise<void> {
     this.exits = exits;
     exits.onAssignmentsChanged = () => this.soon();
+    await this.bans.start(exits);
     await this.renew();
   }
 
@@ -188,6 +226,8 @@ export class FleetMember {
       await this.running;
       await this.leases.releaseAll([...this.claimed].map((fp) => this.leases.exitKey(fp)), this.options.node);
       await this.leases.releaseAll([this.leases.addressKey(this.options.node)], this.addressText);
+      await this.leases.forgetApiAddress(this.options.node);
+      await this.leases.dropSummary(this.options.node);
       await this.leases.releaseAll([this.leases.nodeKey(this.options.node)], this.token);
     };
     let timer: NodeJS.Timeout | undefined;
@@ -195,6 +235,7 @@ export class FleetMember {
     clearTimeout(timer);
     this.unreachable.flush();
     await this.tokens.stop();
+    await this.bans.stop();
     await closeRedis(this.redis);
   }
 
@@ -229,10 +270,21 @@ export class FleetMember {
     const holder = await this.leases.claim(this.leases.nodeKey(node), this.token, leaseMs);
     if (holder !== this.token) this.options.log.error('another process took this node name while its lease had lapsed; give every node its own NODE_NAME', { node });
     await this.publishAddress();
+    if (this.summary) {
+      const self: FleetNodeView = { node, updated_at: new Date().toISOString(), ...this.summary() };
+      await this.leases.publishSummary(node, JSON.stringify(self), leaseMs);
+    }
     this.sessions.forgetGoneOwners();
-    await this.sessions.refresh(this.usedSessions());
+    const startedAt = Date.now();
+    const ownedElsewhere = await this.sessions.refresh(this.usedSessions(this.refreshedAt));
+    this.refreshedAt = startedAt;
+    if (ownedElsewhere.length > 0) this.giveUp(ownedElsewhere);
     if (this.tokensShared) await this.tokens.resync();
-    if (this.exits) await this.reconcileExits(this.exits);
+    if (this.exits) {
+      await this.bans.sharePending();
+      await this.bans.resync();
+      await this.reconcileExits(this.exits);
+    }
   }
 
   private async reconcileExits(exits: ExitAssignments): Promise<void> {

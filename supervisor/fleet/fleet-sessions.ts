@@ -109,12 +109,23 @@ export class FleetSessions {
     return api === null ? null : { node: owner, api };
   }
 
-  /** Sessions this node served since the last refresh: their ownership is renewed for another term. */
-  async refresh(keys: readonly string[]): Promise<void> {
-    if (keys.length === 0) return;
+  /**
+   * Sessions this node served since the last refresh: their ownership is renewed for another
+   * term. Returns those another live node owns (both served one name while they could not reach
+   * Redis): this node gives them up, so that their next connections go to the owner.
+   */
+  async refresh(keys: readonly string[]): Promise<{ key: string; owner: string }[]> {
+    if (keys.length === 0) return [];
     const pipeline = this.redis.pipeline();
     for (const key of keys) pipeline.eval(CLAIM_SESSION, 1, this.leases.sessionKey(key), this.node, '0', this.leases.addressKey(''), String(this.ownershipTtlMs));
-    await pipeline.exec();
+    const results = (await pipeline.exec()) ?? [];
+    const ownedElsewhere: { key: string; owner: string }[] = [];
+    results.forEach(([error, reply], i) => {
+      if (error || !Array.isArray(reply)) return;
+      const [outcome, owner] = (reply as unknown[]).map(String);
+      if (outcome === 'there' && owner !== undefined && owner !== this.node) ownedElsewhere.push({ key: keys[i] as string, owner });
+    });
+    return ownedElsewhere;
   }
 
   /** The session left this node's table (expired, deleted): another node may start it afresh. */

@@ -728,6 +728,23 @@ export class Pool extends EventEmitter<PoolEvents> {
     return { session: key, instance, kind, scored };
   }
 
+  /**
+   * Sessions another node of the fleet owns, which this node served too while the two could not
+   * reach Redis: removed here (audited), so that their next connections go to the owner.
+   */
+  giveUpSessions(sessions: readonly { key: string; owner: string }[]): void {
+    for (const { key, owner } of sessions) {
+      if (!this.sessions.delete(key)) continue;
+      this.deps.audit.record({
+        type: 'assignment',
+        instance: null,
+        session: key,
+        message: `session given up: node ${owner} owns it, and its next connections go there`,
+        details: { reason: 'owned_elsewhere', owner_node: owner },
+      });
+    }
+  }
+
   deleteSession(key: string): null {
     if (!this.sessions.delete(key)) throw noSuchSession();
     return null;

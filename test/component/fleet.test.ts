@@ -247,6 +247,33 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
     expect(await raw.sismember('exitpool:pool-a:fleet:tokens-revoked', 'gone')).to.equal(1);
   });
 
+  it('shares exit bans: one node’s ban is in force on the others at once, a lift too, and records that are not bans are left out', async () => {
+    const a = await join('node-a');
+    const b = await join('node-b');
+    const exitsA = assignments();
+    const exitsB = assignments();
+    await a.manageExits(exitsA);
+    await b.manageExits(exitsB);
+    const burnt = exitsA.next(0, { fresh: false, why: 'bootstrap' });
+    const f = burnt.ok ? burnt.relay.fingerprint : '';
+    exitsA.banAssigned(0, 'captcha', 'two captchas', f);
+    await pollUntil('node-b has node-a’s ban', async () => (exitsB.bannedFor(CATALOG.find((r) => r.fingerprint === f) as ExitRelay, []) ? true : undefined), 2_000, 10);
+    // A ban for one site stays a ban for that site on the other node.
+    exitsB.next(1, { fresh: false, why: 'bootstrap' });
+    exitsB.banAssigned(1, 'blocked', 'blocked on one site', exitsB.current(1) ?? '', 'shop.example');
+    const siteBanned = exitsB.current(1) ?? '';
+    await pollUntil('node-a has the site ban', async () => (exitsA.bannedFor(CATALOG.find((r) => r.fingerprint === siteBanned) as ExitRelay, ['shop.example']) ? true : undefined), 2_000, 10);
+    expect(exitsA.bannedFor(CATALOG.find((r) => r.fingerprint === siteBanned) as ExitRelay, []), 'for that site only').to.equal(false);
+    // Lifted on node-b: lifted on node-a.
+    expect(exitsB.liftBan(f)).to.equal(true);
+    await pollUntil('node-a lifted it too', async () => (exitsA.bannedFor(CATALOG.find((r) => r.fingerprint === f) as ExitRelay, []) ? undefined : true), 2_000, 10);
+    // Hostile records: not JSON, a key that does not match, a cause that is not one.
+    await raw.hset('exitpool:pool-a:fleet:bans', 'x|', 'not json', `${fp('d')}|`, JSON.stringify({ fingerprint: fp('c'), address: '1.1.1.1', nickname: 'n', domain: '', cause: 'captcha', reason: '', since: 0, until: Date.now() + 60_000 }), `${fp('c')}|`, JSON.stringify({ fingerprint: fp('c'), address: '1.1.1.1', nickname: 'n', domain: '', cause: 'nope', reason: '', since: 0, until: Date.now() + 60_000 }));
+    await a.bans.resync();
+    expect(exitsA.bannedFor(CATALOG.find((r) => r.fingerprint === fp('c')) as ExitRelay, []), 'no hostile record applied').to.equal(false);
+    expect(exitsA.bannedFor(CATALOG.find((r) => r.fingerprint === fp('d')) as ExitRelay, [])).to.equal(false);
+  });
+
   it('refuses a start while Redis cannot be reached, naming the setting and not the password', async () => {
     const error = await FleetMember.join({ url: 'redis://:s3cret@127.0.0.1:1/fleet', node: 'n', leaseMs: LEASE_MS, address: { host: '127.0.0.1', port: 1080, apiPort: 8080 }, sessionLifetimeMs: 60_000, log: logger() }).then(
       () => null,

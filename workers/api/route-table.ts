@@ -109,6 +109,10 @@ export const POOL_ROUTES: readonly ApiRoute[] = [
     handler: async ({ ipc }) => ok(await ipc.request('exits.list', null)),
   },
   {
+    method: 'GET', path: '/api/fleet', access: 'admin', summary: 'every node of the fleet with its instances',
+    handler: async ({ ipc }) => ok(await ipc.request('fleet.view', null)),
+  },
+  {
     method: 'DELETE', path: '/api/exits/:fingerprint/ban', access: 'admin', summary: 'lift an exit ban',
     handler: async ({ req, ipc }) => {
       await ipc.request('exits.unban', { fingerprint: exitFingerprint(req.params.fingerprint) });

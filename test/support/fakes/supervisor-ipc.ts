@@ -214,6 +214,7 @@ export class FakeSupervisorIpc {
     });
     this.on('events.recent', ({ limit, types }) => d().events.filter((e) => types === undefined || types.includes(e.type)).slice(0, limit));
     this.on('stats.history', ({ range }) => d().stats[range]);
+    this.on('fleet.view', () => ({ node: null, nodes: [] }));
     this.on('metrics.text', () => d().metrics);
     this.on('tokens.list', () => this.tokens.list());
     this.on('tokens.create', ({ request }) => this.tokens.create(request));

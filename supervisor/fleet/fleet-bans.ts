@@ -1,0 +1,122 @@
+import type { Redis } from 'ioredis';
+import type { Logger } from '../../shared/logger.js';
+import type { ExitAssignments } from '../exits/exit-assignments.js';
+import type { ExitBan } from '../exits/exit-bans.js';
+import { banKey, decodeBan, encodeBan } from '../state/exit-records.js';
+import { InvalidStoredRecord } from '../state/stored-value.js';
+
+/**
+ * The fleet's exit bans (README.md here, "Bans"): an exit burnt on one node is burnt for every
+ * node. One hash holds the bans in force (`<fingerprint>|<domain>` → the ban, as the durable state
+ * keeps it); a channel tells every node at once of a ban or a lift. Each node applies what it
+ * reads as it applies its own durable state's bans: checked field by field, a longer ban wins.
+ */
+export class FleetBans {
+  private subscriber: Redis | null = null;
+  private exits: ExitAssignments | null = null;
+  /** Bans made here while Redis did not answer, shared at the next renewal that reaches it. */
+  private readonly pendingShare = new Set<ExitBan>();
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly poolPrefix: string,
+    private readonly log: Logger,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  private get bansKey(): string {
+    return `${this.poolPrefix}fleet:bans`;
+  }
+
+  get channel(): string {
+    return `${this.poolPrefix}fleet:bans-changed`;
+  }
+
+  /** Shares this node's bans (those restored at start included), applies the fleet's, and listens for changes. */
+  async start(exits: ExitAssignments): Promise<void> {
+    this.exits = exits;
+    exits.onBanned = (ban) => void this.banned(ban);
+    exits.onLifted = (fingerprint) => void this.lifted(fingerprint);
+    const mine = exits.bans.list(this.now());
+    if (mine.length > 0) {
+      const pipeline = this.redis.pipeline();
+      for (const ban of mine) pipeline.hset(this.bansKey, banKey(ban), encodeBan(ban));
+      await pipeline.exec();
+    }
+    const subscriber = this.redis.duplicate();
+    subscriber.on('error', () => undefined);
+    subscriber.on('message', (_channel: string, message: string) => {
+      if (message.startsWith('lift ')) this.exits?.applyFleetLift(message.slice('lift '.length));
+      else void this.resync();
+    });
+    await subscriber.subscribe(this.channel);
+    this.subscriber = subscriber;
+    await this.resync();
+  }
+
+  /** Reads every ban in force and applies it here; drops the ended ones from Redis. */
+  async resync(): Promise<void> {
+    const exits = this.exits;
+    if (!exits) return;
+    try {
+      const now = this.now();
+      const ended: string[] = [];
+      let refused = 0;
+      for (const [field, text] of Object.entries(await this.redis.hgetall(this.bansKey))) {
+        let ban: ExitBan;
+        try {
+          ban = decodeBan(field, text);
+        } catch (error) {
+          if (!(error instanceof InvalidStoredRecord)) throw error;
+          refused++;
+          continue;
+        }
+        if (ban.until <= now) ended.push(field);
+        else exits.applyFleetBan(ban);
+      }
+      if (ended.length > 0) await this.redis.hdel(this.bansKey, ...ended);
+      if (refused > 0) this.log.warn('the fleet’s ban list holds records that are not bans; left out', { refused });
+    } catch (error) {
+      this.log.warn('the fleet’s bans could not be read; keeping the ones known', { error: (error as Error).message });
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.exits) {
+      this.exits.onBanned = () => undefined;
+      this.exits.onLifted = () => undefined;
+    }
+    const subscriber = this.subscriber;
+    this.subscriber = null;
+    if (subscriber) await subscriber.quit().catch(() => subscriber.disconnect());
+  }
+
+  private async banned(ban: ExitBan): Promise<void> {
+    try {
+      await this.redis.multi().hset(this.bansKey, banKey(ban), encodeBan(ban)).publish(this.channel, `ban ${banKey(ban)}`).exec();
+    } catch (error) {
+      // In force here; the other nodes learn of it at the next renewal that reaches Redis.
+      this.pendingShare.add(ban);
+      this.log.warn('an exit ban could not be shared with the other nodes yet', { fingerprint: ban.fingerprint, error: (error as Error).message });
+    }
+  }
+
+  private async lifted(fingerprint: string): Promise<void> {
+    try {
+      const fields = (await this.redis.hkeys(this.bansKey)).filter((f) => f.startsWith(`${fingerprint}|`));
+      const m = this.redis.multi();
+      if (fields.length > 0) m.hdel(this.bansKey, ...fields);
+      await m.publish(this.channel, `lift ${fingerprint}`).exec();
+    } catch (error) {
+      this.log.warn('a lifted ban could not be lifted on the other nodes', { fingerprint, error: (error as Error).message });
+    }
+  }
+
+  /** Shares what could not be shared before (called at each renewal, before resync). */
+  async sharePending(): Promise<void> {
+    for (const ban of [...this.pendingShare]) {
+      this.pendingShare.delete(ban);
+      if (ban.until > this.now()) await this.banned(ban);
+    }
+  }
+}
