@@ -22,6 +22,8 @@ import { pollUntil } from '../support/waiting.js';
 /** The private network has 8 exits: two nodes of 4 use every one. */
 const PER_NODE = 4;
 const NODE_LEASE_MS = 3_000;
+/** Shared by the nodes behind HAProxy (at least 32 characters). */
+const FLEET_SIGNING_SECRET = 'fleet-e2e-signing-secret-0123456789';
 /** The issue's bound: a token issued or revoked through one node is in force on every node within a second. */
 const TOKEN_EVERYWHERE_WITHIN_MS = 1_000;
 
@@ -149,7 +151,10 @@ describe('a session through any of 3 nodes behind HAProxy (real services, privat
   before(async () => {
     redis = await startRedis();
     const started = await Promise.all(
-      names.map((name) => startService({ POOL_SIZE: String(SIZE), STATE_STORE: `${redis.url}/behind-haproxy`, NODE_NAME: name, NODE_LEASE: `${NODE_LEASE_MS}ms`, NODE_ADDRESS: '127.0.0.1' })),
+      // One SIGNING_SECRET (and the tests' one ADMIN_PASSWORD) for all: a sign-in on one node is valid on every node.
+      names.map((name) =>
+        startService({ POOL_SIZE: String(SIZE), STATE_STORE: `${redis.url}/behind-haproxy`, NODE_NAME: name, NODE_LEASE: `${NODE_LEASE_MS}ms`, NODE_ADDRESS: '127.0.0.1', SIGNING_SECRET: FLEET_SIGNING_SECRET }),
+      ),
     );
     started.forEach((svc, i) => nodes.set(names[i] as string, svc));
     await Promise.all(started.map((svc) => svc.waitReady(SIZE, SUITE_READY_TIMEOUT_MS)));
@@ -244,6 +249,10 @@ describe('a session through any of 3 nodes behind HAProxy (real services, privat
     for (let i = 0; i < 3; i++) expect(await viaSocks(balancer.port, key)).to.equal(next);
     // A request already passed on once is answered where it lands (no loop): here, unknown.
     expect((await other.api(`/api/sessions/${key}`, { bearer: TEST_PROXY_TOKEN, headers: { 'exitpool-forwarded-by': 'node-x' } })).status).to.equal(404);
+    // A sign-in made on another node reaches the owner too: the nodes share SIGNING_SECRET and ADMIN_PASSWORD.
+    const signedIn = await other.api(`/api/sessions/${key}`, { bearer: await other.login() });
+    expect(signedIn.status).to.equal(200);
+    expect(((await signedIn.json()) as SessionView).key).to.equal(key);
     expect((await asProxy(other, `/api/sessions/${key}`, 'DELETE')).status).to.equal(204);
     expect((await ownerApi.raw(`/api/sessions/${key}`)).status, 'deleted on its owner').to.equal(404);
     expect((await asProxy(other, `/api/sessions/${key}`)).status, 'and nowhere else').to.equal(404);
