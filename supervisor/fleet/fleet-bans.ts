@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../shared/logger.js';
+import type { FleetChannels } from './fleet-channels.js';
 import type { ExitAssignments } from '../exits/exit-assignments.js';
 import type { ExitBan } from '../exits/exit-bans.js';
 import { banKey, decodeBan, encodeBan } from '../state/exit-records.js';
@@ -12,13 +13,13 @@ import { InvalidStoredRecord } from '../state/stored-value.js';
  * reads as it applies its own durable state's bans: checked field by field, a longer ban wins.
  */
 export class FleetBans {
-  private subscriber: Redis | null = null;
   private exits: ExitAssignments | null = null;
   /** Bans made here while Redis did not answer, shared at the next renewal that reaches it. */
   private readonly pendingShare = new Set<ExitBan>();
 
   constructor(
     private readonly redis: Redis,
+    private readonly channels: FleetChannels,
     private readonly poolPrefix: string,
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
@@ -43,14 +44,10 @@ export class FleetBans {
       for (const ban of mine) pipeline.hset(this.bansKey, banKey(ban), encodeBan(ban));
       await pipeline.exec();
     }
-    const subscriber = this.redis.duplicate();
-    subscriber.on('error', () => undefined);
-    subscriber.on('message', (_channel: string, message: string) => {
+    await this.channels.listen(this.channel, (message) => {
       if (message.startsWith('lift ')) this.exits?.applyFleetLift(message.slice('lift '.length));
       else void this.resync();
     });
-    await subscriber.subscribe(this.channel);
-    this.subscriber = subscriber;
     await this.resync();
   }
 
@@ -81,14 +78,12 @@ export class FleetBans {
     }
   }
 
-  async stop(): Promise<void> {
+  /** Stops sharing this node's bans (the channel closes with the node's other ones). */
+  stop(): void {
     if (this.exits) {
       this.exits.onBanned = () => undefined;
       this.exits.onLifted = () => undefined;
     }
-    const subscriber = this.subscriber;
-    this.subscriber = null;
-    if (subscriber) await subscriber.quit().catch(() => subscriber.disconnect());
   }
 
   private async banned(ban: ExitBan): Promise<void> {

@@ -8,6 +8,7 @@ import type { ExitAssignments } from '../exits/exit-assignments.js';
 import { StartupError } from '../startup/startup-error.js';
 import { closeRedis, redisClient, redisLocation } from '../state/redis-location.js';
 import { FleetBans } from './fleet-bans.js';
+import { FleetChannels } from './fleet-channels.js';
 import { FleetLeases } from './fleet-leases.js';
 import { FleetSessions } from './fleet-sessions.js';
 import { FleetTokens } from './fleet-tokens.js';
@@ -59,7 +60,6 @@ export class FleetMember {
   private running: Promise<void> | null = null;
   private again = false;
   private scheduled: NodeJS.Immediate | null = null;
-  private nodes: string[];
   /** Live nodes (this one too) and their SOCKS listeners, as of the last renewal. */
   private addresses: ReadonlyMap<string, string> = new Map();
   private leaving = false;
@@ -70,6 +70,8 @@ export class FleetMember {
   readonly tokens: FleetTokens;
   /** The exit bans every node keeps; started with manageExits. */
   readonly bans: FleetBans;
+  /** The one subscriber connection the tokens' and the bans' channels share. */
+  private readonly channels: FleetChannels;
   private tokensShared = false;
   /** Keys of the sessions this node served since a time (their ownership is refreshed). */
   private usedSessions: (since: number) => string[] = () => [];
@@ -89,10 +91,10 @@ export class FleetMember {
     poolPrefix: string,
     forwardPassword: string,
   ) {
-    this.nodes = [options.node];
     this.sessions = new FleetSessions(redis, leases, options.node, () => this.addresses, options.sessionLifetimeMs + options.leaseMs, forwardPassword, options.log);
-    this.tokens = new FleetTokens(redis, poolPrefix, options.log);
-    this.bans = new FleetBans(redis, poolPrefix, options.log);
+    this.channels = new FleetChannels(redis);
+    this.tokens = new FleetTokens(redis, this.channels, poolPrefix, options.log);
+    this.bans = new FleetBans(redis, this.channels, poolPrefix, options.log);
     this.unreachable = new ThrottledWarning(options.log, 'Redis cannot be reached: serving with the exit leases known so far', { level: 'warn' });
   }
 
@@ -194,11 +196,11 @@ export class FleetMember {
     await this.leases.publishAddress(this.options.node, this.addressText, this.apiAddressText, this.options.leaseMs);
     const addresses = await this.leases.nodeAddresses();
     this.addresses = addresses;
-    this.nodes = [...addresses.keys()].sort();
   }
 
   view(): FleetView {
-    return { node: this.options.node, nodes: this.nodes };
+    // Before the first renewal only this node is known (it is always among the live ones after).
+    return { node: this.options.node, nodes: this.addresses.size === 0 ? [this.options.node] : [...this.addresses.keys()].sort() };
   }
 
   /**
@@ -234,8 +236,8 @@ export class FleetMember {
     await Promise.race([giveUp().catch(() => undefined), new Promise((resolve) => (timer = setTimeout(resolve, LEAVE_TIMEOUT_MS)))]);
     clearTimeout(timer);
     this.unreachable.flush();
-    await this.tokens.stop();
-    await this.bans.stop();
+    this.bans.stop();
+    await this.channels.close();
     await closeRedis(this.redis);
   }
 

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../shared/logger.js';
+import type { FleetChannels } from './fleet-channels.js';
 import { AuthFileShapeError, MAX_STORED_TOKENS, parseStoredToken, type StoredToken } from '../auth/auth-file.js';
 
 /**
@@ -10,13 +11,13 @@ import { AuthFileShapeError, MAX_STORED_TOKENS, parseStoredToken, type StoredTok
  * its workers the new snapshot (as a change made on the node itself would).
  */
 export class FleetTokens {
-  private subscriber: Redis | null = null;
   /** Revoked here while Redis did not answer: kept out of every list applied, and told to the fleet at each resync until it is. */
   private readonly unsentRevocations = new Set<string>();
   private apply: (tokens: StoredToken[]) => void = () => undefined;
 
   constructor(
     private readonly redis: Redis,
+    private readonly channels: FleetChannels,
     private readonly poolPrefix: string,
     private readonly log: Logger,
   ) {}
@@ -47,11 +48,7 @@ export class FleetTokens {
       for (const t of bringing) pipeline.hsetnx(this.tokensKey, t.id, JSON.stringify(t));
       await pipeline.exec();
     }
-    const subscriber = this.redis.duplicate();
-    subscriber.on('error', () => undefined);
-    subscriber.on('message', () => void this.resync());
-    await subscriber.subscribe(this.channel);
-    this.subscriber = subscriber;
+    await this.channels.listen(this.channel, () => void this.resync());
     await this.resync();
   }
 
@@ -85,12 +82,6 @@ export class FleetTokens {
     } catch (error) {
       this.log.warn('the fleet’s tokens could not be read; serving the ones known', { error: (error as Error).message });
     }
-  }
-
-  async stop(): Promise<void> {
-    const subscriber = this.subscriber;
-    this.subscriber = null;
-    if (subscriber) await subscriber.quit().catch(() => subscriber.disconnect());
   }
 
   /** Every record checked as auth.json's are; one that fails is left out and said. */
