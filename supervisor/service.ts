@@ -17,11 +17,10 @@ import { DestinationBlame } from './exits/destination-blame.js';
 import { ExitAssignments } from './exits/exit-assignments.js';
 import { TorPoolInstance } from './pool/tor-pool-instance.js';
 import { checkTorBinary } from './startup/tor-binary-check.js';
-import { FleetMember } from './fleet/fleet-member.js';
+import type { FleetMember } from './fleet/fleet-member.js';
 import { StartupError } from './startup/startup-error.js';
 import { DurableState } from './state/durable-state.js';
 import { loadDurableState } from './state/load-durable-state.js';
-import { RedisStateStore } from './state/redis-state-store.js';
 import { SqliteStateStore } from './state/sqlite-state-store.js';
 import { FORWARD_DIGEST_ENV } from '../shared/ipc/protocol.js';
 import { attachWorker, flushProxyAccounting, invalidateRouteLeases, probeDestinationThroughWorker, stateSnapshot } from './worker-ipc.js';
@@ -91,10 +90,11 @@ export class Service {
     // On a shared Redis the node's name is leased first: two processes under one name would
     // write over each other's state (supervisor/fleet).
     const redisUrl = config.stateStore === 'none' || config.stateStore === 'sqlite' ? null : config.stateStore;
+    // The Redis modules (ioredis, about 10 MiB of a process's memory) load only for a node that uses Redis.
     const fleet =
       redisUrl === null
         ? null
-        : await FleetMember.join({
+        : await (await import('./fleet/fleet-member.js')).FleetMember.join({
             url: redisUrl,
             node: config.nodeName,
             leaseMs: config.nodeLeaseMs,
@@ -103,7 +103,12 @@ export class Service {
             log: log.child({ component: 'fleet' }),
           });
     // Read before anything records: the audit trail and the session table go on from what it held.
-    const durableStore = redisUrl !== null ? new RedisStateStore(redisUrl, config.nodeName) : config.stateStore === 'sqlite' ? new SqliteStateStore(config.dataDir) : null;
+    const durableStore =
+      redisUrl !== null
+        ? new (await import('./state/redis-state-store.js')).RedisStateStore(redisUrl, config.nodeName)
+        : config.stateStore === 'sqlite'
+          ? new SqliteStateStore(config.dataDir)
+          : null;
     let restored;
     try {
       restored = durableStore ? await loadDurableState(durableStore, log) : null;

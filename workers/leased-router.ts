@@ -51,7 +51,8 @@ export class LeasedRouter implements Router {
       named = parsed.key;
       params = parsed.params;
     }
-    const key = req.listener === 'session-port' ? null : resolveSessionKey(named, req.clientIp, this.o.defaultSession);
+    // `named ??` first: a listener may make clientIp a lazy read, and a named key never needs it.
+    const key = req.listener === 'session-port' ? null : (named ?? resolveSessionKey(null, req.clientIp, this.o.defaultSession));
     if (key === null) return this.ask(req, null, named, params);
     // A fresh exit per connection: the supervisor chooses each one, nothing is leased.
     if (params?.mode === 'rotating') return this.ask(req, null, named, params);

@@ -31,6 +31,21 @@ export const WORKER_SHUTDOWN_GRACE_MS = 5_000;
 /** Beyond its grace, a worker gets this long to flush and exit before it is SIGKILLed. */
 export const WORKER_EXIT_MARGIN_MS = 2_000;
 
+/**
+ * The most a worker's V8 young generation may take per semi-space, in MiB. Left to V8, a proxy
+ * worker's young generation grows to its maximum under load and stays there: a worker went from
+ * 65 MiB once ready to 190 MiB after the peers bench, against about 90 MiB with this bound and
+ * no measurable change in CPU per connection (docs/performance.md, "Next to the peers", RSS).
+ * A --max-semi-space-size in NODE_OPTIONS is left to win.
+ */
+export const WORKER_SEMI_SPACE_MIB = 4;
+
+/** The workers' Node flags: the given ones plus the young-generation bound, unless NODE_OPTIONS sets its own. */
+export function workerExecArgv(given: readonly string[], nodeOptions: string | undefined): string[] {
+  if (nodeOptions?.includes('--max-semi-space-size') || given.some((flag) => flag.startsWith('--max-semi-space-size'))) return [...given];
+  return [...given, `--max-semi-space-size=${WORKER_SEMI_SPACE_MIB}`];
+}
+
 export interface WorkerManagerOptions {
   /** The compiled worker entry point. */
   exec: string;
@@ -102,7 +117,12 @@ export class WorkerManager extends EventEmitter {
     // policy the primary would accept every connection itself and pass it over IPC, which
     // costs latency and puts the proxy hot path on the supervisor's event loop.
     cluster.schedulingPolicy = cluster.SCHED_NONE;
-    cluster.setupPrimary({ exec: this.options.exec, args: [], silent: false, execArgv: this.options.execArgv ?? process.execArgv });
+    cluster.setupPrimary({
+      exec: this.options.exec,
+      args: [],
+      silent: false,
+      execArgv: workerExecArgv(this.options.execArgv ?? process.execArgv, process.env.NODE_OPTIONS),
+    });
     const ready = this.slots.map(
       (s) =>
         new Promise<void>((resolve, reject) => {

@@ -3,7 +3,7 @@
  */
 import { expect } from 'chai';
 import net from 'node:net';
-import { SocksDialError, dialSocks5 } from '../../workers/proxy/socks5-client.js';
+import { SocksDialError, Socks5Upstream, dialSocks5 } from '../../workers/proxy/socks5-client.js';
 
 type Script = (socket: net.Socket, received: Buffer[]) => void;
 
@@ -96,6 +96,24 @@ describe('proxy: SOCKS5 dialler (component)', () => {
     expect(dialed.socket.bytesRead - dialed.readBase).to.equal('early bytes'.length);
     expect(dialed.socket.bytesWritten - dialed.writeBase).to.equal(0);
     dialed.socket.destroy();
+  });
+
+  it('writes nothing on a connection opened ahead of its target, then greeting and CONNECT in one write', async () => {
+    const s = await server(answering([5, 0], [5, 0, 0, 1, 0, 0, 0, 0, 0, 0]));
+    const upstream = new Socks5Upstream({ socksHost: '127.0.0.1', socksPort: s.port });
+    // Connected and idle: the server has seen no byte.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(s.received).to.have.length(0);
+    const dialed = await upstream.connect(target, 2000);
+    expect(s.received.map((chunk) => [...chunk])).to.deep.equal([[5, 1, 0, 5, 1, 0, 3, 11, ...Buffer.from('example.com'), 1, 187]]);
+    dialed.socket.destroy();
+  });
+
+  it('refuses a server that speaks before it is greeted', async () => {
+    const s = await server((socket) => socket.write(Buffer.from([5, 0])));
+    const upstream = new Socks5Upstream({ socksHost: '127.0.0.1', socksPort: s.port });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await dialError(upstream.connect(target, 2000))).to.deep.include({ kind: 'protocol', phase: 'negotiating' });
   });
 
   it('handles replies that arrive one byte at a time, with an IPv6 bound address', async () => {

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { WorkerManager, type WorkerHandle } from '../../supervisor/cluster/worker-manager.js';
+import fs from 'node:fs';
+import { WORKER_SEMI_SPACE_MIB, WorkerManager, workerExecArgv, type WorkerHandle } from '../../supervisor/cluster/worker-manager.js';
 import { IpcPeerGoneError, IpcTimeoutError } from '../../shared/ipc/index.js';
 import { quietLogger } from '../support/fakes/quiet-logger.js';
 import { CRASH, HANG } from '../support/processes/ipc-test-worker.js';
@@ -38,6 +39,16 @@ describe('worker manager over real cluster IPC', function () {
   it('forks the proxy workers and the API worker', () => {
     expect(manager.handles('proxy')).to.have.length(2);
     expect(manager.handles('api')).to.have.length(1);
+  });
+
+  it('bounds every worker’s young generation, unless NODE_OPTIONS or the given flags set it', () => {
+    for (const h of manager.handles()) {
+      const cmdline = fs.readFileSync(`/proc/${h.worker.process.pid}/cmdline`, 'utf8').split('\0');
+      expect(cmdline).to.include(`--max-semi-space-size=${WORKER_SEMI_SPACE_MIB}`);
+    }
+    expect(workerExecArgv(['--cpu-prof'], undefined)).to.deep.equal(['--cpu-prof', `--max-semi-space-size=${WORKER_SEMI_SPACE_MIB}`]);
+    expect(workerExecArgv([], '--max-semi-space-size=16')).to.deep.equal([]);
+    expect(workerExecArgv(['--max-semi-space-size=2'], undefined)).to.deep.equal(['--max-semi-space-size=2']);
   });
 
   it('round-trips a request to every worker', async () => {

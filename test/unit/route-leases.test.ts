@@ -89,6 +89,36 @@ describe('route leases: the proxy worker’s router', () => {
     }
   });
 
+  it('reads the client address only when the route needs it (it costs the listener a getpeername call)', async () => {
+    const sup = new ScriptedSupervisor();
+    const { router: r } = router(sup, 'ip');
+    let reads = 0;
+    const counted = (sessionKey: string | null): RouteRequest => ({
+      sessionKey,
+      listener: 'socks',
+      get clientIp() {
+        reads++;
+        return '10.0.0.9';
+      },
+    });
+    const first = r.route(counted('k'));
+    // Asking the supervisor sends the address along.
+    expect(reads).to.equal(1);
+    sup.answer(grant(1, 'k', 3));
+    await first;
+    for (let i = 0; i < 3; i++) await r.route(counted('k'));
+    // A named session's leased connections never read it.
+    expect(reads).to.equal(1);
+    const unnamed = r.route(counted(null));
+    await tick();
+    sup.answer(grant(1, 'ip:10.0.0.9', 4));
+    await unnamed;
+    await r.route(counted(null));
+    // DEFAULT_SESSION=ip reads it for every unnamed connection: it is the key.
+    expect(sup.asked.map((a) => a.clientIp)).to.deep.equal(['10.0.0.9', '10.0.0.9']);
+    expect(reads).to.equal(4);
+  });
+
   it('never leases a session port’s route, nor one the supervisor did not offer as a lease', async () => {
     const sup = new ScriptedSupervisor();
     const { router: r } = router(sup);

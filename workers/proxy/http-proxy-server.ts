@@ -230,7 +230,13 @@ class HttpProxyConnection implements OwnedConnection {
       this.respond({ status: 400, error: 'http_request_error', message: `session key longer than ${MAX_SESSION_KEY_BYTES} bytes` }, keepAliveAfterError);
       return;
     }
-    const request: RouteRequest = { sessionKey, clientIp: clientIpOf(socket.remoteAddress), listener: 'http' };
+    const request: RouteRequest = {
+      sessionKey,
+      get clientIp() {
+        return clientIpOf(socket.remoteAddress);
+      },
+      listener: 'http',
+    };
     const target = targetFromHost(head.target.host, head.target.port);
     let dialedRoute: RouteGranted | null = null;
     const outcome = await routeAndDial({

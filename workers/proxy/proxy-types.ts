@@ -15,7 +15,10 @@ export type ListenerKind = 'socks' | 'http' | 'session-port';
 export interface RouteRequest {
   /** SOCKS5 username or the user part of Proxy-Authorization; null when none was sent. */
   sessionKey: string | null;
-  /** Client address, IPv4-mapped IPv6 already unwrapped (for DEFAULT_SESSION=ip). */
+  /**
+   * Client address, IPv4-mapped IPv6 already unwrapped (for DEFAULT_SESSION=ip). The listeners
+   * make it a getter (a getpeername system call on first read), so read it only when needed.
+   */
   clientIp: string;
   listener: ListenerKind;
   /** Set only for session ports: the instance the port is pinned to. */

@@ -191,7 +191,11 @@ class Socks5Connection implements OwnedConnection {
     const { context, socket } = this;
     return routeSafely(context.deps.router, {
       sessionKey,
-      clientIp: clientIpOf(socket.remoteAddress),
+      // Read only when the route needs it (DEFAULT_SESSION=ip, a route asked of the supervisor):
+      // the first read of remoteAddress is a getpeername system call.
+      get clientIp() {
+        return clientIpOf(socket.remoteAddress);
+      },
       listener: context.listener,
       ...(context.pinnedInstanceId !== undefined ? { instanceId: context.pinnedInstanceId } : {}),
       ...(forwarded ? { forwarded: true } : {}),

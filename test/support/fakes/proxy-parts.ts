@@ -10,7 +10,9 @@ export class FakeRouter implements Router {
   readonly requests: RouteRequest[] = [];
   constructor(public decide: (request: RouteRequest, index: number) => RouteDecision) {}
   route(request: RouteRequest): Promise<RouteDecision> {
-    this.requests.push(request);
+    // A snapshot: the listeners make clientIp a getter that reads the socket, which is gone
+    // by the time a test looks.
+    this.requests.push({ ...request });
     return Promise.resolve(this.decide(request, this.requests.length - 1));
   }
 }
