@@ -83,7 +83,7 @@ describe('packaging: under pm2 with ecosystem.config.cjs', function () {
       again = await curlSocks(ports.socks, 'pm2', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
     }
     expect(again.code, `${again.stderr}\n${pm2Logs(pm2Home)}`).to.equal(0);
-    expect(again.stdout.trim(), 'the same exit IP after pm2 restart').to.equal(ip);
+    expect(again.stdout.trim(), `the same exit IP after pm2 restart; the service's log under pm2:\n${pm2Logs(pm2Home)}`).to.equal(ip);
 
     const torPids = execFileSync('pgrep', ['-P', String(restarted!.pid), '-x', 'tor']).toString().trim().split('\n').map(Number);
     await pm2(['stop', 'exitpool'], env);
