@@ -3,6 +3,7 @@
  * where the code lives, so a section can say what a process spent its busy time on.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 
 interface ProfileNode {
   id: number;
@@ -52,8 +53,14 @@ function shortUrl(url: string): string {
   return m ? (m[1] as string) : url;
 }
 
-/** Sums the samples taken inside `window` (so start-up and shutdown do not count). */
-export function summariseCpuProfile(file: string, window: ProfileWindow, topN = 8): ProfileSummary {
+/** The profile a process wrote into `dir` with --cpu-prof (named with its PID), or undefined. */
+export function profileFileOf(dir: string, pid: number): string | undefined {
+  const file = fs.readdirSync(dir).find((f) => f.includes(`.${pid}.`) && f.endsWith('.cpuprofile'));
+  return file === undefined ? undefined : path.join(dir, file);
+}
+
+/** Sums the samples taken inside the windows (so start-up, shutdown and other paths' rounds do not count). */
+export function summariseCpuProfile(file: string, windows: readonly ProfileWindow[], topN = 8): ProfileSummary {
   const profile = JSON.parse(fs.readFileSync(file, 'utf8')) as CpuProfile;
   const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
   const byKind: Record<CodeKind, number> = { exitpool: 0, node: 0, native: 0, gc: 0, other: 0 };
@@ -62,7 +69,7 @@ export function summariseCpuProfile(file: string, window: ProfileWindow, topN = 
   let at = profile.startTime;
   profile.samples.forEach((id, i) => {
     at += profile.timeDeltas[i] ?? 0;
-    if (at < window.fromUs || at > window.toUs) return;
+    if (!windows.some((w) => at >= w.fromUs && at <= w.toUs)) return;
     const frame = (nodes.get(id) as ProfileNode).callFrame;
     const kind = kindOf(frame);
     if (kind === 'idle') return;

@@ -4,8 +4,6 @@
  * a bare one-process Node relay (round robin, pipe both ways), and exitpool (token auth, one
  * session per client). One load generator for all; rounds interleaved.
  */
-import fs from 'node:fs';
-import path from 'node:path';
 import type { InstanceView, SessionView } from '../shared/api/views.js';
 import { httpGetOverTunnel, openSocksTunnel, type SocksTunnelOptions } from '../test/support/clients/socks5-client.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../test/support/fixtures/service.js';
@@ -13,7 +11,7 @@ import { serviceWorkers } from '../test/support/processes/inspection.js';
 import { startChildServer, type ChildServer } from './child-server.js';
 import { startHaproxy, type RunningHaproxy } from './haproxy.js';
 import { concernsOf, SUPERVISOR_CONCERNS } from './cpu-profile-concerns.js';
-import { monotonicMicros, summariseCpuProfile, type CodeKind, type ProfileWindow } from './cpu-profile-summary.js';
+import { monotonicMicros, profileFileOf, summariseCpuProfile, type CodeKind, type ProfileWindow } from './cpu-profile-summary.js';
 import { cpuMs, rssBytes } from './process-usage.js';
 import { percentile, type BenchSection, type Figure } from './report.js';
 
@@ -123,6 +121,8 @@ async function burstOf(n: number, options: () => SocksTunnelOptions, host: strin
 }
 
 const sorted = (v: number[]): number[] => [...v].sort((a, b) => a - b);
+const us = (cpuMsTotal: number, requests: number): number => (requests === 0 ? 0 : (cpuMsTotal * 1000) / requests);
+const mib = (bytes: number | null): string => (bytes === null ? '?' : `${(bytes / 2 ** 20).toFixed(0)} MiB`);
 
 /** A service's Node processes by role: the supervisor, each proxy worker, the API worker. */
 function processesOf(supervisorPid: number, workers: { proxy: number[]; api: number[] }): [string, number][] {
@@ -141,8 +141,6 @@ interface RssReadings {
   haproxy: number | null;
   relay: number | null;
 }
-const us = (cpuMsTotal: number, requests: number): number => (requests === 0 ? 0 : (cpuMsTotal * 1000) / requests);
-const mib = (bytes: number | null): string => (bytes === null ? '?' : `${(bytes / 2 ** 20).toFixed(0)} MiB`);
 
 export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Promise<BenchSection> {
   const stops: (() => Promise<unknown>)[] = [];
@@ -166,8 +164,12 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
     await svc.waitReady(POOL_SIZE, 180_000);
     await oneWorkerSvc.waitReady(POOL_SIZE, 180_000);
     await torChoiceSvc.waitReady(POOL_SIZE, 180_000);
+    const workers = serviceWorkers(svc.pid);
+    const oneWorkerPids = serviceWorkers(oneWorkerSvc.pid);
+    const rssOf = (supervisorPid: number, pids: { proxy: number[]; api: number[] }): [string, number | null][] =>
+      processesOf(supervisorPid, pids).map(([role, pid]) => [role, rssBytes(pid)]);
     // What the service's processes hold once ready, before any proxied connection.
-    const rssAtStart: [string, number | null][] = processesOf(svc.pid, serviceWorkers(svc.pid)).map(([role, pid]) => [role, rssBytes(pid)]);
+    const rssAtStart = rssOf(svc.pid, workers);
     const admin = await svc.login();
     const instances = (await (await svc.api('/api/instances', { bearer: admin })).json()) as InstanceView[];
     const sockets = instances.map((i) => i.socks_addr.replace(/^unix:/, ''));
@@ -175,16 +177,11 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
     stops.push(() => haproxy.stop());
     const relay: ChildServer = await startChildServer('bare-relay', sockets, profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []);
     stops.push(() => relay.stop());
-    const exitpoolPath = (name: PathName, service: RunningService): Path => {
-      const workers = serviceWorkers(service.pid);
-      return {
-        name,
-        options: (client) => ({ ...target, port: service.socksPort, username: `peer-${client}`, password: TEST_PROXY_TOKEN }),
-        processes: () => new Map<string, number>(processesOf(service.pid, workers)),
-      };
-    };
-    const workers = serviceWorkers(svc.pid);
-    const oneWorkerPids = serviceWorkers(oneWorkerSvc.pid);
+    const exitpoolPath = (name: PathName, service: RunningService, pids = serviceWorkers(service.pid)): Path => ({
+      name,
+      options: (client) => ({ ...target, port: service.socksPort, username: `peer-${client}`, password: TEST_PROXY_TOKEN }),
+      processes: () => new Map<string, number>(processesOf(service.pid, pids)),
+    });
     const host = `whoami.testnet:${svc.net.whoami.port}`;
     const target = { host: 'whoami.testnet', targetPort: svc.net.whoami.port };
     let spread = 0;
@@ -192,8 +189,8 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
       { name: 'direct', options: () => ({ ...target, proxyPath: sockets[spread++ % sockets.length] as string }), processes: () => new Map() },
       { name: 'haproxy', options: () => ({ ...target, port: haproxy.port }), processes: () => new Map([['haproxy', haproxy.pid]]) },
       { name: 'bare relay', options: () => ({ ...target, port: relay.port }), processes: () => new Map([['bare relay', relay.pid]]) },
-      exitpoolPath('exitpool', svc),
-      exitpoolPath('exitpool, PROXY_WORKERS=1', oneWorkerSvc),
+      exitpoolPath('exitpool', svc, workers),
+      exitpoolPath('exitpool, PROXY_WORKERS=1', oneWorkerSvc, oneWorkerPids),
       exitpoolPath('exitpool, PIN_EXIT_RELAY=0', torChoiceSvc),
     ];
     const windows = new Map<PathName, ProfileWindow[]>([...EXITPOOL_PATHS, 'bare relay' as const].map((name) => [name, []]));
@@ -225,8 +222,8 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
 
     const rss: RssReadings = {
       atStart: rssAtStart,
-      afterLoad: processesOf(svc.pid, workers).map(([role, pid]) => [role, rssBytes(pid)]),
-      oneWorkerAfterLoad: processesOf(oneWorkerSvc.pid, oneWorkerPids).map(([role, pid]) => [role, rssBytes(pid)]),
+      afterLoad: rssOf(svc.pid, workers),
+      oneWorkerAfterLoad: rssOf(oneWorkerSvc.pid, oneWorkerPids),
       haproxy: rssBytes(haproxy.pid),
       relay: rssBytes(relay.pid),
     };
@@ -257,12 +254,10 @@ type KindsPerRequest = { totalUs: number; byKind: Record<CodeKind, number> } | n
 function kindsPerRequest(dir: string, pids: number[], windows: ProfileWindow[], requests: number): KindsPerRequest {
   const byKind: Record<CodeKind, number> = { native: 0, node: 0, exitpool: 0, gc: 0, other: 0 };
   for (const pid of pids) {
-    const file = fs.readdirSync(dir).find((f) => f.includes(`.${pid}.`) && f.endsWith('.cpuprofile'));
+    const file = profileFileOf(dir, pid);
     if (!file || requests === 0) return null;
-    for (const window of windows) {
-      const summary = summariseCpuProfile(path.join(dir, file), window);
-      for (const kind of Object.keys(byKind) as CodeKind[]) byKind[kind] += (summary.byKind[kind] * 1000) / requests;
-    }
+    const summary = summariseCpuProfile(file, windows);
+    for (const kind of Object.keys(byKind) as CodeKind[]) byKind[kind] += (summary.byKind[kind] * 1000) / requests;
   }
   return { totalUs: Object.values(byKind).reduce((a, b) => a + b, 0), byKind };
 }
@@ -285,11 +280,11 @@ function proxyingProfileFigure(rows: [string, KindsPerRequest][]): Figure {
 }
 
 function supervisorProfileFigure(path_: PathName, dir: string, pid: number, windows: ProfileWindow[]): Figure {
-  const file = fs.readdirSync(dir).find((f) => f.includes(`.${pid}.`) && f.endsWith('.cpuprofile'));
+  const file = profileFileOf(dir, pid);
   if (!file) return { name: `${path_}: supervisor busy time by concern (profiled run)`, value: `no profile of PID ${pid} in ${dir}`, limit: '', withinLimit: null };
-  const { busyMs, byConcern } = concernsOf(path.join(dir, file), windows, SUPERVISOR_CONCERNS);
+  const { busyMs, byConcern } = concernsOf(file, windows, SUPERVISOR_CONCERNS);
   const shares = [...byConcern].sort((a, b) => b[1] - a[1]).map(([c, ms]) => `${c} ${((100 * ms) / busyMs).toFixed(0)} %`);
-  return { name: `${path_}: supervisor busy time by concern during its rounds (profiled run)`, value: `${shares.join('; ')} (profile: ${path.join(dir, file)})`, limit: '', withinLimit: null };
+  return { name: `${path_}: supervisor busy time by concern during its rounds (profiled run)`, value: `${shares.join('; ')} (profile: ${file})`, limit: '', withinLimit: null };
 }
 
 function report(

@@ -41,7 +41,7 @@ async function profiledRun(dir: string, name: string, work: (port: number, crede
     // The profile is written when the worker exits.
     for (const s of started.reverse()) await s.stop();
   }
-  return summariseCpuProfile(path.join(dir, `${name}.cpuprofile`), window);
+  return summariseCpuProfile(path.join(dir, `${name}.cpuprofile`), [window]);
 }
 
 function figuresOf(label: string, s: ProfileSummary, per: { count: number; unit: string }): Figure[] {

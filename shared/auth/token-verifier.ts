@@ -1,7 +1,7 @@
-import { hash, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import type { ProxyCredentialSnapshot } from './credential-snapshot.js';
 import type { Principal, Scope } from './principal.js';
-import { hasTokenPrefix } from './token-format.js';
+import { digestTokenSecret, hasTokenPrefix } from './token-format.js';
 
 export interface VerifiedToken {
   id: string;
@@ -51,9 +51,7 @@ export class TokenVerifier {
   /** The token a secret belongs to, or null. Ignores AUTH_DISABLED: it answers "is this a token". */
   verify(secret: string): VerifiedToken | null {
     if (!hasTokenPrefix(secret)) return null;
-    // One-shot hash straight to hex: this runs for every proxied connection, and crypto.hash
-    // skips the Hash object and the Buffer createHash needs (about 6 times cheaper for a token).
-    const digest = hash('sha256', secret, 'hex');
+    const digest = digestTokenSecret(secret);
     const entry = this.byDigest.get(digest);
     if (entry === undefined || !timingSafeEqual(entry.digest, Buffer.from(digest, 'hex'))) return null;
     return { id: entry.id, scope: entry.scope };

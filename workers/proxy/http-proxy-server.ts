@@ -9,7 +9,7 @@ import { MAX_SESSION_KEY_BYTES, sessionKeyTooLong } from '../../shared/api/sessi
 import { childLogger, type Logger } from '../../shared/logger.js';
 import type { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
 import { credentialRefusalLog } from './credential-refusal-log.js';
-import { clientIpOf } from './client-address.js';
+import { clientIpOf, routeRequestFrom } from './client-address.js';
 import { ConnectionAccounting, type OpenedConnection } from './connection-accounting.js';
 import { PlainHttpExchange, type ExchangeOutcome } from './http-plain-exchange.js';
 import {
@@ -22,7 +22,7 @@ import {
 } from './http-proxy-errors.js';
 import { HTTP_MAX_HEAD_BYTES, parseProxyRequestHead, type ProxyRequestHead } from './http-proxy-head.js';
 import { ListeningServer, type ConnectionLifecycle, type OwnedConnection } from './listening-server.js';
-import type { ProxyDependencies, RouteGranted, RouteRequest } from './proxy-types.js';
+import type { ProxyDependencies, RouteGranted } from './proxy-types.js';
 import { EXIT_HEADER_NAME } from './http-response-head.js';
 import { routeAndDial } from './route-and-dial.js';
 import { routeSafely } from './route-safely.js';
@@ -230,13 +230,7 @@ class HttpProxyConnection implements OwnedConnection {
       this.respond({ status: 400, error: 'http_request_error', message: `session key longer than ${MAX_SESSION_KEY_BYTES} bytes` }, keepAliveAfterError);
       return;
     }
-    const request: RouteRequest = {
-      sessionKey,
-      get clientIp() {
-        return clientIpOf(socket.remoteAddress);
-      },
-      listener: 'http',
-    };
+    const request = routeRequestFrom(socket, { sessionKey, listener: 'http' });
     const target = targetFromHost(head.target.host, head.target.port);
     let dialedRoute: RouteGranted | null = null;
     const outcome = await routeAndDial({

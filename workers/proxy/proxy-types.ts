@@ -17,7 +17,8 @@ export interface RouteRequest {
   sessionKey: string | null;
   /**
    * Client address, IPv4-mapped IPv6 already unwrapped (for DEFAULT_SESSION=ip). The listeners
-   * make it a getter (a getpeername system call on first read), so read it only when needed.
+   * make it a getter (routeRequestFrom: a getpeername system call on first read), so read it
+   * only when needed.
    */
   clientIp: string;
   listener: ListenerKind;

@@ -57,7 +57,7 @@ export interface DialedUpstream {
   readBase: number;
   /** socket.bytesWritten after the handshake, so bytesWritten - writeBase counts payload only. */
   writeBase: number;
-  /** Milliseconds from sending the CONNECT (or starting the dial, when it was sent with the greeting) to tor's success reply. */
+  /** Milliseconds from connect() (the CONNECT goes out then, or as soon as the socket is connected) to tor's success reply. */
   connectMs: number;
 }
 

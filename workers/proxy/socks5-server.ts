@@ -11,7 +11,7 @@ import type net from 'node:net';
 import { childLogger, type Logger } from '../../shared/logger.js';
 import type { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
 import { credentialRefusalLog } from './credential-refusal-log.js';
-import { clientIpOf } from './client-address.js';
+import { clientIpOf, routeRequestFrom } from './client-address.js';
 import type { ConnectionBudget } from './connection-budget.js';
 import { ConnectionAccounting } from './connection-accounting.js';
 import type { InstanceDownSignal } from './instance-down.js';
@@ -189,17 +189,15 @@ class Socks5Connection implements OwnedConnection {
   /** Asks for a route and, once granted, opens the instance connection ahead of the CONNECT. */
   private requestRoute(sessionKey: string | null, forwarded: boolean): Promise<RouteDecision> {
     const { context, socket } = this;
-    return routeSafely(context.deps.router, {
-      sessionKey,
-      // Read only when the route needs it (DEFAULT_SESSION=ip, a route asked of the supervisor):
-      // the first read of remoteAddress is a getpeername system call.
-      get clientIp() {
-        return clientIpOf(socket.remoteAddress);
-      },
-      listener: context.listener,
-      ...(context.pinnedInstanceId !== undefined ? { instanceId: context.pinnedInstanceId } : {}),
-      ...(forwarded ? { forwarded: true } : {}),
-    }).then((decision) => {
+    return routeSafely(
+      context.deps.router,
+      routeRequestFrom(socket, {
+        sessionKey,
+        listener: context.listener,
+        ...(context.pinnedInstanceId !== undefined ? { instanceId: context.pinnedInstanceId } : {}),
+        ...(forwarded ? { forwarded: true } : {}),
+      }),
+    ).then((decision) => {
       if (!decision.ok) return decision;
       if (this.abandoned) {
         this.accounting.released(decision);
