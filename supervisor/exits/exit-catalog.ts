@@ -1,9 +1,16 @@
+import { ControlCommandError } from '../tor/errors.js';
 import type { GetInfo } from '../tor/relay-directory.js';
 import { parseConsensusEntries, parseFamilyDeclaration, type ConsensusEntry, type FamilyDeclaration } from './consensus-entries.js';
 import { addressBlock, type ExitRelay } from './exit-relay.js';
 
 /** GETINFO keys per command when fetching microdescriptors or countries: bounded replies. */
 const KEYS_PER_COMMAND = 256;
+
+/**
+ * Families are read again from every relay's microdescriptor this often: a relay keeps its
+ * fingerprint when its operator edits MyFamily, and only a new microdescriptor says so.
+ */
+export const FAMILY_REREAD_MS = 60 * 60_000;
 
 /** A relay the pool may use as an exit: an Exit that is Running and Valid, and not a BadExit. */
 export function isUsableExit(entry: Pick<ConsensusEntry, 'flags'>): boolean {
@@ -79,6 +86,7 @@ export class ExitCatalog {
   private readonly declarations = new Map<string, FamilyDeclaration>();
   private readonly countries = new Map<string, string>();
   private refreshedAt = 0;
+  private familiesReadAt = 0;
 
   all(): readonly ExitRelay[] {
     return this.exits;
@@ -102,15 +110,22 @@ export class ExitCatalog {
     const consensus = await getInfo(['ns/all']);
     const entries = parseConsensusEntries(consensus.get('ns/all') ?? '');
     const usable = entries.filter(isUsableExit);
+    if (this.declarations.size === 0 || now - this.familiesReadAt >= FAMILY_REREAD_MS) {
+      this.declarations.clear();
+      this.familiesReadAt = now;
+    }
     const missingMd = usable.map((e) => e.fingerprint).filter((fp) => !this.declarations.has(fp));
     for (const keys of chunks(missingMd.map((fp) => `md/id/${fp}`))) {
-      const answers = await getInfo(keys);
-      for (const key of keys) this.declarations.set(key.slice('md/id/'.length), parseFamilyDeclaration(answers.get(key) ?? ''));
+      const answers = await getInfoAnswered(getInfo, keys);
+      // A relay whose microdescriptor tor has not fetched yet stays uncached (its own family
+      // meanwhile) and is asked again at the next refresh.
+      for (const [key, md] of answers) this.declarations.set(key.slice('md/id/'.length), parseFamilyDeclaration(md));
     }
     const missingCountries = [...new Set(usable.map((e) => e.address))].filter((a) => !this.countries.has(a));
     for (const keys of chunks(missingCountries.map((a) => `ip-to-country/${a}`))) {
-      const answers = await getInfo(keys);
+      const answers = await getInfoAnswered(getInfo, keys);
       for (const key of keys) {
+        // An address tor cannot place (no GeoIP data) has no country: '' is cached as '??' is.
         const cc = (answers.get(key) ?? '').trim().toLowerCase();
         this.countries.set(key.slice('ip-to-country/'.length), /^[a-z]{2}$/.test(cc) && cc !== '??' ? cc : '');
       }
@@ -131,6 +146,26 @@ export class ExitCatalog {
     for (const a of [...this.countries.keys()]) if (!addresses.has(a)) this.countries.delete(a);
     this.refreshedAt = now;
     return gone;
+  }
+}
+
+/**
+ * The keys tor could answer. Tor fails a whole GETINFO when one key has no answer (552 for a
+ * microdescriptor it has not downloaded yet, which on the real network is routine for relays new
+ * to the consensus; 551 when it has no GeoIP data), so a failed batch is split in halves until the
+ * keys without an answer stand alone and are left out: each missing key costs about two commands
+ * per halving (log2 of the batch), and the rest of the catalog is still read.
+ */
+export async function getInfoAnswered(getInfo: GetInfo, keys: readonly string[]): Promise<Map<string, string>> {
+  try {
+    return await getInfo(keys);
+  } catch (err) {
+    if (!(err instanceof ControlCommandError) || (err.status !== 552 && err.status !== 551)) throw err;
+    if (keys.length === 1) return new Map();
+    const half = Math.ceil(keys.length / 2);
+    const first = await getInfoAnswered(getInfo, keys.slice(0, half));
+    const second = await getInfoAnswered(getInfo, keys.slice(half));
+    return new Map([...first, ...second]);
   }
 }
 

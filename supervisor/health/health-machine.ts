@@ -54,6 +54,11 @@ export type HealthEvent =
   | { type: 'tick' }
   | { type: 'manualQuarantine' }
   | { type: 'release' }
+  /**
+   * The failures in the window have been answered without taking the instance out of service (a
+   * site ban: every complaint named one site, whose sessions left): they weigh nothing more.
+   */
+  | { type: 'windowSettled' }
   | { type: 'rotationStarted' }
   | { type: 'rotationEnded' }
   /** The executor's wait is over and the rung's action starts. */
@@ -265,6 +270,8 @@ function step(s: HealthMachineState, event: HealthEvent, now: number, config: He
       return { state: quarantine(s, 'manual', now, config, effects), effects };
     case 'release':
       return { state: released(s, effects), effects };
+    case 'windowSettled':
+      return { state: isRoutableState(s.state) ? { ...s, window: s.window.cleared() } : s, effects };
     case 'rotationStarted':
       return { state: { ...s, rotating: true }, effects };
     case 'rotationEnded':

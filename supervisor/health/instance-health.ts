@@ -142,6 +142,17 @@ export class InstanceHealth {
     this.dispatch({ type: 'failure', kind, source, scored, ...options }, now);
   }
 
+  /** Whether this failure would take the instance out of service now; nothing changes. */
+  wouldQuarantine(kind: FailureKind, source: FailureSource, scored: boolean, now: number): boolean {
+    const before = this.s.state;
+    return before !== 'quarantined' && reduceHealth(this.s, { type: 'failure', kind, source, scored }, now, this.config).state.state === 'quarantined';
+  }
+
+  /** The window's failures have been answered without a quarantine (a site ban): they weigh nothing more. */
+  settleWindow(now: number): void {
+    this.dispatch({ type: 'windowSettled' }, now);
+  }
+
   /** endedAt: when the connection ended (it may be reported a batch later). */
   success(now: number, endedAt?: number): void {
     this.dispatch({ type: 'success', ...(endedAt === undefined ? {} : { endedAt }) }, now);

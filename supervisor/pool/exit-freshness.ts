@@ -26,13 +26,18 @@ export function isFreshExit(exit: ExitState, history: SessionExitHistory, banned
 
 /**
  * Where a session may go, best first: instances on a fresh exit (`fresh`); failing that, those
- * whose exit IP is at least none of the history's; failing that, every candidate.
+ * whose exit IP is at least none of the history's; failing that, any. An exit banned for a site
+ * the session reported comes last in each tier's stead: only when nothing else is left.
  */
 export function rankByFreshness(candidates: readonly { id: number; exit: ExitState }[], history: SessionExitHistory, bannedFor?: BannedFor): { ids: number[]; fresh: boolean } {
   const fresh = candidates.filter((c) => isFreshExit(c.exit, history, bannedFor)).map((c) => c.id);
   if (fresh.length > 0) return { ids: fresh, fresh: true };
-  const otherIp = candidates.filter((c) => !history.addresses.includes(c.exit.exitIp)).map((c) => c.id);
-  return { ids: otherIp.length > 0 ? otherIp : candidates.map((c) => c.id), fresh: false };
+  const siteBanned = (c: { exit: ExitState }): boolean =>
+    history.domains.length > 0 && bannedFor !== undefined && bannedFor({ fingerprint: c.exit.exitFingerprint, address: c.exit.exitIp }, history.domains);
+  const allowed = candidates.filter((c) => !siteBanned(c));
+  const otherIp = allowed.filter((c) => !history.addresses.includes(c.exit.exitIp)).map((c) => c.id);
+  if (otherIp.length > 0) return { ids: otherIp, fresh: false };
+  return { ids: (allowed.length > 0 ? allowed : candidates).map((c) => c.id), fresh: false };
 }
 
 /** The session's recent exits with `ip` added (newest last, at most `keep`). */

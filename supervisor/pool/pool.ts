@@ -643,14 +643,41 @@ export class Pool extends EventEmitter<PoolEvents> {
     this.moveOff(e, 'quarantine');
   }
 
-  private moveOff(e: PoolEntry, reason: 'rotate' | 'drain' | 'quarantine' | 'retired' | 'unroutable', leavingIp = e.instance.exit().exitIp): Assignment[] {
+  private onlySiteComplaining(e: PoolEntry, domain: string, now: number): boolean {
+    return soleComplainingDomain(e.complaints, now - this.deps.config.failureWindowMs) === domain;
+  }
+
+  /**
+   * Captcha or blocked reports that would have quarantined the instance all named one site: the
+   * exit is banned for that site (EXIT_BAN_TTL), the sessions that reported it move to exits not
+   * banned for it, and the window's failures are settled, so the exit keeps serving the rest.
+   */
+  private burntForSite(e: PoolEntry, kind: 'captcha' | 'blocked', domain: string): void {
+    const id = e.instance.id;
+    const fingerprint = e.instance.exit().exitFingerprint || this.deps.exits?.current(id) || '';
+    if (this.deps.exits && fingerprint !== '') this.deps.exits.banAssigned(id, kind, `instance ${id}: ${kind} reports on ${domain} alone`, fingerprint, domain);
+    e.complaints = [];
+    e.health.settleWindow(this.now());
+    this.moveOff(e, 'site_ban', e.instance.exit().exitIp, { domain });
+  }
+
+  private moveOff(
+    e: PoolEntry,
+    reason: 'rotate' | 'drain' | 'quarantine' | 'site_ban' | 'retired' | 'unroutable',
+    leavingIp = e.instance.exit().exitIp,
+    site?: { domain: string },
+  ): Assignment[] {
     // Shutting down, every instance stops: its sessions stay where they are, so that the durable
     // state restarts each on the instance (and the exit) it had.
     if (this.shuttingDown) return [];
     // A quarantine blames the exit (a captcha, a block): another instance on that same exit relay
-    // would hand the sessions the same burnt address, so prefer instances on a different one.
-    const placement = reason === 'quarantine' ? this.rotation.targets(e.instance.id, [leavingIp].filter((ip) => ip !== '')).placement : this.placement();
-    const moved = this.sessions.moveOff(e.instance.id, placement, reason);
+    // would hand the sessions the same burnt address, so prefer instances on a different one (and,
+    // for a site ban, on an exit not banned for that site).
+    const blamesExit = reason === 'quarantine' || reason === 'site_ban';
+    const placement = blamesExit
+      ? this.rotation.targets(e.instance.id, [leavingIp].filter((ip) => ip !== ''), site ? [site.domain] : []).placement
+      : this.placement();
+    const moved = this.sessions.moveOff(e.instance.id, placement, reason, site ? (s) => s.domains.includes(site.domain) : undefined);
     for (const a of moved) {
       this.rotation.noteLeftExit(a.key, leavingIp);
       this.auditAssignment(a);
@@ -724,7 +751,12 @@ export class Pool extends EventEmitter<PoolEvents> {
       e.lastFailureKind = kind;
       if (kind === 'captcha' || kind === 'blocked') e.complaints = [...e.complaints, { domain, at: now }].slice(-MAX_COMPLAINTS);
     }
-    if (e) e.health.failure(kind, 'client', scored, now, { mayQuarantine: this.clientEvidenceMayQuarantine(e) });
+    if (e && scored && domain !== '' && (kind === 'captcha' || kind === 'blocked') && this.onlySiteComplaining(e, domain, now) && e.health.wouldQuarantine(kind, 'client', scored, now)) {
+      // Every complaint named this one site: the exit is burnt for it, not for everyone. Its
+      // sessions that use the site leave; the instance stays in service for the others.
+      e.health.failure(kind, 'client', scored, now, { mayQuarantine: false });
+      this.burntForSite(e, kind, domain);
+    } else if (e) e.health.failure(kind, 'client', scored, now, { mayQuarantine: this.clientEvidenceMayQuarantine(e) });
     return { session: key, instance, kind, scored };
   }
 

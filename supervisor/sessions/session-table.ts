@@ -11,7 +11,7 @@ export interface Placement {
   fits?: (s: Session, instance: number) => boolean;
 }
 
-export type AssignReason = 'new' | 'unroutable' | 'rotate' | 'drain' | 'quarantine' | 'deleted' | 'retired' | 'rebalance' | 'params';
+export type AssignReason = 'new' | 'unroutable' | 'rotate' | 'drain' | 'quarantine' | 'site_ban' | 'deleted' | 'retired' | 'rebalance' | 'params';
 
 /**
  * Whether `s` was moved off `instance` by a quarantine: its exit was reported burnt there, so
@@ -22,7 +22,9 @@ function fledQuarantine(s: Session, instance: number): boolean {
 }
 
 /** Moves the pool made for its own reasons: the sessions they move may be rebalanced later. */
-const DISPLACING: ReadonlySet<AssignReason> = new Set<AssignReason>(['unroutable', 'drain', 'quarantine', 'retired']);
+const DISPLACING: ReadonlySet<AssignReason> = new Set<AssignReason>(['unroutable', 'drain', 'quarantine', 'site_ban', 'retired']);
+/** Moves that blame the exit: a rebalance never sends such a session back (its site, or everyone, is burnt there). */
+const BURNT: ReadonlySet<AssignReason> = new Set<AssignReason>(['quarantine', 'site_ban']);
 
 export interface Assignment {
   key: string;
@@ -259,12 +261,13 @@ export class SessionTable {
     return this.move(s, to, 'rotate');
   }
 
-  /** Moves every session off an instance (drain, quarantine, retire). */
-  moveOff(instance: number, placement: Placement, reason: AssignReason): Assignment[] {
+  /** Moves every session off an instance (drain, quarantine, retire), or those `only` selects (a site ban). */
+  moveOff(instance: number, placement: Placement, reason: AssignReason, only?: (s: Session) => boolean): Assignment[] {
     const others = { ...placement, routable: placement.routable.filter((i) => i !== instance), lastResort: null };
     const moved: Assignment[] = [];
     for (const key of this.keysOn(instance)) {
       const s = this.sessions.get(key) as Session;
+      if (only && !only(s)) continue;
       const to = this.pick(others, instance, s);
       if (to === null) continue; // nowhere to go: it stays and is moved (or given an exit) on its next request
       moved.push(this.move(s, to, reason));
@@ -432,7 +435,7 @@ export class SessionTable {
     this.options.onChanged?.(s.key);
     // A rebalance keeps the mark (and the instance the session fled): instances come back one at a
     // time, and a session spread onto the first one back may be spread again when the next comes.
-    if (reason !== 'rebalance') this.setDisplaced(s, DISPLACING.has(reason) ? { from, burnt: reason === 'quarantine' } : undefined);
+    if (reason !== 'rebalance') this.setDisplaced(s, DISPLACING.has(reason) ? { from, burnt: BURNT.has(reason) } : undefined);
     return { key: s.key, from, to, reason };
   }
 

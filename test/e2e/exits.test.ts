@@ -173,15 +173,32 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
       expect((await api.raw(`/api/exits/${fingerprint}/ban`, { method: 'DELETE', bearer: TEST_PROXY_TOKEN })).status).to.equal(403);
     });
 
-    it('bans an exit for one site when only that site complained: it stays eligible for others, and the session avoids it', async () => {
+    it('bans an exit for one site when only that site complained: other sites keep it, and the session avoids it', async () => {
       const key = 'shop-user';
       const site = 'shop.testnet';
       const eligibleBefore = (await api.json<ExitsView>('/api/exits')).eligible;
+      // Another session on the same exit, which never visits that site.
+      await exitIpOf(suite.svc, key);
+      const instance = (await api.session(key)).instance;
+      let bystander = '';
+      for (let i = 0; i < 12 && bystander === ''; i++) {
+        await exitIpOf(suite.svc, `news-reader-${i}`);
+        if ((await api.session(`news-reader-${i}`)).instance === instance) bystander = `news-reader-${i}`;
+      }
+      expect(bystander, 'a second session placed on the same instance').to.not.equal('');
       const { ip, fingerprint, exits } = await burnExit(key, site);
       expect(exits.bans.filter((b) => b.fingerprint === fingerprint).map((b) => b.domain)).to.deep.equal([site]);
       expect(exits.exits.find((e) => e.fingerprint === fingerprint)?.banned, 'not banned for everyone').to.equal(null);
       expect(exits.eligible, 'still eligible for other sites').to.equal(eligibleBefore);
       suite.svc.net.whoami.clearBehaviours();
+      // The exit keeps serving the other site's session: no quarantine, no move, the same IP.
+      const served = await api.instance(instance);
+      expect(served.health.state, 'the instance stays in service').to.be.oneOf(['healthy', 'degraded']);
+      expect(served.assigned_exit?.fingerprint).to.equal(fingerprint);
+      expect((await api.session(bystander)).instance).to.equal(instance);
+      expect(await exitIpOf(suite.svc, bystander)).to.equal(ip);
+      const siteMoves = (await api.events(300)).filter((e) => e.type === 'assignment' && e.details.reason === 'site_ban');
+      expect(siteMoves.map((e) => e.session)).to.deep.equal([key]);
       // The session that reported the site never rotates back onto that exit.
       for (let i = 0; i < 10; i++) {
         const r = await api.json<SessionRotateResult>(`/api/sessions/${key}/rotate`, { method: 'POST', bearer: TEST_PROXY_TOKEN });

@@ -5,7 +5,8 @@ import { AuditLog } from '../../supervisor/audit/audit-log.js';
 import { parseConsensusEntries, parseFamilyDeclaration } from '../../supervisor/exits/consensus-entries.js';
 import { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
 import { ExitBans } from '../../supervisor/exits/exit-bans.js';
-import { buildExits, ExitCatalog, familiesOf } from '../../supervisor/exits/exit-catalog.js';
+import { buildExits, ExitCatalog, FAMILY_REREAD_MS, familiesOf } from '../../supervisor/exits/exit-catalog.js';
+import { ControlCommandError } from '../../supervisor/tor/errors.js';
 import { chooseExit } from '../../supervisor/exits/exit-choice.js';
 import { addressBlock, distinctKeys, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
 import { exitsViewOf, liftBan } from '../../supervisor/exits/exits-view.js';
@@ -98,6 +99,82 @@ describe('exit catalog: parsing the consensus and microdescriptors', () => {
     expect(await catalog.refresh(getInfo, 2)).to.deep.equal([fp('b')]);
     expect(asked).to.deep.equal([['ns/all']]);
     expect(catalog.updatedAt).to.equal(2);
+  });
+});
+
+describe('exit catalog: what tor cannot answer yet', () => {
+  // Tor's GETINFO fails as a whole when one key has no answer: 552 for a relay whose
+  // microdescriptor it has not downloaded, 551 without GeoIP data (control_getinfo.c).
+  function torLike(consensus: string, missingMd: Set<string>, geoip: boolean, asked: string[][]) {
+    return async (keys: readonly string[]): Promise<Map<string, string>> => {
+      asked.push([...keys]);
+      const out = new Map<string, string>();
+      for (const k of keys) {
+        if (k === 'ns/all') out.set(k, consensus);
+        else if (k.startsWith('md/id/')) {
+          const hex = k.slice('md/id/'.length);
+          if (missingMd.has(hex)) throw new ControlCommandError(`GETINFO ${keys.join(' ')}`, 552, `Unrecognized key "${k}"`);
+          out.set(k, `p accept 1-65535\nfamily ${hex === fp('a') ? '$' + fp('b') : '$' + fp('a')}\n`);
+        } else if (k.startsWith('ip-to-country/')) {
+          if (!geoip) throw new ControlCommandError(`GETINFO ${keys.join(' ')}`, 551, 'GeoIP data not loaded');
+          out.set(k, 'de');
+        }
+      }
+      return out;
+    };
+  }
+  const three = nsEntry('a', fp('a'), '127.20.0.1', 'Exit Running Valid') + nsEntry('b', fp('b'), '127.21.0.1', 'Exit Running Valid') + nsEntry('c', fp('c'), '127.22.0.1', 'Exit Running Valid');
+
+  it('reads the rest of the catalog when a microdescriptor is missing, and asks for it again next time', async () => {
+    const asked: string[][] = [];
+    const missing = new Set([fp('b')]);
+    const catalog = new ExitCatalog();
+    await catalog.refresh(torLike(three, missing, true, asked), 1);
+    expect(catalog.all().map((e) => e.nickname)).to.deep.equal(['a', 'b', 'c']);
+    // b's half of the family is unknown, so a and b are not one family yet.
+    expect(catalog.get(fp('a'))?.family).to.equal(fp('a'));
+    expect(catalog.get(fp('b'))?.family).to.equal(fp('b'));
+    missing.clear();
+    asked.length = 0;
+    await catalog.refresh(torLike(three, missing, true, asked), 2);
+    expect(asked).to.deep.equal([['ns/all'], [`md/id/${fp('b')}`]]);
+    expect(catalog.get(fp('b'))?.family).to.equal(fp('a'));
+  });
+
+  it('builds the catalog without countries when tor has no GeoIP data, and still fails on other errors', async () => {
+    const catalog = new ExitCatalog();
+    await catalog.refresh(torLike(three, new Set(), false, []), 1);
+    expect(catalog.all().map((e) => e.country)).to.deep.equal(['', '', '']);
+    const broken = async (keys: readonly string[]): Promise<Map<string, string>> => {
+      if (keys[0] === 'ns/all') return new Map([['ns/all', three]]);
+      throw new ControlCommandError('GETINFO', 510, 'Unrecognized command');
+    };
+    let failure: unknown;
+    await new ExitCatalog().refresh(broken, 1).catch((e: unknown) => (failure = e));
+    expect(failure).to.be.instanceOf(ControlCommandError);
+  });
+
+  it('isolates each missing key among many in a few commands', async () => {
+    let consensus = '';
+    for (let i = 0; i < 200; i++) consensus += nsEntry(`r${i}`, i.toString(16).padStart(40, '0').toUpperCase(), `10.${i}.0.1`, 'Exit Running Valid');
+    const missing = new Set(['7', '150'].map((i) => Number(i).toString(16).padStart(40, '0').toUpperCase()));
+    const asked: string[][] = [];
+    const catalog = new ExitCatalog();
+    await catalog.refresh(torLike(consensus, missing, true, asked), 1);
+    expect(catalog.size).to.equal(200);
+    const mdCommands = asked.filter((keys) => keys[0]?.startsWith('md/id/'));
+    expect(mdCommands.length).to.be.at.most(2 * 2 * Math.ceil(Math.log2(200)) + 1);
+  });
+
+  it('reads every family again after FAMILY_REREAD_MS (an operator may edit MyFamily)', async () => {
+    const asked: string[][] = [];
+    const catalog = new ExitCatalog();
+    await catalog.refresh(torLike(three, new Set(), true, asked), 1);
+    asked.length = 0;
+    await catalog.refresh(torLike(three, new Set(), true, asked), 1 + FAMILY_REREAD_MS - 1);
+    expect(asked).to.deep.equal([['ns/all']]);
+    await catalog.refresh(torLike(three, new Set(), true, asked), 1 + FAMILY_REREAD_MS);
+    expect(asked.slice(1).flat().filter((k) => k.startsWith('md/id/'))).to.have.length(3);
   });
 });
 
@@ -325,6 +402,21 @@ describe('exit freshness for a session', () => {
     expect(rankByFreshness(candidates, { addresses: ['10.0.0.1'], domains: [] })).to.deep.equal({ ids: [3], fresh: true });
     expect(rankByFreshness(candidates.slice(0, 2), { addresses: ['10.0.0.1'], domains: [] })).to.deep.equal({ ids: [2], fresh: false });
     expect(rankByFreshness(candidates.slice(0, 1), { addresses: ['10.0.0.1'], domains: [] })).to.deep.equal({ ids: [1], fresh: false });
+  });
+
+  it('puts an exit banned for a site the session reported behind every other, fresh or not', () => {
+    const candidates = [
+      { id: 1, exit: exit('10.0.0.1') },
+      { id: 2, exit: exit('10.0.1.1') },
+      { id: 3, exit: exit('10.0.2.1') },
+    ];
+    const bannedFor = (e: { address: string }, domains: readonly string[]) => e.address === '10.0.2.1' && domains.includes('shop.example');
+    const history = { addresses: ['10.0.0.1', '10.0.1.1'], domains: ['shop.example'] };
+    // No fresh exit: the one IP outside the history is banned for the site, so a repeat comes first.
+    expect(rankByFreshness(candidates, history, bannedFor)).to.deep.equal({ ids: [1, 2], fresh: false });
+    expect(rankByFreshness(candidates, { ...history, domains: ['other.example'] }, bannedFor)).to.deep.equal({ ids: [3], fresh: true });
+    // Nothing else left: it is still a place to go.
+    expect(rankByFreshness(candidates.slice(2), history, bannedFor)).to.deep.equal({ ids: [3], fresh: false });
   });
 
   it('remembers the last exits newest last, and the one site that complained', () => {

@@ -56,6 +56,23 @@ function captchas(r: Rig, n: number): void {
 }
 
 describe('health: instance health', () => {
+  it('tells whether a failure would quarantine without changing anything, and settles a window without a quarantine', () => {
+    const r = rig();
+    captchas(r, 1);
+    const before = r.h.view();
+    // The second captcha in the window reaches QUARANTINE_FAILURES' weight for captchas.
+    expect(r.h.wouldQuarantine('captcha', 'client', true, r.clock.now())).to.equal(true);
+    expect(r.h.wouldQuarantine('captcha', 'client', false, r.clock.now()), 'an unscored failure').to.equal(false);
+    expect(r.h.view()).to.deep.equal(before);
+    expect(r.quarantines).to.deep.equal([]);
+    r.h.failure('captcha', 'client', true, r.clock.now(), { mayQuarantine: false });
+    expect(r.h.view().state).to.equal('degraded');
+    r.h.settleWindow(r.clock.now());
+    expect(r.h.view()).to.include({ state: 'healthy', failures_in_window: 0 });
+    expect(r.h.wouldQuarantine('captcha', 'client', true, r.clock.now()), 'the window starts again').to.equal(false);
+    expect(r.quarantines).to.deep.equal([]);
+  });
+
   it('fits the pool’s HealthTracker interface', () => {
     const tracker: HealthTracker = rig().h;
     expect(tracker.routable()).to.equal(true);

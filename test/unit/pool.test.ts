@@ -3,6 +3,7 @@ import type { RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
 import { SessionTable } from '../../supervisor/sessions/session-table.js';
 import { fakeExit, fakePool, type FakePool } from '../support/fakes/pool-parts.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
+import type { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
 
 const rig = (env: Record<string, string> = {}, readyAll = true): FakePool => fakePool(env, { readyAll });
 
@@ -135,6 +136,75 @@ describe('pool', () => {
     expect(health.get(inst)!.failures.at(-1)!.mayQuarantine, 'a destination the client chose').to.equal(false);
     close({ kind: 'dial', scored: true });
     expect(health.get(inst)!.failures.at(-1)!.mayQuarantine, 'the instance itself is unreachable').to.equal(true);
+  });
+
+  it('burns an exit for one site when only that site complained: its reporters leave, the instance keeps serving the rest', () => {
+    const { pool, health, audit } = rig();
+    for (const h of health.values()) h.state = 'healthy';
+    const keys = ['s0', 's1', 's2', 's3', 's4'];
+    const placed = keys.map((k) => ({ k, inst: routed(pool.route(socks(k), 0)) }));
+    const shared = placed.find((p) => placed.filter((q) => q.inst === p.inst).length === 2)!.inst;
+    const [reporter, bystander] = placed.filter((p) => p.inst === shared).map((p) => p.k) as [string, string];
+    const h = health.get(shared)!;
+    const token = { kind: 'token', id: 't' } as const;
+    // Below the threshold a site's report is scored like any other.
+    pool.reportFailure(reporter, 'captcha', '', token, 'shop.example');
+    expect(h.failures.at(-1)!.mayQuarantine).to.equal(true);
+    // The report that would quarantine: every complaint named shop.example.
+    h.quarantinesNext = true;
+    pool.reportFailure(reporter, 'captcha', '', token, 'shop.example');
+    expect(h.failures.at(-1)!.mayQuarantine, 'the instance stays in service').to.equal(false);
+    expect(h.settled).to.equal(1);
+    expect(pool.sessionView(reporter).instance, 'the reporter left').to.not.equal(shared);
+    expect(pool.sessionView(bystander).instance, 'the others stay on the exit').to.equal(shared);
+    const moves = audit.recent(50).filter((e) => e.type === 'assignment' && e.details.reason === 'site_ban');
+    expect(moves.map((e) => e.session)).to.deep.equal([reporter]);
+    // Two sites complaining make the exit everyone's problem: the report may quarantine.
+    h.quarantinesNext = false;
+    pool.reportFailure(bystander, 'captcha', '', token, 'a.example');
+    h.quarantinesNext = true;
+    pool.reportFailure(bystander, 'blocked', '', token, 'b.example');
+    expect(h.failures.at(-1)!.mayQuarantine).to.equal(true);
+    expect(h.settled).to.equal(1);
+    // And so does a report that names no site.
+    pool.reportFailure(bystander, 'captcha', '', token);
+    expect(h.failures.at(-1)!.mayQuarantine).to.equal(true);
+    expect(h.settled).to.equal(1);
+  });
+
+  it('bans the exit a quarantine blames: after captcha, blocked or a run of transport failures, never after rate_limited', () => {
+    const bans: { instance: number; cause: string; fingerprint: string; domain: string }[] = [];
+    // Only what a quarantine asks of the assignments: the exit it blames, and the ban.
+    const exits = {
+      current: (id: number) => `FP${id}`,
+      banAssigned: (instance: number, cause: string, _reason: string, fingerprint: string, domain: string) => bans.push({ instance, cause, fingerprint, domain }),
+      assignment: () => null,
+      shortageOf: () => '',
+      release: () => undefined,
+      stop: () => undefined,
+    } as unknown as ExitAssignments;
+    const { pool, health } = fakePool({}, { readyAll: true, exits });
+    for (const h of health.values()) h.state = 'healthy';
+    const token = { kind: 'token', id: 't' } as const;
+    const quarantineAfter = (kind: 'captcha' | 'blocked' | 'rate_limited' | 'transport'): number => {
+      const key = `k-${kind}`;
+      const inst = routed(pool.route(socks(key), 0));
+      if (kind === 'transport') {
+        pool.recordCloses([{ key: null, session: null, instance: inst, bytesUp: 0, bytesDown: 0, ok: false, failure: { kind: 'dial', scored: true }, latencyMs: null, endedAt: 0 }], 1);
+      } else pool.reportFailure(key, kind, '', token);
+      pool.quarantined(inst, 'score');
+      return inst;
+    };
+    const captcha = quarantineAfter('captcha');
+    const blocked = quarantineAfter('blocked');
+    const transport = quarantineAfter('transport');
+    expect(bans).to.deep.equal([
+      { instance: captcha, cause: 'captcha', fingerprint: `FP${captcha}`, domain: '' },
+      { instance: blocked, cause: 'blocked', fingerprint: `FP${blocked}`, domain: '' },
+      { instance: transport, cause: 'transport', fingerprint: `FP${transport}`, domain: '' },
+    ]);
+    quarantineAfter('rate_limited');
+    expect(bans, 'rate_limited blames the request rate, not the exit').to.have.length(3);
   });
 
   it('rebalances displaced sessions when quarantined instances come back', async () => {

@@ -133,6 +133,15 @@ export class FakeHealth implements HealthTracker {
   failure(kind: FailureKind, source: FailureSource, scored: boolean, _now?: number, options: FailureOptions = {}): void {
     this.failures.push({ kind, source, scored, ...(options.mayQuarantine === undefined ? {} : { mayQuarantine: options.mayQuarantine }) });
   }
+  /** Set by the test: whether the next failure would quarantine. */
+  quarantinesNext = false;
+  settled = 0;
+  wouldQuarantine(): boolean {
+    return this.quarantinesNext;
+  }
+  settleWindow(): void {
+    this.settled += 1;
+  }
   success(): void {
     this.successes += 1;
   }
@@ -181,7 +190,7 @@ export interface FakePool {
  * A pool of fakes configured by `env` on top of POOL_SIZE=4 and no spawn stagger; every
  * instance is ready unless `readyAll` is false.
  */
-export function fakePool(env: Record<string, string> = {}, options: { readyAll?: boolean } & Pick<PoolDeps, 'waitForListeners' | 'sendInvalidation'> = {}): FakePool {
+export function fakePool(env: Record<string, string> = {}, options: { readyAll?: boolean } & Pick<PoolDeps, 'waitForListeners' | 'sendInvalidation' | 'exits'> = {}): FakePool {
   const instances = new Map<number, FakeInstance>();
   const health = new Map<number, FakeHealth>();
   const audit = new AuditLog();
@@ -191,6 +200,7 @@ export function fakePool(env: Record<string, string> = {}, options: { readyAll?:
     log: quietLogger(),
     ...(options.waitForListeners === undefined ? {} : { waitForListeners: options.waitForListeners }),
     ...(options.sendInvalidation === undefined ? {} : { sendInvalidation: options.sendInvalidation }),
+    ...(options.exits === undefined ? {} : { exits: options.exits }),
     createInstance: (id) => {
       const i = new FakeInstance(id);
       instances.set(id, i);
