@@ -12,6 +12,7 @@ import { curlHttp } from '../support/clients/curl.js';
 import { exitIpOf, fetchThroughSession } from '../support/clients/session-fetch.js';
 import { startService, TEST_PROXY_TOKEN, withService, type RunningService } from '../support/fixtures/service.js';
 import { pollUntil } from '../support/waiting.js';
+import { documentationGaps, loadOpenApiDocument } from '../support/parsers/openapi-document.js';
 
 const READY_TIMEOUT_MS = 120_000;
 const EXIT_HISTORY = 5;
@@ -34,11 +35,14 @@ async function exitIpsByInstance(svc: RunningService, api: HealApi, size: number
   return seen;
 }
 
+/** Fresh starts of a pool of 4 in the first test: each draws its exits anew, weighted at random. */
+const RESTARTS = 5;
+
 describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (private network)', function () {
   this.timeout(600_000);
 
   it('serves a pool of 4 through 4 distinct IPs in distinct /24s, over several restarts', async () => {
-    for (let run = 0; run < 3; run++) {
+    for (let run = 0; run < RESTARTS; run++) {
       const svc = await startService({ POOL_SIZE: '4' });
       try {
         await svc.waitReady(4, READY_TIMEOUT_MS);
@@ -70,6 +74,31 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
     }
   });
 
+  it('keeps a declared family apart with EXIT_DISTINCT=family: the family is read from the real microdescriptors', async () => {
+    const svc = await startService({ POOL_SIZE: '4', EXIT_DISTINCT: 'family' });
+    try {
+      await svc.waitReady(4, READY_TIMEOUT_MS);
+      const api = await HealApi.signIn(svc);
+      const declared = svc.net.exits.filter((e) => e.family.length > 0);
+      expect(declared, 'the test network declares one family of two').to.have.length(2);
+      // Microdescriptors may arrive after the first catalog read: the next refresh asks again.
+      const exits = await pollUntil('the family known to the catalog', () => api.json<ExitsView>('/api/exits'), 90_000, {
+        until: (v) => new Set(v.exits.filter((e) => declared.some((d) => d.fingerprint === e.fingerprint)).map((e) => e.family)).size === 1,
+      });
+      // 8 exits, 7 /24s, and the family pair in two of them: 6 units.
+      expect(exits).to.deep.include({ distinct_by: 'family', eligible: 8, capacity: 6 });
+      const others = exits.exits.filter((e) => !declared.some((d) => d.fingerprint === e.fingerprint));
+      for (const e of others) expect(e.family, e.nickname).to.equal(e.fingerprint);
+      await pollUntil('every instance on an exit of its own family', () => api.instances(), 60_000, {
+        until: (is) => is.every((i) => i.assigned_exit !== null && i.assigned_exit.distinct),
+      });
+      const families = (await api.instances()).map((i) => i.assigned_exit?.family);
+      expect(new Set(families).size, families.join(' ')).to.equal(4);
+    } finally {
+      await svc.stop();
+    }
+  });
+
   describe('with one service of 4', () => {
     const suite = withService(
       { POOL_SIZE: '4', CLIENT_REPORT_BUDGET: '1000/1m', FAILURE_WINDOW: '60s', REMEDIATION_BACKOFF_BASE: '2s', ROTATION_GRACE: `${ROTATION_GRACE_MS}ms`, EXIT_HEADER: '1' },
@@ -81,6 +110,16 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
       await pollUntil('4 routable', () => api.pool(), READY_TIMEOUT_MS, { until: (p) => p.routable === 4 });
     });
     afterEach(() => suite.svc?.net.whoami.clearBehaviours());
+
+    /** A GET whose answer must match docs/openapi.yaml: the exit views with real bans and assignments in them. */
+    async function documentedGet<T>(path: string, bearer?: string): Promise<T> {
+      const r = await api.raw(path, bearer === undefined ? {} : { bearer });
+      const body = await r.text();
+      const gaps = documentationGaps(loadOpenApiDocument(), { method: 'GET', path, status: r.status, contentType: r.headers.get('content-type'), body });
+      expect(gaps, path).to.deep.equal([]);
+      expect(r.status, path).to.equal(200);
+      return JSON.parse(body) as T;
+    }
 
     /**
      * Places `key`, has the destination answer its exit with a captcha, and reports two captchas
@@ -142,6 +181,10 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
       expect(ban).to.deep.include({ address: ip, cause: 'captcha' });
       expect(Date.parse(ban?.until ?? '') - Date.now()).to.be.greaterThan(60 * 60_000);
       expect((await api.metricsText()).text).to.match(/^pool_exits_banned 1$/m);
+      // The exit views with a ban and assignments in them are what docs/openapi.yaml says.
+      expect((await documentedGet<ExitsView>('/api/exits')).bans.map((b) => b.fingerprint)).to.include(fingerprint);
+      expect((await documentedGet<InstanceView>(`/api/instances/${instance}`)).id).to.equal(instance);
+      expect((await documentedGet<{ key: string }>(`/api/sessions/${key}`, TEST_PROXY_TOKEN)).key).to.equal(key);
       // The session moved at once, off the burnt exit.
       const moved = await exitIpOf(suite.svc, key);
       expect(moved).to.not.equal(ip);
@@ -190,6 +233,7 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
       expect(exits.bans.filter((b) => b.fingerprint === fingerprint).map((b) => b.domain)).to.deep.equal([site]);
       expect(exits.exits.find((e) => e.fingerprint === fingerprint)?.banned, 'not banned for everyone').to.equal(null);
       expect(exits.eligible, 'still eligible for other sites').to.equal(eligibleBefore);
+      expect((await documentedGet<ExitsView>('/api/exits')).bans.map((b) => b.domain)).to.include(site);
       suite.svc.net.whoami.clearBehaviours();
       // The exit keeps serving the other site's session: no quarantine, no move, the same IP.
       const served = await api.instance(instance);
