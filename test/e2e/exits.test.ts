@@ -309,20 +309,28 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
   });
 
   it('reports the shortage when the catalog has fewer eligible exits than instances, rather than hiding it', async () => {
-    // de and nl are the two exits that share one /24: only one instance can have it to itself.
-    const svc = await startService({ POOL_SIZE: '2', TOR_EXIT_NODES: '{de},{nl}', TOR_STRICT_NODES: '1' });
+    // de and nl are the two exits that share one /24: three instances, two exits, one /24.
+    const svc = await startService({ POOL_SIZE: '3', TOR_EXIT_NODES: '{de},{nl}', TOR_STRICT_NODES: '1' });
     try {
-      await svc.waitReady(2, READY_TIMEOUT_MS);
+      await svc.waitReady(3, READY_TIMEOUT_MS);
       const api = await HealApi.signIn(svc);
-      await pollUntil('2 instances ready', () => api.pool(), READY_TIMEOUT_MS, { until: (p) => p.ready === 2 });
-      const exits = await pollUntil('the shortage reported', () => api.json<ExitsView>('/api/exits'), 30_000, { until: (v) => v.shortages.length === 1 });
-      expect(exits.eligible).to.equal(2);
-      expect(exits.capacity).to.equal(1);
-      expect(exits.shortages[0]?.reason).to.match(/shares its \/24/);
+      await pollUntil('3 instances ready', () => api.pool(), READY_TIMEOUT_MS, { until: (p) => p.ready === 3 });
+      const exits = await pollUntil('the shortage reported', () => api.json<ExitsView>('/api/exits'), 30_000, { until: (v) => v.shortages.length === 2 });
+      expect(exits).to.deep.include({ eligible: 2, capacity: 1, in_use: 2 });
+      for (const shortage of exits.shortages) expect(shortage.reason).to.match(/shares its/);
       const instances = await api.instances();
-      expect(instances.filter((i) => i.assigned_exit?.distinct === false)).to.have.lengthOf(1);
-      expect(instances.map((i) => i.assigned_exit?.country).sort()).to.deep.equal(['de', 'nl']);
+      expect(instances.filter((i) => i.assigned_exit?.distinct === false)).to.have.lengthOf(2);
+      for (const i of instances) {
+        if (i.assigned_exit?.distinct === false) expect(i.exit_shortage, `instance ${i.id} names its shortage`).to.not.equal('');
+        else expect(i.exit_shortage, `instance ${i.id}`).to.equal('');
+      }
+      expect(new Set(instances.map((i) => i.assigned_exit?.country))).to.deep.equal(new Set(['de', 'nl']));
       expect((await api.events(100)).some((e) => e.type === 'exit' && e.details.distinct === false)).to.equal(true);
+      // A rotation cannot find a new /24 here, and says so instead of pretending.
+      await exitIpOf(svc, 'short-supply');
+      const r = await api.json<SessionRotateResult>('/api/sessions/short-supply/rotate', { method: 'POST', bearer: TEST_PROXY_TOKEN });
+      expect(r.new_exit).to.equal(false);
+      expect(r.exit_note).to.not.equal('');
     } catch (error) {
       await svc.stop();
       throw error;
