@@ -307,6 +307,30 @@ describe('exit bans and assignments', () => {
     expect(a.next(0, { fresh: false, why: 'ladder' }).ok).to.equal(true);
   });
 
+  it('assigns by country within the bans and the distinctness, and says when the country has nothing left', () => {
+    const a = assignments([
+      relay('a', '10.0.0.1', { country: 'us' }),
+      relay('b', '10.0.0.2', { country: 'us' }),
+      relay('c', '10.1.0.1', { country: 'us' }),
+      relay('d', '10.2.0.1', { country: 'de' }),
+    ]);
+    const us = { fresh: false, why: 'session', countries: ['us'] } as const;
+    a.banAssigned(9, 'captcha', 'x', fp('c'));
+    expect(a.hasEligibleIn(['us'])).to.equal(true);
+    const first = a.next(0, us);
+    expect(first.ok && first.relay.country).to.equal('us');
+    expect(first.ok && first.relay.fingerprint, 'never the banned one').to.not.equal(fp('c'));
+    // The other us exit shares the first one's /24: it is given, and the shortage said.
+    const second = a.next(1, us);
+    expect(second).to.deep.include({ ok: true, distinct: false });
+    expect(second.ok && second.relay.country).to.equal('us');
+    expect(a.shortageOf(1)).to.match(/shares its \/24/);
+    // Nothing in a country whose only exit is banned.
+    a.banAssigned(9, 'blocked', 'y', fp('d'));
+    expect(a.hasEligibleIn(['de'])).to.equal(false);
+    expect(a.next(2, { fresh: false, why: 'session', countries: ['de'] }).ok).to.equal(false);
+  });
+
   it('keeps a session\'s sites away from exits banned for them, and counts such exits as eligible', () => {
     const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.1.0.1')]);
     a.banAssigned(0, 'captcha', 'x', fp('a'), 'shop.example');
