@@ -144,8 +144,7 @@ export class InstanceHealth {
 
   /** Whether this failure would take the instance out of service now; nothing changes. */
   wouldQuarantine(kind: FailureKind, source: FailureSource, scored: boolean, now: number): boolean {
-    const before = this.s.state;
-    return before !== 'quarantined' && reduceHealth(this.s, { type: 'failure', kind, source, scored }, now, this.config).state.state === 'quarantined';
+    return this.s.state !== 'quarantined' && reduceHealth(this.s, { type: 'failure', kind, source, scored }, now, this.config).state.state === 'quarantined';
   }
 
   /** The window's failures have been answered without a quarantine (a site ban): they weigh nothing more. */

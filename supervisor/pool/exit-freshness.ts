@@ -27,7 +27,7 @@ export function isFreshExit(exit: ExitState, history: SessionExitHistory, banned
 /**
  * Where a session may go, best first: instances on a fresh exit (`fresh`); failing that, those
  * whose exit IP is at least none of the history's; failing that, any. An exit banned for a site
- * the session reported comes last in each tier's stead: only when nothing else is left.
+ * the session reported is offered only when no other candidate is left.
  */
 export function rankByFreshness(candidates: readonly { id: number; exit: ExitState }[], history: SessionExitHistory, bannedFor?: BannedFor): { ids: number[]; fresh: boolean } {
   const fresh = candidates.filter((c) => isFreshExit(c.exit, history, bannedFor)).map((c) => c.id);
