@@ -478,6 +478,40 @@ describe('pool: session parameters from the username', () => {
     expect((await metrics.text()).text).to.not.match(/country="ch"/);
   });
 
+  it('resets what a newer username with parameters leaves out to its default, and audits the move it causes as reason params', async () => {
+    const { pool, audit } = countries();
+    const closeAll = (r: RouteResult): void => {
+      if (r.ok) pool.recordCloses([{ key: 'k', session: r.session, instance: r.instance, bytesUp: 1, bytesDown: 1, ok: true, latencyMs: 1, endedAt: 0 }], 0);
+    };
+    const first = await pool.route(withParams('k', { countries: ['de'], mode: 'rotating', lifetimeMs: 60_000 }), 0);
+    expect(first.ok && first.lease, 'rotating: never leased').to.equal(false);
+    expect([0, 1]).to.include(routed(first));
+    closeAll(first);
+    expect(pool.sessionView('k').params).to.deep.equal({ countries: ['de'], lifetime_secs: 60, mode: 'rotating' });
+
+    // Only a country now: the mode goes back to sticky and the lifetime to SESSION_TTL.
+    const seen: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const r = await pool.route(withParams('k', { countries: ['nl'] }), 0);
+      expect(r.ok && r.lease, `connection ${i}: sticky again, leased`).to.equal(true);
+      seen.push(routed(r));
+      closeAll(r);
+    }
+    expect(seen, 'one instance, no rotation').to.deep.equal([2, 2, 2, 2, 2]);
+    expect(pool.sessionView('k').params).to.deep.equal({ countries: ['nl'], lifetime_secs: null, mode: 'sticky' });
+    expect(pool.sessions.expire(Date.now() + 61_000), 'no longer its own 60 s lifetime').to.deep.equal([]);
+    const moves = audit.recent(50).filter((e) => e.type === 'assignment' && e.session === 'k' && e.details.reason === 'params');
+    expect(moves, 'one move, to the Netherlands').to.have.length(1);
+    expect(moves[0]!.details).to.deep.include({ to: 2 });
+    expect([0, 1]).to.include(moves[0]!.details.from);
+
+    // Only a mode now: the country goes (any instance fits, so the session stays where it is).
+    const last = await pool.route(withParams('k', { mode: 'sticky' }), 0);
+    expect(routed(last)).to.equal(2);
+    expect(pool.sessionView('k').params).to.deep.equal({ countries: [], lifetime_secs: null, mode: 'sticky' });
+    expect(pool.sessionsByCountry().get('nl') ?? 0).to.equal(0);
+  });
+
   it('gives a rotating session another instance on every connection, counted as its requests, never leased', () => {
     const { pool } = countries();
     const seen: number[] = [];
