@@ -11,12 +11,13 @@ import type { ExitsView, SessionRotateResult, SessionView } from '../../shared/a
 import { COUNTRY_EXIT_WAIT_MS } from '../../shared/config/limits.js';
 import { HealApi } from '../support/clients/api-client.js';
 import { whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
-import { curlHttp, curlSocks } from '../support/clients/curl.js';
+import { curl, curlHttp, curlSocks } from '../support/clients/curl.js';
 import { exitIpOf, fetchThroughSession } from '../support/clients/session-fetch.js';
 import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
 import { pollUntil } from '../support/waiting.js';
 
 const ROTATION_GRACE_MS = 1000;
+const TOKEN_IN_URL = encodeURIComponent(TEST_PROXY_TOKEN);
 
 describe('session parameters in the proxy username (real service, private network)', function () {
   this.timeout(240_000);
@@ -111,6 +112,23 @@ describe('session parameters in the proxy username (real service, private networ
     expect(suite.svc.output()).to.match(/proxy usernames refused for their session parameters/);
     expect((await api.metricsText()).text).to.match(/^pool_country_refusals_total\{country="fr",reason="no_exit_in_country"\} 2$/m);
     expect((await api.raw('/api/sessions/nowhere')).status, 'no session is made for a refused request').to.equal(404);
+  });
+
+  it('reads a dash of the key written %252D in a proxy URL (curl decodes the URL once) as part of the key, on both listeners', async () => {
+    // As docs/api.md tells URL-based clients: the key `esc-a-mode-rotating` with a country, its dashes %2D, the % itself %25.
+    const escaped = `esc%252Da%252Dmode%252Drotating-country-de:${TOKEN_IN_URL}`;
+    const http = await curl(['-x', `http://${escaped}@127.0.0.1:${suite.svc.httpPort}`, suite.svc.whoamiUrl]);
+    expect(http.code, http.stderr).to.equal(0);
+    const view = await api.session('esc-a-mode-rotating');
+    expect(view.params, 'the whole key, in de, not rotating').to.deep.equal({ countries: ['de'], lifetime_secs: null, mode: 'sticky' });
+    const socks = await curl(['--socks5-hostname', `${escaped.replace('esc', 'socks')}@127.0.0.1:${suite.svc.socksPort}`, suite.svc.whoamiUrl]);
+    expect(socks.code, socks.stderr).to.equal(0);
+    expect((await api.session('socks-a-mode-rotating')).params.countries).to.deep.equal(['de']);
+    // %2D alone in the URL reaches the service as a dash: the key is cut short and the rest read as a mode.
+    const once = await curl(['-x', `http://once%2Da%2Dmode%2Drotating-country-de:${TOKEN_IN_URL}@127.0.0.1:${suite.svc.httpPort}`, suite.svc.whoamiUrl]);
+    expect(once.code, once.stderr).to.equal(0);
+    expect((await api.session('once-a')).params.mode).to.equal('rotating');
+    expect((await api.raw('/api/sessions/once-a-mode-rotating')).status).to.equal(404);
   });
 
   it('expires a session at its own lifetime while others stay', async () => {
