@@ -145,9 +145,7 @@ export class Service {
       ...(fleet ? { fleet: fleet.sessions } : {}),
       blame,
       onDestinationFault: () => metrics.failuresBlamedOnDestination.inc(),
-      onCountryRefusal: (countries, reason) => {
-        for (const country of countries) metrics.countryRefusals.inc({ country, reason });
-      },
+      onCountryRefusal: (countries, reason) => metrics.countryRefused(countries, reason),
       createInstance: (id) =>
         new TorPoolInstance(
           {

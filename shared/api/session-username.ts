@@ -11,9 +11,11 @@
  * percent-decoded, so a key whose own end looks like a parameter is written with its dashes as
  * `%2D` (`my%2Dcountry%2Dde-mode-sticky` is key `my-country-de`). Each parameter may appear once.
  * `session-<id>` is part of the key wherever it stands (`u-country-de-session-7` and
- * `u-session-7-country-de` are both key `u-session-7`). A `country` further in that is not
- * followed by parameters to the end is refused: what follows it is a typo or another gateway's
- * parameter, and ignoring the country would send the session anywhere.
+ * `u-session-7-country-de` are both key `u-session-7`). A parameter recognised further in (a
+ * `country`, or `sesstime`, `ttl` or `mode` with a value that fits it) that is not followed by
+ * parameters to the end is refused: what follows it is a typo or another gateway's parameter,
+ * and reading the whole as a plain key would silently drop what was asked for. A name whose
+ * value does not fit (`dark-mode-test`), and `session-<id>`, stay part of a plain key.
  *
  * docs/api.md, "Session parameters in the username", is the user's version of this.
  */
@@ -70,6 +72,22 @@ function parseLifetime(name: 'sesstime' | 'ttl', value: string): number {
   return Number(m[1]) * (UNIT_MS[m[2] ?? 's'] as number);
 }
 
+/** Whether `<name>-<value>` met inside what would otherwise be the key is a parameter the client meant. */
+function recognisedInKey(name: string, value: string): boolean {
+  switch (name) {
+    case 'country':
+      return true;
+    case 'sesstime':
+      return /^\d{1,7}$/.test(value);
+    case 'ttl':
+      return DURATION.test(value);
+    case 'mode':
+      return (SESSION_MODES as readonly string[]).includes(value.toLowerCase());
+    default:
+      return false;
+  }
+}
+
 function decodeKey(raw: string): string {
   let key: string;
   try {
@@ -98,13 +116,19 @@ export function parseSessionUsername(username: string): ParsedUsername {
     found.set(param, value);
     pieces.length -= 2;
   }
-  // `country` further in, not followed through to the end by parameters: what follows it is a
-  // typo or another gateway's parameter, and ignoring the country silently would send the session
-  // out of any country. (Other names inside a key, as in `dark-mode-test`, are left alone.)
+  // A parameter recognised further in, not followed through to the end by parameters: what
+  // follows it is a typo or another gateway's parameter, and reading the whole as a plain key
+  // would silently drop the country, lifetime or mode asked for. Only a name with a value that
+  // fits it counts (`dark-mode-test` and `session-7-x` stay plain keys), except `country`, whose
+  // loss would send a session out of any country.
   for (let i = 1; i < pieces.length - 1; i++) {
-    if ((pieces[i] as string).toLowerCase() !== 'country') continue;
-    const after = pieces[i + 2] ?? '';
-    throw new SessionUsernameError(`"${after.slice(0, 16)}" after country-${(pieces[i + 1] as string).slice(0, 24)} is not a parameter (known: ${PARAMETER_NAMES.join(', ')}); write a dash of the key as %2D`);
+    const name = (pieces[i] as string).toLowerCase();
+    const value = pieces[i + 1] as string;
+    if (!recognisedInKey(name, value)) continue;
+    let j = i + 2;
+    while (j + 1 < pieces.length && (PARAMETER_NAMES as readonly string[]).includes((pieces[j] as string).toLowerCase()) && VALUE.test(pieces[j + 1] as string)) j += 2;
+    const after = pieces[j] ?? '';
+    throw new SessionUsernameError(`"${after.slice(0, 16)}" after ${name}-${value.slice(0, 24)} is not a parameter (known: ${PARAMETER_NAMES.join(', ')}); write a dash of the key as %2D`);
   }
   if (found.size === 0) return { key: username, params: {} };
   if (found.has('sesstime') && found.has('ttl')) throw new SessionUsernameError('sesstime and ttl both set the lifetime: give one');

@@ -42,7 +42,7 @@ export class PoolMetrics {
   readonly ipcRoundTrip: client.Histogram;
   readonly routeLeaseHits: client.Counter;
   readonly failuresBlamedOnDestination: client.Counter;
-  readonly countryRefusals: client.Counter;
+  private readonly countryRefusals: client.Counter;
   readonly connectionsRefused: client.Counter;
   readonly connectionsEvicted: client.Counter;
   /** The workers and their /proc figures, read once per scrape (text()) for every worker metric. */
@@ -166,6 +166,11 @@ export class PoolMetrics {
       help: 'Refusals (unresolvable name, refused port) that failed the same way through another exit: counted as failed requests, not held against the exit',
       registers: [r],
     });
+  }
+
+  /** A connection asking for `countries` was refused: counted once under each, so a refusal shows for every country it names. */
+  countryRefused(countries: readonly string[], reason: string): void {
+    for (const country of countries) this.countryRefusals.inc({ country, reason });
   }
 
   async text(): Promise<{ contentType: string; text: string }> {

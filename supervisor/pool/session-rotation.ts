@@ -82,7 +82,9 @@ export class SessionRotation {
       if (exits && plan.exit === '') note = plan.shortage || 'no exit could be assigned: a new circuit within the same selection';
       // A new pin takes well under a second: answer once it serves, so the session's next
       // request is not moved off its rotating instance onto an exit it just left.
-      if (plan.exit !== '') await this.host.waitRotationEnd(e.instance, FRESH_EXIT_WAIT_MS);
+      // A session asking for countries keeps its exit when there is no other there (re-pinned at
+      // once): answering before that would find the instance mid-rotation and place it elsewhere.
+      if (plan.exit !== '' || countries !== undefined) await this.host.waitRotationEnd(e.instance, FRESH_EXIT_WAIT_MS);
     }
     const e = this.host.entry(s.instance) as PoolEntry;
     const { exit_ip, exit_confirmed } = exitFieldsOf(e.instance.exit());

@@ -145,7 +145,13 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
       ...(request.session !== undefined ? { session: request.session } : {}),
       ...(request.countries !== undefined ? { countries: request.countries } : {}),
     });
-    if (!next.ok) return { target: undefined, plan: { exit: '', shortage: next.note } };
+    if (!next.ok) {
+      // With no target tor's NEWNYM drops the pin and picks an exit anywhere, while the
+      // assignment (and so the country placement reads) still names the old one: a session that
+      // asked for countries would leave from outside them. Such a rotation stays on its exit.
+      const kept = request.countries !== undefined ? this.steering.current(this.id) : undefined;
+      return { target: kept, plan: { exit: '', shortage: next.note } };
+    }
     return { target: next.relay.fingerprint, plan: { exit: next.relay.fingerprint, shortage: next.note } };
   }
 

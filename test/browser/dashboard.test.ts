@@ -295,9 +295,16 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     const country = ((await (await svc.api('/api/instances/1', { bearer: jwt })).json()) as { assigned_exit: { country: string } }).assigned_exit.country;
     const erin = await curlSocks(svc.socksPort, `erin-country-${country}`, TEST_PROXY_TOKEN, svc.whoamiUrl);
     expect(erin.code, erin.stderr).to.equal(0);
+    // And one in another country, which the filter must hide: instance 0's, unless both instances
+    // happen to leave from the same country (two exits are in us), then one an instance is given.
+    const countryOf0 = ((await (await svc.api('/api/instances/0', { bearer: jwt })).json()) as { assigned_exit: { country: string } }).assigned_exit.country;
+    const other = countryOf0 !== country ? countryOf0 : (svc.net.exits.find((e) => e.country !== country)?.country as string);
+    const frank = await curlSocks(svc.socksPort, `frank-country-${other}`, TEST_PROXY_TOKEN, svc.whoamiUrl);
+    expect(frank.code, frank.stderr).to.equal(0);
     await goTo(page, 'Sessions');
     await page.locator('tr[data-session="alice"]').waitFor({ timeout: 15_000 });
     await page.locator('tr[data-session="erin"]').waitFor({ timeout: 15_000 });
+    await page.locator('tr[data-session="frank"]').waitFor({ timeout: 15_000 });
     await page.locator('select[name="session-country"]').selectOption(country);
     const listed = await pollUntil('only sessions in the country listed', async () => {
       const rows = await page.evaluate<string[]>(`[...document.querySelectorAll('tr[data-session] [data-country]')].map((e) => e.getAttribute('data-country'))`);
@@ -306,7 +313,12 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     }, 60_000);
     expect(listed.length).to.be.at.least(1);
     expect(await page.locator('tr[data-session="erin"]').textContent()).to.include(`asked ${country}`);
+    expect(await page.locator('tr[data-session="frank"]').count(), `frank (in ${other}) hidden by the ${country} filter`).to.equal(0);
+    await page.locator('select[name="session-country"]').selectOption(other);
+    await page.locator('tr[data-session="frank"]').waitFor({ timeout: 15_000 });
+    await page.locator('tr[data-session="erin"]').waitFor({ state: 'detached', timeout: 15_000 });
     await page.locator('select[name="session-country"]').selectOption('');
+    await page.locator('tr[data-session="erin"]').waitFor({ timeout: 15_000 });
     await page.getByRole('searchbox').fill('ali');
     await pollUntil('only alice listed', async () => ((await page.locator('tr[data-session]').count()) === 1 ? true : undefined), 60_000);
     await page.getByRole('button', { name: 'Rotate session alice' }).click();

@@ -589,6 +589,25 @@ describe('proxy: HTTP proxy listener (component, real sockets)', function () {
       client.socket.destroy();
     });
 
+    it('answers 503 with the reason in Proxy-Status when no exit in the countries asked for served in time, on plain requests and CONNECT', async () => {
+      const detail = 'an exit in jp was assigned but did not serve within 15 s; retry';
+      router.decide = () => ({ ok: false, reason: 'country_wait_timeout', detail });
+      await startProxy();
+      const client = await RawHttpClient.connect(proxyPort);
+      client.send(`GET http://localhost:${originPort}/hello HTTP/1.1\r\n${AUTH}\r\n\r\n`);
+      const response = await client.response();
+      expect(response.status).to.equal(503);
+      expect(response.headers.get('proxy-status')?.[0]).to.equal(`exitpool; error=destination_unavailable; details="${detail}"`);
+      expect(response.body.toString()).to.equal(`${detail}\n`);
+      client.send(`CONNECT localhost:${originPort} HTTP/1.1\r\n${AUTH}\r\n\r\n`);
+      const tunnel = await client.response(true);
+      expect(tunnel.status).to.equal(503);
+      expect(tunnel.headers.get('proxy-status')?.[0]).to.equal(`exitpool; error=destination_unavailable; details="${detail}"`);
+      expect(backendA.requests).to.have.length(0);
+      expect(events.opened).to.have.length(0);
+      client.socket.destroy();
+    });
+
     it("maps tor's refusals to 502/504 with precise Proxy-Status error types", async () => {
       await startProxy({ dialMs: 300 });
       const statusOf = async (url: string): Promise<[number, string]> => {

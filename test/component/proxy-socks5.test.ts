@@ -401,6 +401,20 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
     expect(backend.requests).to.have.length(0);
   });
 
+  it('answers network unreachable (3) when no exit in the countries asked for served in time, and not allowed (2) for malformed parameters', async () => {
+    const detail = 'an exit in jp was assigned but did not serve within 15 s; retry';
+    for (const [reason, code] of [['country_wait_timeout', 3], ['no_exit_in_country', 3], ['bad_session_params', 2]] as const) {
+      router.decide = () => ({ ok: false, reason, detail });
+      await startProxy(requiredCredentials);
+      const { reply, reader } = await socksConnect(proxyPort, { domain: 'example.com' }, 443);
+      expect(reply, reason).to.equal(code);
+      await reader.closed();
+      await proxy.close();
+    }
+    expect(events.opened).to.have.length(0);
+    expect(backend.requests).to.have.length(0);
+  });
+
   it('answers general failure when the router itself fails', async () => {
     router.decide = () => {
       throw new Error('ipc down');

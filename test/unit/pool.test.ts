@@ -3,7 +3,9 @@ import type { RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
 import { SessionTable } from '../../supervisor/sessions/session-table.js';
 import { fakeExit, fakePool, type FakePool } from '../support/fakes/pool-parts.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
+import { COUNTRY_EXIT_WAIT_MS } from '../../shared/config/limits.js';
 import type { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
+import { PoolMetrics } from '../../supervisor/metrics/pool-metrics.js';
 
 const rig = (env: Record<string, string> = {}, readyAll = true): FakePool => fakePool(env, { readyAll });
 
@@ -494,6 +496,89 @@ describe('pool: session parameters from the username', () => {
     expect(routed(await pool.route(withParams('k', { countries: ['nl'] }), 0))).to.equal(2);
     expect(routed(await pool.route(withParams('k', { countries: ['se'] }), 0)), 'moved by its new choice').to.equal(3);
     expect(routed(pool.route(socks('k'), 0)), 'a plain key keeps the choices').to.equal(3);
+  });
+
+  it('refuses with country_wait_timeout, counted by country, when the exit assigned there does not serve within COUNTRY_EXIT_WAIT_MS', async () => {
+    const clock = { t: 1_000_000 };
+    const metrics = new PoolMetrics({
+      instanceViews: () => [],
+      lifetime: () => null,
+      quarantineScore: () => 5,
+      totals: () => ({ requests: 0, failures: 0, bytesUp: 0, bytesDown: 0 }),
+      sessionCount: () => 0,
+      routableCount: () => 0,
+      workerRestarts: () => 0,
+      workers: () => [],
+      connectionLimitPerWorker: 1,
+    });
+    // A catalog with an exit in every country, assigned by the instance's rotate() below.
+    const exits = { hasEligibleIn: () => true, assignment: () => undefined, shortageOf: () => '', current: () => '', release: () => undefined, stop: () => undefined } as unknown as ExitAssignments;
+    const { pool, instances } = fakePool({}, { now: () => clock.t, exits, onCountryRefusal: (c, r) => metrics.countryRefused(c, r) });
+    ['de', 'de', 'nl', 'se'].forEach((c, id) => (instances.get(id)!.exitInfo = fakeExit(`10.0.${id}.1`, { exitCountry: c })));
+    // Instance 0 is given an exit in jp whose circuit never comes: the assignment itself takes all
+    // but the last 150 ms of the bound, which the request then waits out for the rotation to end.
+    const stuck = instances.get(0)!;
+    stuck.rotate = async () => {
+      stuck.rotations += 1;
+      stuck.isRotating = true;
+      clock.t += COUNTRY_EXIT_WAIT_MS - 150;
+      return { exit: 'A'.repeat(40), shortage: '' };
+    };
+    const started = performance.now();
+    const refused = await pool.route(withParams('jp-1', { countries: ['jp'] }), 0);
+    expect(performance.now() - started, 'waited for the rest of the bound').to.be.at.least(140);
+    expect(refused.ok === false && refused.reason).to.equal('country_wait_timeout');
+    expect(refused.ok === false && refused.detail).to.match(/an exit in jp was assigned but did not serve within 15 s; retry/);
+    expect(stuck.rotations).to.equal(1);
+    expect(pool.sessions.get('jp-1'), 'no session for a refused request').to.equal(undefined);
+    expect((await metrics.text()).text).to.match(/^pool_country_refusals_total\{country="jp",reason="country_wait_timeout"\} 1$/m);
+
+    // The same path when the new exit serves within the bound: routed through it.
+    const quick = instances.get(1)!;
+    quick.rotate = async () => {
+      quick.isRotating = true;
+      setTimeout(() => {
+        quick.exitInfo = { ...quick.exitInfo, exitCountry: 'ch' };
+        quick.finishRotation('10.8.8.8');
+      }, 30);
+      return { exit: 'B'.repeat(40), shortage: '' };
+    };
+    expect(routed(await pool.route(withParams('ch-1', { countries: ['ch'] }), 0))).to.equal(1);
+    expect((await metrics.text()).text).to.not.match(/country="ch"/);
+  });
+
+  it('resets what a newer username with parameters leaves out to its default, and audits the move it causes as reason params', async () => {
+    const { pool, audit } = countries();
+    const closeAll = (r: RouteResult): void => {
+      if (r.ok) pool.recordCloses([{ key: 'k', session: r.session, instance: r.instance, bytesUp: 1, bytesDown: 1, ok: true, latencyMs: 1, endedAt: 0 }], 0);
+    };
+    const first = await pool.route(withParams('k', { countries: ['de'], mode: 'rotating', lifetimeMs: 60_000 }), 0);
+    expect(first.ok && first.lease, 'rotating: never leased').to.equal(false);
+    expect([0, 1]).to.include(routed(first));
+    closeAll(first);
+    expect(pool.sessionView('k').params).to.deep.equal({ countries: ['de'], lifetime_secs: 60, mode: 'rotating' });
+
+    // Only a country now: the mode goes back to sticky and the lifetime to SESSION_TTL.
+    const seen: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const r = await pool.route(withParams('k', { countries: ['nl'] }), 0);
+      expect(r.ok && r.lease, `connection ${i}: sticky again, leased`).to.equal(true);
+      seen.push(routed(r));
+      closeAll(r);
+    }
+    expect(seen, 'one instance, no rotation').to.deep.equal([2, 2, 2, 2, 2]);
+    expect(pool.sessionView('k').params).to.deep.equal({ countries: ['nl'], lifetime_secs: null, mode: 'sticky' });
+    expect(pool.sessions.expire(Date.now() + 61_000), 'no longer its own 60 s lifetime').to.deep.equal([]);
+    const moves = audit.recent(50).filter((e) => e.type === 'assignment' && e.session === 'k' && e.details.reason === 'params');
+    expect(moves, 'one move, to the Netherlands').to.have.length(1);
+    expect(moves[0]!.details).to.deep.include({ to: 2 });
+    expect([0, 1]).to.include(moves[0]!.details.from);
+
+    // Only a mode now: the country goes (any instance fits, so the session stays where it is).
+    const last = await pool.route(withParams('k', { mode: 'sticky' }), 0);
+    expect(routed(last)).to.equal(2);
+    expect(pool.sessionView('k').params).to.deep.equal({ countries: [], lifetime_secs: null, mode: 'sticky' });
+    expect(pool.sessionsByCountry().get('nl') ?? 0).to.equal(0);
   });
 
   it('gives a rotating session another instance on every connection, counted as its requests, never leased', () => {

@@ -26,6 +26,23 @@ describe('session parameters in the proxy username', () => {
     expect(parseSessionUsername('dark-mode-test-1').key, 'other names inside a key are left alone').to.equal('dark-mode-test-1');
   });
 
+  it('refuses any recognised parameter followed by something that is not one, rather than drop the mode or lifetime', () => {
+    expect(() => parseSessionUsername('k-mode-rotating-zone-x')).to.throw(SessionUsernameError, /"zone" after mode-rotating is not a parameter/);
+    expect(() => parseSessionUsername('k-ttl-10m-foo')).to.throw(SessionUsernameError, /"foo" after ttl-10m is not a parameter/);
+    expect(() => parseSessionUsername('k-sesstime-5-foo-bar')).to.throw(SessionUsernameError, /"foo" after sesstime-5/);
+    expect(() => parseSessionUsername('k-Mode-Sticky-session-7-x')).to.throw(SessionUsernameError, /"x" after mode-Sticky/);
+    // Parameters after the stray piece do not make it one: the key would still swallow the mode.
+    expect(() => parseSessionUsername('k-mode-rotating-zone-x-country-de')).to.throw(SessionUsernameError, /"zone" after mode-rotating/);
+    expect(() => parseSessionUsername('k-ttl-10m-foo-ttl-5m')).to.throw(SessionUsernameError, /"foo" after ttl-10m/);
+  });
+
+  it('keeps plain keys with dashes, parameter names whose value does not fit, and session-<id> as they are', () => {
+    for (const plain of ['my-crawl-3', 'dark-mode-test-1', 'my-ttl-x-1', 'a-sesstime-soon-b', 'user-session-7-x', 'x-session-abc-mode', 'mode-rotating-x', 'ttl-10m-foo']) {
+      expect(parseSessionUsername(plain), plain).to.deep.equal({ key: plain, params: {} });
+    }
+    expect(parseSessionUsername('k%2Dmode%2Drotating%2Dzone-mode-sticky'), 'escaped, such a key is written').to.deep.equal({ key: 'k-mode-rotating-zone', params: { mode: 'sticky' } });
+  });
+
   it('leaves a username without parameters exactly as it was (every key that worked before still does)', () => {
     for (const plain of ['alice', 'durable-0', 'header-user', 'rotating-30', 'ip:10.0.0.1', 'a-b-c-d', 'country-de', '-', '--', 'x-country', 'ü-ñ-✓']) {
       expect(parseSessionUsername(plain), plain).to.deep.equal({ key: plain, params: {} });
@@ -85,6 +102,23 @@ describe('session parameters in the proxy username', () => {
       fc.property(key, countries, fc.integer({ min: 1, max: 1440 }), fc.constantFrom('sticky', 'rotating'), (k, cs, minutes, mode) => {
         const username = `${encodeURIComponent(k).replace(/-/g, '%2D')}-country-${cs.join(',')}-sesstime-${minutes}-mode-${mode}`;
         expect(parseSessionUsername(username)).to.deep.equal({ key: k, params: { countries: cs, lifetimeMs: minutes * 60_000, mode } });
+      }),
+    );
+  });
+
+  it('property: a recognised parameter followed by a piece that is not a parameter is refused, whatever stands around them', () => {
+    const known = ['country', 'sesstime', 'ttl', 'mode', 'session'];
+    const param = fc.oneof(
+      fc.stringMatching(/^[a-z]{2}$/).map((c) => `country-${c}`),
+      fc.integer({ min: 1, max: 1440 }).map((m) => `sesstime-${m}`),
+      fc.tuple(fc.integer({ min: 1, max: 999 }), fc.constantFrom('', 's', 'm', 'h', 'd')).map(([n, u]) => `ttl-${n}${u}`),
+      fc.constantFrom('mode-sticky', 'mode-rotating', 'MODE-Rotating'),
+    );
+    const stray = fc.oneof(fc.stringMatching(/^[A-Za-z0-9]{1,8}$/), fc.tuple(fc.stringMatching(/^[A-Za-z0-9]{1,8}$/), fc.stringMatching(/^[a-z0-9]{1,6}$/)).map(([a, b]) => `${a}-${b}`)).filter((p) => !known.includes(p.split('-')[0]!.toLowerCase()));
+    fc.assert(
+      fc.property(fc.string({ minLength: 1, maxLength: 20 }), param, stray, fc.option(param, { nil: undefined }), (k, p, junk, tail) => {
+        const username = [encodeURIComponent(k).replace(/-/g, '%2D'), p, junk, ...(tail === undefined ? [] : [tail])].join('-');
+        expect(() => parseSessionUsername(username), username).to.throw(SessionUsernameError, /is not a parameter/);
       }),
     );
   });

@@ -190,7 +190,7 @@ export interface FakePool {
  * A pool of fakes configured by `env` on top of POOL_SIZE=4 and no spawn stagger; every
  * instance is ready unless `readyAll` is false.
  */
-export function fakePool(env: Record<string, string> = {}, options: { readyAll?: boolean } & Pick<PoolDeps, 'waitForListeners' | 'sendInvalidation' | 'exits'> = {}): FakePool {
+export function fakePool(env: Record<string, string> = {}, options: { readyAll?: boolean } & Pick<PoolDeps, 'waitForListeners' | 'sendInvalidation' | 'now' | 'exits' | 'onCountryRefusal'> = {}): FakePool {
   const instances = new Map<number, FakeInstance>();
   const health = new Map<number, FakeHealth>();
   const audit = new AuditLog();
@@ -200,7 +200,9 @@ export function fakePool(env: Record<string, string> = {}, options: { readyAll?:
     log: quietLogger(),
     ...(options.waitForListeners === undefined ? {} : { waitForListeners: options.waitForListeners }),
     ...(options.sendInvalidation === undefined ? {} : { sendInvalidation: options.sendInvalidation }),
+    ...(options.now === undefined ? {} : { now: options.now }),
     ...(options.exits === undefined ? {} : { exits: options.exits }),
+    ...(options.onCountryRefusal === undefined ? {} : { onCountryRefusal: options.onCountryRefusal }),
     createInstance: (id) => {
       const i = new FakeInstance(id);
       instances.set(id, i);
