@@ -10,9 +10,9 @@ import { Configuration, log as crawleeLog, LogLevel as CrawleeLogLevel, ProxyCon
 import { HttpCrawler } from '@crawlee/http';
 import axios from 'axios';
 import got from 'got';
-import { axiosThrough, ExitpoolCrawlee, ExitpoolSession, gotThrough, ProxyRefusedError, SocksReplyError } from '../../clients/node/src/index.js';
+import { axiosThrough, ExitpoolCrawlee, ExitpoolSession, gotThrough, ProxyRefusedError, SocksReplyError, StillBlockedError } from '../../clients/node/src/index.js';
 import { HealApi } from '../support/clients/api-client.js';
-import { captchaReportsOf, whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
+import { captchaReportsOf, whileEveryExitServesCaptcha, whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
 import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
 
@@ -155,5 +155,37 @@ describe('Node client @exitpool/client (real service, private network)', functio
       await inUs.close();
       await nowhere.close();
     }
+  });
+
+  // Last: it burns every exit's standing with whoami.testnet, which later tests would inherit.
+  it('fetch: when every exit is blocked, reports each try, rotates between them, and gives up with StillBlockedError after `attempts`', async () => {
+    const key = 'node-all-blocked';
+    const attempts = 3;
+    class CountingSession extends ExitpoolSession {
+      rotations = 0;
+      override async rotate(): Promise<void> {
+        this.rotations++;
+        await super.rotate();
+      }
+    }
+    const s = new CountingSession({ key, token: TEST_PROXY_TOKEN, proxy: `http://127.0.0.1:${suite.svc.httpPort}`, api: `http://127.0.0.1:${suite.svc.apiPort}`, attempts });
+    await exitIpOf(suite.svc, key);
+    suite.svc.net.whoami.resetHits();
+    let failure: unknown;
+    try {
+      await whileEveryExitServesCaptcha(suite.svc, ROTATION_GRACE_MS + 200, () => s.fetch(suite.svc.whoamiUrl).catch((e: unknown) => (failure = e)));
+    } finally {
+      await s.close();
+    }
+    expect(failure, String(failure)).to.be.instanceOf(StillBlockedError);
+    const still = failure as StillBlockedError;
+    expect(still.attempts).to.equal(attempts);
+    expect(still.block.kind).to.equal('captcha');
+    expect((still.response as { status: number }).status, "the last page is kept").to.equal(200);
+    expect(s.rotations, 'a rotation between tries, none after the last').to.equal(attempts - 1);
+    expect([...suite.svc.net.whoami.hitsBySource().values()].reduce((a, b) => a + b, 0), 'one request per try').to.equal(attempts);
+    const reports = await captchaReportsOf(await HealApi.signIn(suite.svc), key);
+    expect(reports, 'one report per blocked try').to.have.length(attempts);
+    for (const r of reports) expect(r.details.domain).to.equal('whoami.testnet');
   });
 });

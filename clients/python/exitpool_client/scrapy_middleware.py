@@ -11,6 +11,9 @@ the session rotated and the request retried, with settings in Scrapy's style.
     EXITPOOL_ATTEMPTS = 3
     EXITPOOL_BLOCK_STATUSES = {403: "blocked", 429: "rate_limited"}
 
+A response still blocked after ``EXITPOOL_ATTEMPTS`` tries reaches the spider with
+``meta["exitpool_blocked"]`` set to the block's kind.
+
 It must run before Scrapy's HttpProxyMiddleware (750), which turns the credentials in
 ``meta["proxy"]`` into the Proxy-Authorization header.
 """
@@ -72,6 +75,9 @@ class ExitpoolMiddleware:
         attempt = request.meta.get("exitpool_attempt", 1)
         if attempt >= session.attempts:
             logger.warning("still blocked after %d tries: %s (%s) on %s", attempt, block.kind, block.reason, request.url)
+            # The page still reaches the spider (Scrapy has no StillBlockedError): the mark lets it
+            # tell a block it gave up on from a page.
+            request.meta["exitpool_blocked"] = block.kind
             return response
         await deferToThread(session.rotate)
         logger.info("blocked (%s) on %s: reported, rotated to %s, retrying", block.kind, request.url, session.exit)
