@@ -23,7 +23,7 @@ export async function gotThrough(got: Got, session: ExitpoolSession, socksAddres
     const agent = await socksAgent(session, socksAddress);
     try {
       const response = (await got(url, { ...options, agent: { http: agent, https: agent }, throwHttpErrors: false, retry: { limit: 0 }, responseType: 'text', resolveBodyOnly: false })) as GotResponse<string>;
-      return { status: response.statusCode, headers: response.headers, body: response.body, value: response };
+      return { status: response.statusCode, headers: response.headers, body: response.body, redirectedTo: response.redirectUrls.map(String), value: response };
     } catch (error) {
       throw socksReplyOf(error) ?? error;
     } finally {
@@ -60,6 +60,22 @@ export async function axiosThrough(
       .finally(() => agent?.destroy());
     const headers: Record<string, string> = {};
     for (const [name, value] of Object.entries(response.headers)) if (typeof value === 'string') headers[name.toLowerCase()] = value;
-    return { status: response.status, headers, body: String(response.data ?? ''), value: response };
+    return { status: response.status, headers, body: String(response.data ?? ''), redirectedTo: axiosRedirectedTo(response, config.url), value: response };
   });
+}
+
+/**
+ * Where axios's followed redirects led: follow-redirects leaves the final URL on the last
+ * response (`request.res.responseUrl`); only the final one is kept.
+ */
+function axiosRedirectedTo(response: AxiosResponse<string>, requested: string): string[] {
+  const final = (response.request as { res?: { responseUrl?: unknown } } | undefined)?.res?.responseUrl;
+  if (typeof final !== 'string' || final === '') return [];
+  let asked: string;
+  try {
+    asked = new URL(requested, final).href;
+  } catch {
+    return [];
+  }
+  return new URL(final).href === asked ? [] : [final];
 }
