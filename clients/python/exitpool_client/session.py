@@ -179,7 +179,11 @@ class ExitpoolSession:
 
         class ExitpoolHttpxClient(httpx.Client):
             def request(self, method, url, *args, **kw):
-                return outer.attempt(str(url), lambda: super(ExitpoolHttpxClient, self).request(method, url, *args, **kw))
+                return outer.attempt(str(url), lambda: super(ExitpoolHttpxClient, self).request(method, url, *args, **kw), self._drop_pooled_connections)
+
+            def _drop_pooled_connections(self):
+                for transport in _httpx_transports(self):
+                    transport.close()
 
         return ExitpoolHttpxClient(trust_env=False, **self._httpx_proxy_args(), **kwargs)
 
@@ -203,5 +207,16 @@ class ExitpoolSession:
                     if attempt == outer.attempts:
                         raise StillBlockedError(block, attempt, response)
                     await loop.run_in_executor(None, outer.rotate)
+                    for transport in _httpx_transports(self):
+                        await transport.aclose()
 
         return ExitpoolAsyncHttpxClient(trust_env=False, **self._httpx_proxy_args(), **kwargs)
+
+
+def _httpx_transports(client) -> list:
+    """The transports of an httpx client (its own, and the proxy's mount), whose pooled
+    connections lead to the exit the session had before a rotation. httpx has no public way to
+    drop them short of closing the client; a transport closed this way only empties its pool and
+    opens new connections on the next request."""
+    mounts = getattr(client, "_mounts", {}) or {}
+    return [t for t in [getattr(client, "_transport", None), *mounts.values()] if t is not None]
