@@ -7,6 +7,7 @@ is answered by the test's ``site`` function; ``/api/sessions/{key}/failure``, ``
 and numbered, so a test can tell whether a client reused one.
 """
 
+import base64
 import itertools
 import json
 import re
@@ -19,6 +20,13 @@ import pytest
 _API = re.compile(r"^/api/sessions/([^/]+)(/failure|/rotate)?$")
 
 
+def _proxy_username(header: str) -> str:
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "basic":
+        return ""
+    return base64.b64decode(value).decode().split(":", 1)[0]
+
+
 class FakePool:
     def __init__(self, site):
         self.site = site
@@ -26,6 +34,8 @@ class FakePool:
         self.rotations = []
         #: (url, connection number) for every request the proxy carried to the site.
         self.carried = []
+        #: (url, proxy username) for the same requests.
+        self.users = []
         self._numbers = itertools.count(1)
         pool = self
 
@@ -54,6 +64,7 @@ class FakePool:
                 body = self.rfile.read(length).decode() if length else ""
                 if re.match(r"^https?://", self.path):
                     pool.carried.append((self.path, self.connection_number))
+                    pool.users.append((self.path, _proxy_username(self.headers.get("Proxy-Authorization", ""))))
                     status, headers, text = pool.site(urlsplit(self.path))
                     self._send(status, text, {"Exitpool-Exit": pool.exit_ip(), **headers})
                     return
@@ -94,7 +105,8 @@ class FakePool:
 
 def default_site(url):
     """``/start`` redirects to a challenge whose page has no marker; ``/account`` to a login
-    page; ``/blocked`` is a 403; anything else is a page."""
+    page; ``/blocked`` is a 403; ``/queue`` a waiting room no default rule knows; ``/held``
+    redirects to ``/hold/please``, a challenge no default rule knows; anything else is a page."""
     if url.path == "/start":
         return 302, {"Location": "/sorry/wait?next=%2Fstart"}, ""
     if url.path == "/sorry/wait":
@@ -103,6 +115,12 @@ def default_site(url):
         return 302, {"Location": "/login"}, ""
     if url.path == "/blocked":
         return 403, {}, "Forbidden"
+    if url.path == "/queue":
+        return 200, {}, "You are now in line (queue-it)"
+    if url.path == "/held":
+        return 302, {"Location": "/hold/please"}, ""
+    if url.path == "/hold/please":
+        return 200, {}, "One moment"
     return 200, {}, "welcome"
 
 
