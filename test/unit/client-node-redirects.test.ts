@@ -4,8 +4,9 @@
  */
 import { expect } from 'chai';
 import axios from 'axios';
+import got from 'got';
 import { ProxyConfiguration } from '@crawlee/core';
-import { axiosThrough, detectBlock, ExitpoolCrawlee, ExitpoolSession, StillBlockedError } from '../../clients/node/src/index.js';
+import { axiosThrough, detectBlock, ExitpoolCrawlee, ExitpoolSession, gotThroughHttpProxy, StillBlockedError } from '../../clients/node/src/index.js';
 import { FakeExitpool, type FakePage } from '../support/fakes/fake-exitpool.js';
 
 const SITE = 'http://site.test';
@@ -90,6 +91,25 @@ describe('Node client: a followed redirect to a challenge is a block', function 
       await ok.close();
     }
     expect(fake.reports).to.have.length(2);
+  });
+
+  it('got over the HTTP proxy: every URL its followed redirects led to is judged', async () => {
+    const s = session('got-redirect');
+    let failure: unknown;
+    try {
+      await gotThroughHttpProxy(got, s, `${SITE}/start`).catch((e: unknown) => (failure = e));
+      expect((await gotThroughHttpProxy(got, s, `${SITE}/account`)).body).to.equal('welcome');
+    } finally {
+      await s.close();
+    }
+    expect(failure, String(failure)).to.be.instanceOf(StillBlockedError);
+    expect(fake.carried.map((c) => new URL(c.url).pathname)).to.deep.equal(['/start', '/sorry/wait', '/start', '/sorry/wait', '/account', '/login']);
+    expect(fake.reports.map((r) => [r.kind, r.domain])).to.deep.equal([
+      ['captcha', 'site.test'],
+      ['captcha', 'site.test'],
+    ]);
+    expect(fake.rotations).to.have.length(1);
+    expect(s.exit, 'read from Exitpool-Exit: the proxy answered http:// in absolute form').to.equal(fake.exitIp());
   });
 
   it('Crawlee: a page loaded from another URL than the one asked for is judged by where it was loaded', async () => {

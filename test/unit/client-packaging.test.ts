@@ -21,8 +21,8 @@ describe('client packages: versioned with the service, ready to publish', () => 
     expect(pkg.version).to.equal(service);
     expect(pkg.type).to.equal('module');
     expect(pkg.exports['.']).to.deep.equal({ types: './dist/index.d.ts', import: './dist/index.js' });
-    expect(Object.keys(pkg.peerDependencies).sort()).to.deep.equal(['@crawlee/core', 'axios', 'got', 'socks-proxy-agent', 'undici']);
-    expect(Object.keys(pkg.peerDependenciesMeta).sort()).to.deep.equal(['@crawlee/core', 'axios', 'got', 'socks-proxy-agent']);
+    expect(Object.keys(pkg.peerDependencies).sort()).to.deep.equal(['@crawlee/core', 'axios', 'got', 'http-proxy-agent', 'https-proxy-agent', 'socks-proxy-agent', 'undici']);
+    expect(Object.keys(pkg.peerDependenciesMeta).sort()).to.deep.equal(['@crawlee/core', 'axios', 'got', 'http-proxy-agent', 'https-proxy-agent', 'socks-proxy-agent']);
     expect(pkg.license).to.equal('MIT');
   });
 
