@@ -10,9 +10,9 @@ import { Configuration, log as crawleeLog, LogLevel as CrawleeLogLevel, ProxyCon
 import { HttpCrawler } from '@crawlee/http';
 import axios from 'axios';
 import got from 'got';
-import { axiosThrough, ExitpoolCrawlee, ExitpoolSession, gotThrough, ProxyRefusedError, SocksReplyError } from '../../clients/node/src/index.js';
+import { axiosThrough, ExitpoolCrawlee, ExitpoolSession, gotThrough, gotThroughHttpProxy, ProxyRefusedError, SocksReplyError, StillBlockedError } from '../../clients/node/src/index.js';
 import { HealApi } from '../support/clients/api-client.js';
-import { captchaReportsOf, whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
+import { captchaReportsOf, whileEveryExitServesCaptcha, whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
 import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
 
@@ -27,6 +27,7 @@ describe('Node client @exitpool/client (real service, private network)', functio
   for (const [name, send] of [
     ['fetch (undici, the HTTP proxy)', (s: ExitpoolSession) => s.fetch(suite.svc.whoamiUrl).then((r) => r.text())],
     ['got over SOCKS5', (s: ExitpoolSession) => gotThrough(got, s, `127.0.0.1:${suite.svc.socksPort}`, suite.svc.whoamiUrl).then((r) => r.body)],
+    ['got over the HTTP proxy', (s: ExitpoolSession) => gotThroughHttpProxy(got, s, suite.svc.whoamiUrl).then((r) => r.body)],
     ['axios over the HTTP proxy', (s: ExitpoolSession) => axiosThrough(axios, s, { url: suite.svc.whoamiUrl }).then((r) => r.data)],
     ['axios over SOCKS5', (s: ExitpoolSession) => axiosThrough(axios, s, { url: suite.svc.whoamiUrl }, `127.0.0.1:${suite.svc.socksPort}`).then((r) => r.data)],
   ] as const) {
@@ -100,17 +101,19 @@ describe('Node client @exitpool/client (real service, private network)', functio
     expect(reports[0]?.details.domain).to.equal('whoami.testnet');
   });
 
-  it('asks for a country through got, axios (both ways) and Crawlee too, and gets SOCKS5 refusals as SocksReplyError', async () => {
+  it('asks for a country through got and axios (both ways each) and Crawlee too, and gets SOCKS5 refusals as SocksReplyError and the HTTP proxy’s as ProxyRefusedError', async () => {
     const us = suite.svc.net.exits.filter((e) => e.country === 'us').map((e) => e.address);
     const socks = `127.0.0.1:${suite.svc.socksPort}`;
     const make = (key: string, country: string): ExitpoolSession => session(key, { choices: { countries: [country] } });
     const sessions: ExitpoolSession[] = [];
     try {
       const g = make('got-us', 'us');
+      const gh = make('got-http-us', 'us');
       const a = make('axios-us', 'us');
       const b = make('axios-socks-us', 'us');
-      sessions.push(g, a, b);
+      sessions.push(g, gh, a, b);
       expect(us).to.include((await gotThrough(got, g, socks, suite.svc.whoamiUrl)).body.trim());
+      expect(us).to.include((await gotThroughHttpProxy(got, gh, suite.svc.whoamiUrl)).body.trim());
       expect(us).to.include(String((await axiosThrough(axios, a, { url: suite.svc.whoamiUrl })).data).trim());
       expect(us).to.include(String((await axiosThrough(axios, b, { url: suite.svc.whoamiUrl }, socks)).data).trim());
       const pool = new ExitpoolCrawlee(ProxyConfiguration, { token: TEST_PROXY_TOKEN, proxy: `http://127.0.0.1:${suite.svc.httpPort}`, api: `http://127.0.0.1:${suite.svc.apiPort}`, choices: { countries: ['us'] } });
@@ -131,6 +134,13 @@ describe('Node client @exitpool/client (real service, private network)', functio
         expect(refused, String(refused)).to.be.instanceOf(SocksReplyError);
         expect((refused as SocksReplyError).code).to.equal(3);
       }
+      const zz = make('http-zz', 'zz');
+      sessions.push(zz);
+      let refused: unknown;
+      await gotThroughHttpProxy(got, zz, suite.svc.whoamiUrl).catch((e: unknown) => (refused = e));
+      expect(refused, String(refused)).to.be.instanceOf(ProxyRefusedError);
+      expect((refused as ProxyRefusedError).status).to.equal(503);
+      expect((refused as ProxyRefusedError).proxyStatus.details).to.match(/^no exit in zz/);
     } finally {
       await Promise.all(sessions.map((s) => s.close()));
     }
@@ -155,5 +165,37 @@ describe('Node client @exitpool/client (real service, private network)', functio
       await inUs.close();
       await nowhere.close();
     }
+  });
+
+  // Last: it burns every exit's standing with whoami.testnet, which later tests would inherit.
+  it('fetch: when every exit is blocked, reports each try, rotates between them, and gives up with StillBlockedError after `attempts`', async () => {
+    const key = 'node-all-blocked';
+    const attempts = 3;
+    class CountingSession extends ExitpoolSession {
+      rotations = 0;
+      override async rotate(): Promise<void> {
+        this.rotations++;
+        await super.rotate();
+      }
+    }
+    const s = new CountingSession({ key, token: TEST_PROXY_TOKEN, proxy: `http://127.0.0.1:${suite.svc.httpPort}`, api: `http://127.0.0.1:${suite.svc.apiPort}`, attempts });
+    await exitIpOf(suite.svc, key);
+    suite.svc.net.whoami.resetHits();
+    let failure: unknown;
+    try {
+      await whileEveryExitServesCaptcha(suite.svc, ROTATION_GRACE_MS + 200, () => s.fetch(suite.svc.whoamiUrl).catch((e: unknown) => (failure = e)));
+    } finally {
+      await s.close();
+    }
+    expect(failure, String(failure)).to.be.instanceOf(StillBlockedError);
+    const still = failure as StillBlockedError;
+    expect(still.attempts).to.equal(attempts);
+    expect(still.block.kind).to.equal('captcha');
+    expect((still.response as { status: number }).status, "the last page is kept").to.equal(200);
+    expect(s.rotations, 'a rotation between tries, none after the last').to.equal(attempts - 1);
+    expect([...suite.svc.net.whoami.hitsBySource().values()].reduce((a, b) => a + b, 0), 'one request per try').to.equal(attempts);
+    const reports = await captchaReportsOf(await HealApi.signIn(suite.svc), key);
+    expect(reports, 'one report per blocked try').to.have.length(attempts);
+    for (const r of reports) expect(r.details.domain).to.equal('whoami.testnet');
   });
 });

@@ -5,9 +5,10 @@
  * user's beyond configuration; a country through the client; refusals as typed errors.
  */
 import { expect } from 'chai';
+import { CAPTCHA_MARKER } from '../../internal/testnet/index.js';
 import type { AuditEvent } from '../../shared/api/audit-event.js';
 import { HealApi } from '../support/clients/api-client.js';
-import { captchaReportsOf, whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
+import { captchaReportsOf, whileEveryExitServesCaptcha, whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
 import { runPython } from '../support/clients/python.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
 import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
@@ -91,5 +92,34 @@ describe('Python client exitpool_client (real service, private network, Debian p
     expect(out.http.details).to.match(/^no exit in zz/);
     expect(out.http.retryable).to.equal(false);
     expect(out.socks.code).to.equal(3);
+  });
+
+  // Last: they burn every exit's standing with whoami.testnet, which later tests would inherit.
+  it('requests: when every exit is blocked, reports each try, rotates between them, and raises StillBlockedError after the bound', async () => {
+    const key = 'py-all-blocked';
+    await exitIpOf(suite.svc, key);
+    const r = await whileEveryExitServesCaptcha(suite.svc, ROTATION_GRACE_MS + 200, () => runPython(['test/support/python/client_scenario.py', 'requests-blocked'], env(key, { ATTEMPTS: '3' })));
+    expect(r.code, r.stderr).to.equal(0);
+    expect(JSON.parse(r.stdout)).to.deep.equal({ error: 'StillBlockedError', attempts: 3, kind: 'captcha', status: 200, rotations: 2 });
+    const reports = await reportsOf(key);
+    expect(reports, 'one report per blocked try').to.have.length(3);
+    for (const report of reports) expect(report.details.domain).to.equal('whoami.testnet');
+  });
+
+  it('Scrapy: when every exit is blocked, gives up after EXITPOOL_ATTEMPTS and hands the spider the page marked as still blocked', async () => {
+    const key = 'py-scrapy-all-blocked';
+    await exitIpOf(suite.svc, key);
+    const r = await whileEveryExitServesCaptcha(suite.svc, ROTATION_GRACE_MS + 200, () =>
+      runPython(['-m', 'scrapy', 'runspider', 'test/support/python/scrapy_spider.py', '-o', '-:json', '--nolog'], env(key, { ATTEMPTS: '2' })),
+    );
+    expect(r.code, r.stderr).to.equal(0);
+    const items = JSON.parse(r.stdout) as { status: number; body: string; attempt: number; blocked: string | null }[];
+    expect(items).to.have.length(1);
+    expect(items[0]?.attempt, 'no try past the bound').to.equal(2);
+    expect(items[0]?.blocked).to.equal('captcha');
+    expect(items[0]?.body).to.include(CAPTCHA_MARKER);
+    expect(await reportsOf(key), 'one report per blocked try').to.have.length(2);
+    const rotations = (await api.events(200)).filter((e) => e.type === 'rotate' && e.session === key);
+    expect(rotations, 'a rotation between the tries, none after the last').to.have.length(1);
   });
 });

@@ -78,6 +78,13 @@ describe('runnable documentation', function () {
     expect(blocks.filter((b) => b.file === 'README.md').map((b) => b.lang)).to.include.members(['sh', 'js', 'python']);
   });
 
+  it('runs an example of every client (Node: fetch, got both ways, axios, Crawlee; Python: requests, httpx, Scrapy)', () => {
+    const readme = blocks.filter((b) => b.file === 'README.md').map((b) => b.code);
+    for (const call of ['s.fetch(', 'gotThrough(', 'gotThroughHttpProxy(', 'axiosThrough(', 'pool.wrap(', 'requests_session(', 'httpx_client(', 'httpx_async_client(', 'ExitpoolMiddleware']) {
+      expect(readme.some((code) => code.includes(call)), call).to.equal(true);
+    }
+  });
+
   for (const block of blocks) {
     it(`${block.file}:${block.line} (${block.lang}) runs`, async () => {
       const r = await run(block, env);

@@ -57,7 +57,10 @@ export class ExitpoolCrawlee {
       const id = ctx.session?.id ?? String(ctx.proxyInfo?.sessionId ?? '');
       const session = this.sessionFor(id);
       const body = ctx.body === undefined ? '' : String(ctx.body);
-      const block = await session.judge({ status: ctx.response.statusCode ?? 0, headers: ctx.response.headers, body }, ctx.request.loadedUrl ?? ctx.request.url);
+      // Crawlee follows redirects: the page it loaded, when not the one asked for, is where they led.
+      const loaded = ctx.request.loadedUrl;
+      const redirectedTo = loaded !== undefined && new URL(loaded).href !== new URL(ctx.request.url).href ? [loaded] : [];
+      const block = await session.judge({ status: ctx.response.statusCode ?? 0, headers: ctx.response.headers, body, redirectedTo }, loaded ?? ctx.request.url);
       if (block) {
         await session.rotate();
         throw new Error(`blocked (${block.kind}: ${block.reason}); reported to exitpool and moved to exit ${session.exit}, retrying`);

@@ -24,6 +24,8 @@ export interface JudgedResponse<T> {
   /** Lower-case names. */
   headers: Record<string, string | string[] | undefined>;
   body: string;
+  /** Where followed redirects led, the final URL last (JudgedHead.redirectedTo). */
+  redirectedTo?: readonly string[];
   /** What the caller gets back (the client's own response object). */
   value: T;
 }
@@ -96,7 +98,8 @@ export class ExitpoolSession {
       response.headers.forEach((value, name) => (headers[name] = value));
       // The body rules read text; a download (an image, an archive) is not read twice.
       const body = TEXTUAL.test(headers['content-type'] ?? '') ? await response.clone().text() : '';
-      return { status: response.status, headers, body, value: response };
+      // fetch shows only the final URL of the redirects it followed.
+      return { status: response.status, headers, body, redirectedTo: response.redirected ? [response.url] : [], value: response };
     });
   }
 
@@ -128,7 +131,7 @@ export class ExitpoolSession {
     if (refusal && refusal.proxy === 'exitpool' && r.status >= 400) throw new ProxyRefusedError(r.status, refusal);
     const named = header('exitpool-exit');
     if (named) this.exit = named;
-    const block = detectBlock({ status: r.status, headers: { get: header } }, r.body, this.rules);
+    const block = detectBlock({ status: r.status, headers: { get: header }, ...(r.redirectedTo ? { redirectedTo: r.redirectedTo } : {}) }, r.body, this.rules);
     if (block) await this.report(block, new URL(url).hostname);
     return block;
   }

@@ -1,14 +1,17 @@
 import type { Got, OptionsInit, Response as GotResponse } from 'got';
 import type { AxiosInstance, AxiosRequestConfig, AxiosResponse, AxiosStatic } from 'axios';
 import type { SocksProxyAgent } from 'socks-proxy-agent';
+import type { HttpProxyAgent } from 'http-proxy-agent';
+import type { HttpsProxyAgent } from 'https-proxy-agent';
 import type { ExitpoolSession } from './exitpool-session.js';
 import { socksReplyOf } from './proxy-refusal.js';
 
 /**
  * got and axios through an exitpool session, with the same block handling as `fetch`. Neither
  * library is a dependency of this package: pass yours in. SOCKS5 goes through
- * `socks-proxy-agent` (a peer dependency, loaded when first used); axios can also use the HTTP
- * proxy with its own `proxy` option.
+ * `socks-proxy-agent`, got's HTTP proxy through `http-proxy-agent` and `https-proxy-agent`
+ * (optional peer dependencies, loaded when first used); axios uses the HTTP proxy with its own
+ * `proxy` option.
  */
 
 /** A SOCKS5 agent for the session (names resolved by the exit), for any client that takes an `http.Agent`. */
@@ -23,11 +26,39 @@ export async function gotThrough(got: Got, session: ExitpoolSession, socksAddres
     const agent = await socksAgent(session, socksAddress);
     try {
       const response = (await got(url, { ...options, agent: { http: agent, https: agent }, throwHttpErrors: false, retry: { limit: 0 }, responseType: 'text', resolveBodyOnly: false })) as GotResponse<string>;
-      return { status: response.statusCode, headers: response.headers, body: response.body, value: response };
+      return { status: response.statusCode, headers: response.headers, body: response.body, redirectedTo: response.redirectUrls.map(String), value: response };
     } catch (error) {
       throw socksReplyOf(error) ?? error;
     } finally {
       agent.destroy();
+    }
+  });
+}
+
+/**
+ * The session's HTTP proxy agents for a client that takes one per scheme: `http:` URLs are sent
+ * to the proxy in absolute form (so its answer, `Exitpool-Exit` and `Proxy-Status` included,
+ * reaches the client), `https:` ones through a CONNECT tunnel.
+ */
+export async function httpProxyAgents(session: ExitpoolSession): Promise<{ http: HttpProxyAgent<string>; https: HttpsProxyAgent<string> }> {
+  const [{ HttpProxyAgent: ForHttp }, { HttpsProxyAgent: ForHttps }] = await Promise.all([import('http-proxy-agent'), import('https-proxy-agent')]);
+  const url = session.proxyUrl('http');
+  return { http: new ForHttp(url), https: new ForHttps(url) };
+}
+
+/**
+ * A GET (or any `options.method`) with got, through the session's HTTP proxy. New agents per
+ * try, as over SOCKS5: a rotation means new connections.
+ */
+export async function gotThroughHttpProxy(got: Got, session: ExitpoolSession, url: string, options: OptionsInit = {}): Promise<GotResponse<string>> {
+  return session.attempt(url, async () => {
+    const agents = await httpProxyAgents(session);
+    try {
+      const response = (await got(url, { ...options, agent: agents, throwHttpErrors: false, retry: { limit: 0 }, responseType: 'text', resolveBodyOnly: false })) as GotResponse<string>;
+      return { status: response.statusCode, headers: response.headers, body: response.body, redirectedTo: response.redirectUrls.map(String), value: response };
+    } finally {
+      agents.http.destroy();
+      agents.https.destroy();
     }
   });
 }
@@ -60,6 +91,22 @@ export async function axiosThrough(
       .finally(() => agent?.destroy());
     const headers: Record<string, string> = {};
     for (const [name, value] of Object.entries(response.headers)) if (typeof value === 'string') headers[name.toLowerCase()] = value;
-    return { status: response.status, headers, body: String(response.data ?? ''), value: response };
+    return { status: response.status, headers, body: String(response.data ?? ''), redirectedTo: axiosRedirectedTo(response, config.url), value: response };
   });
+}
+
+/**
+ * Where axios's followed redirects led: follow-redirects leaves the final URL on the last
+ * response (`request.res.responseUrl`); only the final one is kept.
+ */
+function axiosRedirectedTo(response: AxiosResponse<string>, requested: string): string[] {
+  const final = (response.request as { res?: { responseUrl?: unknown } } | undefined)?.res?.responseUrl;
+  if (typeof final !== 'string' || final === '') return [];
+  let asked: string;
+  try {
+    asked = new URL(requested, final).href;
+  } catch {
+    return [];
+  }
+  return new URL(final).href === asked ? [] : [final];
 }

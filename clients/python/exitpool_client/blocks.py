@@ -2,7 +2,7 @@
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Pattern, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Pattern, Tuple
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,10 @@ class BlockRules:
 DEFAULT_BLOCK_RULES = BlockRules()
 
 
-def detect_block(status: int, headers: Mapping[str, str], text: str, rules: BlockRules = DEFAULT_BLOCK_RULES) -> Optional[Block]:
-    """The block a response shows, or None. ``headers`` is any case-insensitive mapping."""
+def detect_block(status: int, headers: Mapping[str, str], text: str, rules: BlockRules = DEFAULT_BLOCK_RULES, redirected_to: Iterable[str] = ()) -> Optional[Block]:
+    """The block a response shows, or None. ``headers`` is any case-insensitive mapping;
+    ``redirected_to`` the URLs that redirects the client followed led to (a client that follows
+    them never shows the rules the 3xx itself)."""
     kind = rules.statuses.get(status)
     if kind:
         return Block(kind, f"HTTP {status}")
@@ -36,6 +38,9 @@ def detect_block(status: int, headers: Mapping[str, str], text: str, rules: Bloc
         location = headers.get("location", "") or ""
         if any(p.search(location) for p in rules.challenge_redirects):
             return Block("captcha", f"redirect to a challenge ({location[:120]})")
+    for url in redirected_to:
+        if any(p.search(url) for p in rules.challenge_redirects):
+            return Block("captcha", f"redirected to a challenge ({url[:120]})")
     for pattern, kind in rules.body_markers:
         if pattern.search(text or ""):
             return Block(kind, f"body matches {pattern.pattern[:60]}")

@@ -14,6 +14,14 @@ from .username import build_username
 _SOCKS_REPLY = re.compile(r"0x0([1-8])")
 
 
+def followed_redirects(response) -> list:
+    """Where the redirects a requests or httpx response followed led, the final URL last."""
+    history = list(getattr(response, "history", None) or [])
+    if not history:
+        return []
+    return [str(r.url) for r in history[1:]] + [str(response.url)]
+
+
 class ExitpoolSession:
     """A session key with its choices, and what to do when a site blocks it.
 
@@ -95,15 +103,16 @@ class ExitpoolSession:
 
     # ---- judging a response ----
 
-    def judge(self, status: int, headers, text: str, url: str) -> Optional[Block]:
-        """Raises on the proxy's own refusal; reports and returns a block; None for a good response."""
+    def judge(self, status: int, headers, text: str, url: str, redirected_to: Iterable[str] = ()) -> Optional[Block]:
+        """Raises on the proxy's own refusal; reports and returns a block; None for a good response.
+        ``redirected_to``: where followed redirects led (``detect_block``)."""
         ps = parse_proxy_status(headers.get("proxy-status"))
         if ps and ps["proxy"] == "exitpool" and status >= 400:
             raise ProxyRefusedError(status, ps)
         named = headers.get("exitpool-exit")
         if named:
             self.exit = named
-        block = detect_block(status, headers, text, self.rules)
+        block = detect_block(status, headers, text, self.rules, redirected_to)
         if block is not None:
             self.report(block, urlparse(str(url)).hostname or "")
         return block
@@ -115,7 +124,7 @@ class ExitpoolSession:
         again, ``attempts`` times in all."""
         for attempt in range(1, self.attempts + 1):
             response = send()
-            block = self.judge(response.status_code, response.headers, response.text, url)
+            block = self.judge(response.status_code, response.headers, response.text, url, followed_redirects(response))
             if block is None:
                 return response
             if attempt == self.attempts:
@@ -170,7 +179,11 @@ class ExitpoolSession:
 
         class ExitpoolHttpxClient(httpx.Client):
             def request(self, method, url, *args, **kw):
-                return outer.attempt(str(url), lambda: super(ExitpoolHttpxClient, self).request(method, url, *args, **kw))
+                return outer.attempt(str(url), lambda: super(ExitpoolHttpxClient, self).request(method, url, *args, **kw), self._drop_pooled_connections)
+
+            def _drop_pooled_connections(self):
+                for transport in _httpx_transports(self):
+                    transport.close()
 
         return ExitpoolHttpxClient(trust_env=False, **self._httpx_proxy_args(), **kwargs)
 
@@ -188,11 +201,22 @@ class ExitpoolSession:
                 loop = asyncio.get_running_loop()
                 for attempt in range(1, outer.attempts + 1):
                     response = await super().request(method, url, *args, **kw)
-                    block = await loop.run_in_executor(None, outer.judge, response.status_code, response.headers, response.text, str(url))
+                    block = await loop.run_in_executor(None, outer.judge, response.status_code, response.headers, response.text, str(url), followed_redirects(response))
                     if block is None:
                         return response
                     if attempt == outer.attempts:
                         raise StillBlockedError(block, attempt, response)
                     await loop.run_in_executor(None, outer.rotate)
+                    for transport in _httpx_transports(self):
+                        await transport.aclose()
 
         return ExitpoolAsyncHttpxClient(trust_env=False, **self._httpx_proxy_args(), **kwargs)
+
+
+def _httpx_transports(client) -> list:
+    """The transports of an httpx client (its own, and the proxy's mount), whose pooled
+    connections lead to the exit the session had before a rotation. httpx has no public way to
+    drop them short of closing the client; a transport closed this way only empties its pool and
+    opens new connections on the next request."""
+    mounts = getattr(client, "_mounts", {}) or {}
+    return [t for t in [getattr(client, "_transport", None), *mounts.values()] if t is not None]

@@ -22,3 +22,19 @@ export async function whileExitServesCaptcha<T>(svc: RunningService, ip: string,
 export async function captchaReportsOf(api: HealApi, key: string): Promise<AuditEvent[]> {
   return (await api.events(200)).filter((e) => e.session === key && e.type === 'instance' && e.details.kind === 'captcha');
 }
+
+/**
+ * Runs `run` while whoami answers every exit of the test network with a captcha (not only the
+ * pool's: a quarantined instance may come back on another exit), so that no rotation can help
+ * and a client meets its retry bound.
+ */
+export async function whileEveryExitServesCaptcha<T>(svc: RunningService, graceMs: number, run: () => Promise<T>): Promise<T> {
+  const ips = svc.net.exits.map((e) => e.address);
+  for (const ip of ips) svc.net.whoami.setBehaviour(ip, 'captcha');
+  try {
+    await sleep(graceMs);
+    return await run();
+  } finally {
+    for (const ip of ips) svc.net.whoami.setBehaviour(ip, 'ok');
+  }
+}

@@ -1,8 +1,9 @@
 """Drives the Python client (clients/python) for test/e2e/client-python.test.ts.
 
-usage: client_scenario.py requests|requests-socks|httpx|httpx-async|refused|usernames
+usage: client_scenario.py requests|requests-socks|requests-blocked|httpx|httpx-async|refused|usernames
 Configuration from the environment: EXITPOOL_API, EXITPOOL_TOKEN, EXITPOOL_HTTP, EXITPOOL_SOCKS,
-TARGET_URL, SESSION_KEY, COUNTRIES (comma-separated, optional). Prints one JSON object.
+TARGET_URL, SESSION_KEY, COUNTRIES (comma-separated, optional), ATTEMPTS (optional). Prints one
+JSON object.
 """
 
 import asyncio
@@ -10,7 +11,7 @@ import json
 import os
 import sys
 
-from exitpool_client import ExitpoolSession, ProxyRefusedError, SocksReplyError, build_username
+from exitpool_client import ExitpoolSession, ProxyRefusedError, SocksReplyError, StillBlockedError, build_username
 
 
 def session() -> ExitpoolSession:
@@ -22,6 +23,7 @@ def session() -> ExitpoolSession:
         http_proxy=os.environ["EXITPOOL_HTTP"],
         socks_proxy=os.environ["EXITPOOL_SOCKS"],
         countries=countries or None,
+        attempts=int(os.environ.get("ATTEMPTS", "3")),
     )
 
 
@@ -37,6 +39,22 @@ def main() -> None:
         with s.requests_session("socks5h" if scenario == "requests-socks" else "http") as http:
             r = http.get(url, timeout=30)
             print(json.dumps({"status": r.status_code, "body": r.text.strip(), "exit": s.exit}))
+    elif scenario == "requests-blocked":
+        # Every exit blocked: the bound is reached; rotations are counted on the session itself.
+        rotations = []
+        rotate = s.rotate
+
+        def counted_rotate():
+            rotations.append(rotate())
+            return rotations[-1]
+
+        s.rotate = counted_rotate
+        try:
+            with s.requests_session() as http:
+                r = http.get(url, timeout=30)
+            print(json.dumps({"error": None, "status": r.status_code}))
+        except StillBlockedError as e:
+            print(json.dumps({"error": "StillBlockedError", "attempts": e.attempts, "kind": e.block.kind, "status": e.response.status_code, "rotations": len(rotations)}))
     elif scenario == "httpx":
         with s.httpx_client(timeout=30) as client:
             r = client.get(url)

@@ -15,6 +15,7 @@ class WhoamiSpider(scrapy.Spider):
         "EXITPOOL_HTTP_PROXY": os.environ["EXITPOOL_HTTP"],
         "EXITPOOL_SESSION": os.environ["SESSION_KEY"],
         "EXITPOOL_COUNTRIES": [c for c in os.environ.get("COUNTRIES", "").split(",") if c],
+        "EXITPOOL_ATTEMPTS": int(os.environ.get("ATTEMPTS", "3")),
         "ROBOTSTXT_OBEY": False,
         "RETRY_ENABLED": False,
         "LOG_LEVEL": "INFO",
@@ -25,4 +26,4 @@ class WhoamiSpider(scrapy.Spider):
         yield scrapy.Request(os.environ["TARGET_URL"])
 
     def parse(self, response):
-        yield {"status": response.status, "body": response.text.strip(), "exit": response.meta.get("exitpool_exit", ""), "attempt": response.meta.get("exitpool_attempt", 1)}
+        yield {"status": response.status, "body": response.text.strip(), "exit": response.meta.get("exitpool_exit", ""), "attempt": response.meta.get("exitpool_attempt", 1), "blocked": response.meta.get("exitpool_blocked")}
