@@ -131,3 +131,59 @@ describe('Node client: a followed redirect to a challenge is a block', function 
     expect(handled, 'the page that was not redirected reaches the handler').to.have.length(1);
   });
 });
+
+describe('Node client: agents kept per session for got and axios', function () {
+  this.timeout(20_000);
+  let fake: FakeExitpool;
+  beforeEach(async () => {
+    fake = await FakeExitpool.start(site);
+  });
+  afterEach(() => fake.close());
+
+  it('reuses one kept-alive connection until a rotation, then opens a new one (through the new exit)', async () => {
+    const s = new ExitpoolSession({ key: 'kept', token: 'tp_test', proxy: fake.url, api: fake.url, attempts: 2 });
+    try {
+      for (let i = 0; i < 3; i++) expect((await gotThroughHttpProxy(got, s, `${SITE}/home`)).body).to.equal('welcome');
+      const before = new Set(fake.carried.map((c) => c.connection));
+      expect(before.size, 'three requests, one connection').to.equal(1);
+      // A challenge: reported, rotated, retried — the retry and what follows on a new connection.
+      await gotThroughHttpProxy(got, s, `${SITE}/start`).catch(() => undefined);
+      expect(fake.rotations).to.have.length(1);
+      const afterRotation = fake.carried.slice(3 + 2).map((c) => c.connection);
+      expect(afterRotation.length).to.be.greaterThan(0);
+      for (const c of afterRotation) expect(before.has(c), `connection ${c} opened before the rotation`).to.equal(false);
+      await gotThroughHttpProxy(got, s, `${SITE}/home`);
+      expect(fake.carried.at(-1)?.connection, 'kept again after the rotation').to.equal(afterRotation.at(-1));
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('makes a kept agent once per name, drops every one on rotation, and forgets one whose making failed', async () => {
+    const s = new ExitpoolSession({ key: 'kept-2', token: 'tp_test', proxy: fake.url, api: fake.url });
+    const destroyed: string[] = [];
+    let made = 0;
+    const make = (name: string) => async () => {
+      made += 1;
+      return { name, destroy: () => destroyed.push(name) };
+    };
+    try {
+      const a = await s.keptAgent('a', make('a'));
+      expect(await s.keptAgent('a', make('a'))).to.equal(a);
+      await s.keptAgent('b', make('b'));
+      expect(made).to.equal(2);
+      await s.rotate();
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(destroyed.sort()).to.deep.equal(['a', 'b']);
+      expect(await s.keptAgent('a', make('a'))).to.not.equal(a);
+      let failures = 0;
+      const failing = () => Promise.reject(new Error(`no agent ${++failures}`));
+      await s.keptAgent('c', failing).catch(() => undefined);
+      await new Promise((resolve) => setImmediate(resolve));
+      await s.keptAgent('c', failing).catch(() => undefined);
+      expect(failures, 'a failed make is tried again').to.equal(2);
+    } finally {
+      await s.close();
+    }
+  });
+});

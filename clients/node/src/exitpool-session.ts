@@ -63,12 +63,18 @@ export class ExitpoolApiError extends Error {
  * most `attempts` times. The exit the session leaves through is `exit` (from the proxy's
  * `Exitpool-Exit` header when the service sends it, else from the API).
  */
+/** What a kept agent must offer: http.Agent and its kin close their sockets with destroy(). */
+export interface Destroyable {
+  destroy(): void;
+}
+
 export class ExitpoolSession {
   readonly key: string;
   readonly username: string;
   /** The exit IP last seen for this session ('' until known). */
   exit = '';
   private agent: ProxyAgent;
+  private readonly kept = new Map<string, Promise<Destroyable>>();
   private readonly rules: BlockRules;
   private readonly attempts: number;
 
@@ -147,7 +153,30 @@ export class ExitpoolSession {
     this.exit = r.exit_ip;
     const old = this.agent;
     this.agent = this.newAgent();
+    this.dropKeptAgents();
     await old.close();
+  }
+
+  /**
+   * An agent another client keeps for this session (got or axios over SOCKS5 or the HTTP proxy),
+   * made on first use and reused, so that requests ride kept-alive connections as fetch's do.
+   * A rotation drops them all: the next try opens new connections, which the pool routes to
+   * the new exit.
+   */
+  keptAgent<T extends Destroyable>(name: string, make: () => Promise<T>): Promise<T> {
+    let agent = this.kept.get(name);
+    if (agent === undefined) {
+      agent = make();
+      this.kept.set(name, agent);
+      // A failed make is not kept: the next request tries again.
+      agent.catch(() => this.kept.get(name) === agent && this.kept.delete(name));
+    }
+    return agent as Promise<T>;
+  }
+
+  private dropKeptAgents(): void {
+    for (const agent of this.kept.values()) agent.then((a) => a.destroy(), () => undefined);
+    this.kept.clear();
   }
 
   /** Reads the session's exit from the pool. */
@@ -163,6 +192,7 @@ export class ExitpoolSession {
   }
 
   close(): Promise<void> {
+    this.dropKeptAgents();
     return this.agent.close();
   }
 

@@ -14,23 +14,32 @@ import { socksReplyOf } from './proxy-refusal.js';
  * `proxy` option.
  */
 
-/** A SOCKS5 agent for the session (names resolved by the exit), for any client that takes an `http.Agent`. */
+/**
+ * A SOCKS5 agent for the session (names resolved by the exit), for any client that takes an
+ * `http.Agent`; keep-alive, so its connections are reused (destroy it, or rotate, to end them).
+ */
 export async function socksAgent(session: ExitpoolSession, socksAddress: string): Promise<SocksProxyAgent> {
   const { SocksProxyAgent: Agent } = await import('socks-proxy-agent');
-  return new Agent(session.proxyUrl('socks5h', socksAddress));
+  return new Agent(session.proxyUrl('socks5h', socksAddress), { keepAlive: true });
 }
 
-/** A GET (or any `options.method`) with got, through the session's SOCKS5 username. A new agent per try: a rotation means new connections. */
+/** The session's kept SOCKS5 agent for `socksAddress` (ExitpoolSession.keptAgent: dropped on rotation). */
+function keptSocksAgent(session: ExitpoolSession, socksAddress: string): Promise<SocksProxyAgent> {
+  return session.keptAgent(`socks5h:${socksAddress}`, () => socksAgent(session, socksAddress));
+}
+
+/**
+ * A GET (or any `options.method`) with got, through the session's SOCKS5 username. The session
+ * keeps one agent, so requests ride kept-alive connections; a rotation drops it.
+ */
 export async function gotThrough(got: Got, session: ExitpoolSession, socksAddress: string, url: string, options: OptionsInit = {}): Promise<GotResponse<string>> {
   return session.attempt(url, async () => {
-    const agent = await socksAgent(session, socksAddress);
+    const agent = await keptSocksAgent(session, socksAddress);
     try {
       const response = (await got(url, { ...options, agent: { http: agent, https: agent }, throwHttpErrors: false, retry: { limit: 0 }, responseType: 'text', resolveBodyOnly: false })) as GotResponse<string>;
       return { status: response.statusCode, headers: response.headers, body: response.body, redirectedTo: response.redirectUrls.map(String), value: response };
     } catch (error) {
       throw socksReplyOf(error) ?? error;
-    } finally {
-      agent.destroy();
     }
   });
 }
@@ -43,23 +52,27 @@ export async function gotThrough(got: Got, session: ExitpoolSession, socksAddres
 export async function httpProxyAgents(session: ExitpoolSession): Promise<{ http: HttpProxyAgent<string>; https: HttpsProxyAgent<string> }> {
   const [{ HttpProxyAgent: ForHttp }, { HttpsProxyAgent: ForHttps }] = await Promise.all([import('http-proxy-agent'), import('https-proxy-agent')]);
   const url = session.proxyUrl('http');
-  return { http: new ForHttp(url), https: new ForHttps(url) };
+  return { http: new ForHttp(url, { keepAlive: true }), https: new ForHttps(url, { keepAlive: true }) };
 }
 
 /**
- * A GET (or any `options.method`) with got, through the session's HTTP proxy. New agents per
- * try, as over SOCKS5: a rotation means new connections.
+ * A GET (or any `options.method`) with got, through the session's HTTP proxy. The session keeps
+ * the agents, as over SOCKS5: kept-alive connections, dropped on rotation.
  */
 export async function gotThroughHttpProxy(got: Got, session: ExitpoolSession, url: string, options: OptionsInit = {}): Promise<GotResponse<string>> {
   return session.attempt(url, async () => {
-    const agents = await httpProxyAgents(session);
-    try {
-      const response = (await got(url, { ...options, agent: agents, throwHttpErrors: false, retry: { limit: 0 }, responseType: 'text', resolveBodyOnly: false })) as GotResponse<string>;
-      return { status: response.statusCode, headers: response.headers, body: response.body, redirectedTo: response.redirectUrls.map(String), value: response };
-    } finally {
-      agents.http.destroy();
-      agents.https.destroy();
-    }
+    const { agents } = await session.keptAgent('http-proxy', async () => {
+      const kept = await httpProxyAgents(session);
+      return {
+        agents: kept,
+        destroy: () => {
+          kept.http.destroy();
+          kept.https.destroy();
+        },
+      };
+    });
+    const response = (await got(url, { ...options, agent: agents, throwHttpErrors: false, retry: { limit: 0 }, responseType: 'text', resolveBodyOnly: false })) as GotResponse<string>;
+    return { status: response.statusCode, headers: response.headers, body: response.body, redirectedTo: response.redirectUrls.map(String), value: response };
   });
 }
 
@@ -74,7 +87,7 @@ export async function axiosThrough(
   socksAddress?: string,
 ): Promise<AxiosResponse<string>> {
   return session.attempt(config.url, async () => {
-    const agent = socksAddress === undefined ? undefined : await socksAgent(session, socksAddress);
+    const agent = socksAddress === undefined ? undefined : await keptSocksAgent(session, socksAddress);
     const proxy = new URL(session.proxyUrl('http'));
     const response = await axios
       .request<string>({
@@ -87,8 +100,7 @@ export async function axiosThrough(
       })
       .catch((error: unknown) => {
         throw socksReplyOf(error) ?? error;
-      })
-      .finally(() => agent?.destroy());
+      });
     const headers: Record<string, string> = {};
     for (const [name, value] of Object.entries(response.headers)) if (typeof value === 'string') headers[name.toLowerCase()] = value;
     return { status: response.status, headers, body: String(response.data ?? ''), redirectedTo: axiosRedirectedTo(response, config.url), value: response };
