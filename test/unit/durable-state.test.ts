@@ -255,6 +255,18 @@ describe('durable state: what each part restores', () => {
     expect([...a.assignmentsToStore().keys()].sort()).to.deep.equal([0, 1, 2]);
   });
 
+  it('exits: a ban that ended while the service was down is dropped; one still running keeps its own end', () => {
+    const downtimeEnd = 10_000;
+    const a = new ExitAssignments({ unit: 'subnet', banTtlMs: 1000, exitNodes: [], strictNodes: false, audit: new AuditLog(), log: logger(), now: () => downtimeEnd, random: () => 0 });
+    a.catalog.replace([relay('a', '10.0.0.1'), relay('b', '10.1.0.1')], 1);
+    const ban = (c: string, address: string, until: number) => ({ fingerprint: fp(c), address, nickname: `n${c}`, domain: '', cause: 'captcha' as const, reason: 'r', since: 0, until });
+    a.restore(new Map([[0, { fingerprint: fp('a'), nickname: 'na', address: '10.0.0.1' }]]), [ban('a', '10.0.0.1', downtimeEnd - 1), ban('b', '10.1.0.1', downtimeEnd + 5_000)]);
+    expect(a.bans.size, 'only the ban still in force is kept').to.equal(1);
+    expect(a.bans.list(downtimeEnd).map((b) => [b.fingerprint, b.until])).to.deep.equal([[fp('b'), downtimeEnd + 5_000]]);
+    const zero = a.next(0, { fresh: false, why: 'bootstrap' });
+    expect(zero.ok && zero.relay.fingerprint, 'its exit, no longer banned, is pinned again').to.equal(fp('a'));
+  });
+
   it('audit and stats: ids go on from the highest kept, each class keeps its ring, samples come back in order', () => {
     const audit = new AuditLog(2);
     audit.restore([
