@@ -150,6 +150,9 @@ export class DurableState {
     });
     const durable = new DurableState(store, log.child({ component: 'state' }));
     durable.start(parts);
+    // Sessions the table did not take back (beyond MAX_SESSIONS, after it was lowered) go with
+    // the first write: read and dropped at every start, they would keep the file at its peak.
+    for (const s of restored.sessions) if (!parts.sessions.get(s.key)) parts.sessions.markChanged(s.key);
     return durable;
   }
 

@@ -25,6 +25,7 @@ export async function loadDurableState(store: StateStore, log: Logger): Promise<
       reason: stored.movedAside.reason,
     });
   }
+  for (const warning of stored.warnings) log.warn('durable state: the store needs attention', { store: store.location, warning });
   const restored = checkStoredState(stored);
   const skipped = Object.entries(restored.skipped);
   if (skipped.length > 0) {

@@ -61,6 +61,7 @@ export class SqliteStateStore implements StateStore {
     for (const r of loaded.records) state.records[r.ns as RecordNamespace].set(r.key, r.value);
     for (const r of loaded.rings) state.rings[r.ns as RingNamespace].push({ seq: r.seq, value: r.value });
     state.movedAside = loaded.movedAside;
+    state.warnings.push(...loaded.warnings);
     return state;
   }
 

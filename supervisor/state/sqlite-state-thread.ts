@@ -8,9 +8,31 @@ import { RECORD_NAMESPACES, RING_NAMESPACES, type RingNamespace, type StateBatch
  * the supervisor's event loop (which answers the proxies' routes) never waits on a disk.
  *
  * WAL with synchronous=NORMAL: a committed batch survives a kill -9 of the process at once (it
- * is in the WAL file); only an OS crash or power loss can take the last batches back, and never
- * leaves the file unreadable.
+ * is in the WAL file); only an OS crash or power loss can take the last batches back (those
+ * committed since the last checkpoint), and never leaves the file unreadable.
+ *
+ * Bounded on disk: SQLite keeps a file at its largest by default (freed pages stay in the file,
+ * a WAL is reused but never shortened), so a burst of sessions, or a lower MAX_SESSIONS after a
+ * restart, would leave the files at their peak for good. The WAL is checkpointed every
+ * WAL_AUTOCHECKPOINT_PAGES and cut back to WAL_SIZE_LIMIT_BYTES; the database uses incremental
+ * auto-vacuum, and a write that leaves more than VACUUM_FREE_PAGES free gives them back.
  */
+
+/**
+ * WAL pages after which a commit checkpoints (SQLite's default is 1000, 4 MiB): the WAL between
+ * two checkpoints is what a running service keeps beside the database.
+ */
+export const WAL_AUTOCHECKPOINT_PAGES = 256;
+/** The size a checkpointed WAL is cut back to (PRAGMA journal_size_limit); without it the WAL keeps its largest size. */
+export const WAL_SIZE_LIMIT_BYTES = 1024 * 1024;
+/**
+ * Free pages a write leaves before they are returned to the file system (incremental vacuum,
+ * then a checkpoint that truncates both files): a few sessions' churn reuses its pages instead
+ * of shrinking and growing the file on every batch.
+ */
+export const VACUUM_FREE_PAGES = 256;
+/** PRAGMA auto_vacuum's value for INCREMENTAL. */
+const AUTO_VACUUM_INCREMENTAL = 2;
 
 /** Written to the meta table; a file with another value is another program's or another format's. */
 export const STATE_FORMAT = 'exitpool-state';
@@ -29,6 +51,7 @@ export interface LoadedRows {
   records: { ns: string; key: string; value: string }[];
   rings: { ns: string; seq: number; value: string }[];
   movedAside: { path: string; reason: string } | null;
+  warnings: string[];
 }
 
 /** The file cannot be used as a state file (corrupt, foreign, a newer format). */
@@ -58,7 +81,10 @@ function openChecked(file: string): DatabaseSync {
         throw new UnusableStateFile(`format version ${String(meta.get('version'))}; this exitpool reads version ${STATE_FORMAT_VERSION}`);
       }
     }
+    // Takes effect for a new file (before its first table); an older file is converted by compact().
+    db.exec(`PRAGMA auto_vacuum=${AUTO_VACUUM_INCREMENTAL};`);
     db.exec('PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=2000;');
+    db.exec(`PRAGMA wal_autocheckpoint=${WAL_AUTOCHECKPOINT_PAGES}; PRAGMA journal_size_limit=${WAL_SIZE_LIMIT_BYTES};`);
     db.exec(SCHEMA);
     if (tables.length === 0) {
       db.prepare('INSERT INTO meta (key, value) VALUES (?, ?), (?, ?)').run('format', STATE_FORMAT, 'version', String(STATE_FORMAT_VERSION));
@@ -98,10 +124,38 @@ function prepareWrites(db: DatabaseSync) {
   };
 }
 
+/**
+ * A file written before incremental auto-vacuum (STATE_FORMAT_VERSION 1 files made by earlier
+ * releases) is converted once with VACUUM. This is SQLite's page layout, not our format: any
+ * release reads the file either way, so the version stays. A VACUUM that fails (it needs room
+ * for a copy of the file) leaves the file as it was, usable; the next start tries again.
+ */
+function convertToIncrementalVacuum(db: DatabaseSync): string | null {
+  const mode = (db.prepare('PRAGMA auto_vacuum').get() as { auto_vacuum: number }).auto_vacuum;
+  if (mode === AUTO_VACUUM_INCREMENTAL) return null;
+  try {
+    db.exec('VACUUM');
+    return null;
+  } catch (error) {
+    return `the state file could not be converted to incremental vacuum, so it does not shrink yet (${(error as Error).message}); it is tried again at the next start`;
+  }
+}
+
+/** Gives free pages back once a write has left more than VACUUM_FREE_PAGES of them. */
+function releaseFreePages(db: DatabaseSync): void {
+  const free = (db.prepare('PRAGMA freelist_count').get() as { freelist_count: number }).freelist_count;
+  if (free <= VACUUM_FREE_PAGES) return;
+  db.exec('PRAGMA incremental_vacuum;');
+  // Now, not at the next automatic checkpoint: the database file is cut to its pages and the
+  // WAL, which just received every moved page, to nothing.
+  db.exec('PRAGMA wal_checkpoint(TRUNCATE);');
+}
+
 class StateThread {
   private db: DatabaseSync | null = null;
   private writes: ReturnType<typeof prepareWrites> | null = null;
   private movedAside: LoadedRows['movedAside'] = null;
+  private readonly warnings: string[] = [];
 
   constructor(private readonly file: string) {}
 
@@ -114,6 +168,8 @@ class StateThread {
       this.movedAside = { path: moveAside(this.file), reason: error.message };
       this.db = openChecked(this.file);
     }
+    const warning = convertToIncrementalVacuum(this.db);
+    if (warning) this.warnings.push(warning);
     this.writes = prepareWrites(this.db);
     return this.db;
   }
@@ -126,6 +182,7 @@ class StateThread {
       records: records.filter((r) => (RECORD_NAMESPACES as readonly string[]).includes(r.ns)),
       rings: rings.filter((r) => (RING_NAMESPACES as readonly string[]).includes(r.ns)),
       movedAside: this.movedAside,
+      warnings: [...this.warnings],
     };
   }
 
@@ -148,6 +205,7 @@ class StateThread {
       db.exec('ROLLBACK');
       throw error;
     }
+    releaseFreePages(db);
   }
 
   close(): void {

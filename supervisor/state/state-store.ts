@@ -34,6 +34,8 @@ export interface StoredState {
   rings: Record<RingNamespace, { seq: number; value: string }[]>;
   /** Set when the file found could not be used: where it was moved and why. */
   movedAside: { path: string; reason: string } | null;
+  /** What the store could not do at load that leaves the state usable (said in the log). */
+  warnings: string[];
 }
 
 export interface StateStore {
@@ -59,6 +61,7 @@ export function emptyStoredState(): StoredState {
     records: { sessions: new Map(), 'exit-assignments': new Map(), 'exit-bans': new Map(), health: new Map() },
     rings: { 'audit-session': [], 'audit-operator': [], 'stats-fine': [], 'stats-long': [] },
     movedAside: null,
+    warnings: [],
   };
 }
 

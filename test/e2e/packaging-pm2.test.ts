@@ -4,9 +4,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { packageRoot } from '../../shared/version.js';
-import { curlSocks } from '../support/clients/curl.js';
 import { isAlive, waitAllGone } from '../support/processes/inspection.js';
-import { TEST_PROXY_TOKEN, serviceEnv } from '../support/fixtures/service.js';
+import { serviceEnv } from '../support/fixtures/service.js';
+import { expectSessionKeptAcross, waitRoutable } from '../support/fixtures/packaged-service.js';
 import { servicePorts } from '../support/network/free-ports.js';
 import { sharedTestnet } from '../support/fixtures/testnet.js';
 
@@ -30,12 +30,23 @@ function pm2Logs(pm2Home: string): string {
     .join('\n');
 }
 
+/** The supervisor's pid under pm2 now. */
+async function pm2Pid(env: NodeJS.ProcessEnv): Promise<number> {
+  const app = (JSON.parse(await pm2(['jlist'], env)) as { name: string; pid: number }[]).find((a) => a.name === 'exitpool');
+  expect(app?.pid, 'pm2 lists exitpool with a pid').to.be.a('number').and.above(0);
+  return app!.pid;
+}
+
+const POOL = 2;
+const SESSION = 'pm2';
+
 /**
  * The shipped ecosystem.config.cjs under pm2 (from npm): the supervisor in fork mode, /health
  * answering, and a stop that leaves no tor behind (pm2's kill_timeout covers tor's flush).
  */
 describe('packaging: under pm2 with ecosystem.config.cjs', function () {
-  this.timeout(240_000);
+  // A start and two restarts, each up to two minutes on a loaded machine.
+  this.timeout(480_000);
   const pm2Home = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-pm2-'));
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-pm2-data-'));
   let env: NodeJS.ProcessEnv;
@@ -46,11 +57,11 @@ describe('packaging: under pm2 with ecosystem.config.cjs', function () {
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('starts in fork mode, answers /health, keeps a session on its exit IP across pm2 restart, and stops with no tor left', async () => {
+  it('starts in fork mode, answers /health, keeps a session on its instance and exit IP across pm2 restart and pm2 reload, and stops with no tor left', async () => {
     const net = await sharedTestnet();
     const ports = await servicePorts(2);
     // pm2 runs the service as shipped: generated dashboard credentials, default logging.
-    env = serviceEnv(net, ports, { PM2_HOME: pm2Home, DATA_DIR: dataDir, POOL_SIZE: '2', PROXY_WORKERS: '1', ADMIN_PASSWORD: undefined, SPAWN_STAGGER: undefined, LOG_LEVEL: undefined });
+    env = serviceEnv(net, ports, { PM2_HOME: pm2Home, DATA_DIR: dataDir, POOL_SIZE: String(POOL), PROXY_WORKERS: '1', ADMIN_PASSWORD: undefined, SPAWN_STAGGER: undefined, LOG_LEVEL: undefined });
     await pm2(['start', 'ecosystem.config.cjs'], env);
     const list = JSON.parse(await pm2(['jlist'], env)) as { name: string; pid: number; pm2_env: { exec_mode: string } }[];
     const app = list.find((a) => a.name === 'exitpool');
@@ -58,36 +69,32 @@ describe('packaging: under pm2 with ecosystem.config.cjs', function () {
     expect(app!.pm2_env.exec_mode).to.equal('fork_mode');
     const supervisorPid = app!.pid;
 
-    const deadline = Date.now() + 120_000;
-    let healthy = false;
-    while (!healthy && Date.now() < deadline) {
-      healthy = await fetch(`http://127.0.0.1:${ports.api}/health`).then((r) => r.ok, () => false);
-      if (!healthy) await new Promise((r) => setTimeout(r, 300));
-    }
-    expect(healthy, `GET /health answers 200 under pm2; the service's log under pm2:\n${pm2Logs(pm2Home)}`).to.equal(true);
-    const r = await curlSocks(ports.socks, 'pm2', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
-    expect(r.code, r.stderr).to.equal(0);
-
+    const service = { net, ports, poolSize: POOL, log: () => pm2Logs(pm2Home) };
+    await waitRoutable(ports.api, POOL, 120_000, service.log);
     const firstTors = execFileSync('pgrep', ['-P', String(supervisorPid), '-x', 'tor']).toString().trim().split('\n').map(Number);
-    expect(firstTors).to.have.length(2);
+    expect(firstTors).to.have.length(POOL);
 
     // pm2 restart (SIGINT, then a new process): the session keeps its exit IP (durable state).
-    const ip = r.stdout.trim();
-    await pm2(['restart', 'exitpool'], env);
-    expect(await waitAllGone([supervisorPid, ...firstTors], 30_000), 'the old supervisor and its tors are gone').to.deep.equal([]);
-    const restarted = (JSON.parse(await pm2(['jlist'], env)) as { name: string; pid: number }[]).find((a) => a.name === 'exitpool');
-    expect(restarted?.pid).to.be.a('number').and.not.equal(supervisorPid);
-    let again = await curlSocks(ports.socks, 'pm2', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
-    for (const until = Date.now() + 120_000; again.code !== 0 && Date.now() < until; ) {
-      await new Promise((res) => setTimeout(res, 300));
-      again = await curlSocks(ports.socks, 'pm2', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
-    }
-    expect(again.code, `${again.stderr}\n${pm2Logs(pm2Home)}`).to.equal(0);
-    expect(again.stdout.trim(), `the same exit IP after pm2 restart; the service's log under pm2:\n${pm2Logs(pm2Home)}`).to.equal(ip);
+    await expectSessionKeptAcross('pm2 restart', service, SESSION, async () => {
+      await pm2(['restart', 'exitpool'], env);
+      expect(await waitAllGone([supervisorPid, ...firstTors], 30_000), 'the old supervisor and its tors are gone').to.deep.equal([]);
+    });
+    const restarted = await pm2Pid(env);
+    expect(restarted).to.not.equal(supervisorPid);
 
-    const torPids = execFileSync('pgrep', ['-P', String(restarted!.pid), '-x', 'tor']).toString().trim().split('\n').map(Number);
+    // pm2 reload (in fork mode pm2 stops the process and starts it again, not a rolling swap):
+    // the same again, from the state the restarted process wrote.
+    const restartedTors = execFileSync('pgrep', ['-P', String(restarted), '-x', 'tor']).toString().trim().split('\n').map(Number);
+    await expectSessionKeptAcross('pm2 reload', service, SESSION, async () => {
+      await pm2(['reload', 'exitpool'], env);
+      expect(await waitAllGone([restarted, ...restartedTors], 30_000), 'the restarted supervisor and its tors are gone').to.deep.equal([]);
+    });
+    const reloaded = await pm2Pid(env);
+    expect(reloaded).to.not.equal(restarted);
+
+    const torPids = execFileSync('pgrep', ['-P', String(reloaded), '-x', 'tor']).toString().trim().split('\n').map(Number);
     await pm2(['stop', 'exitpool'], env);
-    expect(await waitAllGone([restarted!.pid, ...torPids], 30_000)).to.deep.equal([]);
-    expect(isAlive(restarted!.pid)).to.equal(false);
+    expect(await waitAllGone([reloaded, ...torPids], 30_000)).to.deep.equal([]);
+    expect(isAlive(reloaded)).to.equal(false);
   });
 });

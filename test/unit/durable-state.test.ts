@@ -20,6 +20,7 @@ import { decodeHealth, encodeHealth } from '../../supervisor/state/health-record
 import { decodeAuditEvent, decodeStatsSample } from '../../supervisor/state/ring-records.js';
 import { decodeSession, encodeSession } from '../../supervisor/state/session-records.js';
 import { SqliteStateStore, STATE_FILE_NAME } from '../../supervisor/state/sqlite-state-store.js';
+import { VACUUM_FREE_PAGES, WAL_AUTOCHECKPOINT_PAGES, WAL_SIZE_LIMIT_BYTES } from '../../supervisor/state/sqlite-state-thread.js';
 import { emptyBatch, emptyStoredState, type StateBatch, type StateStore, type StoredState } from '../../supervisor/state/state-store.js';
 import { InvalidStoredRecord } from '../../supervisor/state/stored-value.js';
 import { expectStoreRoundTrip } from '../support/state/store-contract.js';
@@ -94,6 +95,106 @@ describe('durable state: the SQLite store', () => {
       await store.close();
     });
   }
+});
+
+describe('durable state: the SQLite files stay bounded', () => {
+  const dirs: string[] = [];
+  after(() => {
+    for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
+  });
+  /** SQLite's default page size, which the store does not change. */
+  const PAGE_BYTES = 4096;
+  /** Far more than MAX_SESSIONS below: what a burst, or a larger MAX_SESSIONS before a restart, left. */
+  const PEAK_SESSIONS = 20_000;
+  const MAX_SESSIONS = 50;
+  /** New sessions between two flushes, as STATE_FLUSH_MS collects them under load. */
+  const CHURN_BATCH = 200;
+  /** What 50 sessions, the rings' few rows and SQLite's own pages take, with room to spare. */
+  const LIVE_BYTES = 512 * 1024;
+  /** What one flush of CHURN_BATCH new sessions (and as many evicted) adds to the WAL, with room to spare. */
+  const BATCH_BYTES = 256 * 1024;
+  /** The live rows, plus at most VACUUM_FREE_PAGES free pages. */
+  const DB_BOUND_BYTES = LIVE_BYTES + VACUUM_FREE_PAGES * PAGE_BYTES;
+  /** At most WAL_AUTOCHECKPOINT_PAGES (or what WAL_SIZE_LIMIT_BYTES cuts it to), plus the batch that crossed it. */
+  const WAL_BOUND_BYTES = Math.max(WAL_AUTOCHECKPOINT_PAGES * PAGE_BYTES, WAL_SIZE_LIMIT_BYTES) + BATCH_BYTES;
+
+  const sizeOf = (file: string): number => (fs.existsSync(file) ? fs.statSync(file).size : 0);
+  const storedSession = (key: string, lastSeen: number): string =>
+    encodeSession({ key, id: 1, instance: lastSeen % 4, createdAt: lastSeen, lastSeen, requests: 3, failures: 0, bytesUp: 100, bytesDown: 2000, active: 0, recentExits: ['127.20.0.1'], domains: ['shop.example'] }, { ip: '127.21.0.1', fingerprint: fp('a') });
+
+  it(`after ${PEAK_SESSIONS} stored sessions, a restart with MAX_SESSIONS=${MAX_SESSIONS} and ${PEAK_SESSIONS} more churned through, the database and its WAL stay under the bound`, async () => {
+    const d = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-state-bound-'));
+    dirs.push(d);
+    const file = path.join(d, STATE_FILE_NAME);
+    const first = new SqliteStateStore(d);
+    await first.load();
+    const peak = emptyBatch(CAP);
+    for (let i = 0; i < PEAK_SESSIONS; i++) peak.puts.push({ ns: 'sessions', key: `peak-${i}`, value: storedSession(`peak-${i}`, 1_000 + i) });
+    await first.write(peak);
+    await first.close();
+    const peakBytes = sizeOf(file);
+    expect(peakBytes, 'the peak is well above the bounds (else the test shows nothing)').to.be.above(2 * (DB_BOUND_BYTES + WAL_BOUND_BYTES));
+
+    const store = new SqliteStateStore(d);
+    const restored = checkStoredState(await store.load());
+    expect(restored.sessions).to.have.length(PEAK_SESSIONS);
+    const sessions = new SessionTable({ maxSessions: MAX_SESSIONS, ttlMs: 3_600_000 });
+    const parts = { sessions, exitOf: () => ({ ip: '127.21.0.1', fingerprint: fp('a') }), exits: undefined, health: () => new Map(), audit: new AuditLog(), stats: new StatsHistory() };
+    const durable = DurableState.resume(store, restored, parts, { poolSize: 4, holdSessionsOn: () => undefined }, logger());
+    let largest = { db: 0, wal: 0 };
+    try {
+      for (let i = 0; i < PEAK_SESSIONS; i++) {
+        const key = `churn-${i}`;
+        const r = sessions.route(key, { routable: [0, 1, 2, 3], lastResort: null }, 10_000_000 + i);
+        if (!r.ok) throw new Error(`${key} not routed: ${r.reason}`);
+        sessions.forgetConnections(key, r.session.id, 1);
+        if (i % CHURN_BATCH === CHURN_BATCH - 1) {
+          await durable.flush();
+          largest = { db: Math.max(largest.db, sizeOf(file)), wal: Math.max(largest.wal, sizeOf(`${file}-wal`)) };
+        }
+      }
+    } finally {
+      await durable.close();
+    }
+    // Measured after every flush: the first deletes what MAX_SESSIONS dropped at the restart.
+    expect(largest.db, `the database while running, at most (the peak left ${peakBytes})`).to.be.at.most(DB_BOUND_BYTES);
+    expect(largest.wal, 'the WAL while running, at most').to.be.at.most(WAL_BOUND_BYTES);
+    expect(sizeOf(file), 'the database once closed').to.be.at.most(DB_BOUND_BYTES);
+    const reread = new SqliteStateStore(d);
+    expect((await reread.load()).records.sessions.size, 'what the table holds, no more').to.equal(MAX_SESSIONS);
+    await reread.close();
+  });
+
+  it('converts a state file written before incremental vacuum, keeping what it holds', async () => {
+    const d = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-state-convert-'));
+    dirs.push(d);
+    const file = path.join(d, STATE_FILE_NAME);
+    // As the first release wrote it: no auto-vacuum, format version 1.
+    const old = new DatabaseSync(file);
+    old.exec(`
+      PRAGMA journal_mode=WAL;
+      CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+      CREATE TABLE records (ns TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (ns, key)) WITHOUT ROWID;
+      CREATE TABLE rings (ns TEXT NOT NULL, seq INTEGER NOT NULL, value TEXT NOT NULL, PRIMARY KEY (ns, seq)) WITHOUT ROWID;
+      INSERT INTO meta VALUES ('format', 'exitpool-state'), ('version', '1');
+    `);
+    old.prepare('INSERT INTO records VALUES (?, ?, ?)').run('sessions', 'kept', storedSession('kept', 5));
+    expect((old.prepare('PRAGMA auto_vacuum').get() as { auto_vacuum: number }).auto_vacuum).to.equal(0);
+    old.close();
+
+    const store = new SqliteStateStore(d);
+    const loaded = await store.load();
+    expect(loaded.movedAside, 'an older file is ours: converted, not moved aside').to.equal(null);
+    expect(loaded.warnings).to.deep.equal([]);
+    expect(loaded.records.sessions.get('kept')).to.equal(storedSession('kept', 5));
+    await store.close();
+    const check = new DatabaseSync(file);
+    try {
+      expect((check.prepare('PRAGMA auto_vacuum').get() as { auto_vacuum: number }).auto_vacuum, 'incremental').to.equal(2);
+    } finally {
+      check.close();
+    }
+  });
 });
 
 describe('durable state: stored records are checked field by field', () => {
@@ -253,6 +354,18 @@ describe('durable state: what each part restores', () => {
     expect([zero.ok && zero.relay.fingerprint, one.ok && one.relay.fingerprint]).to.deep.equal([fp('b'), fp('a')]);
     expect(audit.recent(10).filter((e) => e.details.why === 'restored').length).to.equal(2);
     expect([...a.assignmentsToStore().keys()].sort()).to.deep.equal([0, 1, 2]);
+  });
+
+  it('exits: a ban that ended while the service was down is dropped; one still running keeps its own end', () => {
+    const downtimeEnd = 10_000;
+    const a = new ExitAssignments({ unit: 'subnet', banTtlMs: 1000, exitNodes: [], strictNodes: false, audit: new AuditLog(), log: logger(), now: () => downtimeEnd, random: () => 0 });
+    a.catalog.replace([relay('a', '10.0.0.1'), relay('b', '10.1.0.1')], 1);
+    const ban = (c: string, address: string, until: number) => ({ fingerprint: fp(c), address, nickname: `n${c}`, domain: '', cause: 'captcha' as const, reason: 'r', since: 0, until });
+    a.restore(new Map([[0, { fingerprint: fp('a'), nickname: 'na', address: '10.0.0.1' }]]), [ban('a', '10.0.0.1', downtimeEnd - 1), ban('b', '10.1.0.1', downtimeEnd + 5_000)]);
+    expect(a.bans.size, 'only the ban still in force is kept').to.equal(1);
+    expect(a.bans.list(downtimeEnd).map((b) => [b.fingerprint, b.until])).to.deep.equal([[fp('b'), downtimeEnd + 5_000]]);
+    const zero = a.next(0, { fresh: false, why: 'bootstrap' });
+    expect(zero.ok && zero.relay.fingerprint, 'its exit, no longer banned, is pinned again').to.equal(fp('a'));
   });
 
   it('audit and stats: ids go on from the highest kept, each class keeps its ring, samples come back in order', () => {

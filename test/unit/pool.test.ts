@@ -443,8 +443,8 @@ describe('pool waiting for its listeners', () => {
 });
 
 describe('pool after a restart (durable state)', () => {
-  it('holds a restored session for its own instance while that one still bootstraps, instead of moving it to the first one ready', () => {
-    const { pool, instances } = fakePool({ POOL_SIZE: '2' }, { readyAll: false });
+  it('holds a restored session for its own instance while that one still bootstraps, instead of moving it to the first one ready; one whose instance is gone is moved and audited', () => {
+    const { pool, instances, audit } = fakePool({ POOL_SIZE: '2' }, { readyAll: false });
     const base = { createdAt: 0, lastSeen: 0, requests: 1, failures: 0, bytesUp: 0, bytesDown: 0, recentExits: [], domains: [] };
     pool.sessions.restore([
       { ...base, key: 'on-0', instance: 0 },
@@ -458,6 +458,11 @@ describe('pool after a restart (durable state)', () => {
     expect(held.ok, 'refused, not moved').to.equal(false);
     expect(pool.sessions.get('on-1')?.instance).to.equal(1);
     expect(routed(pool.route(socks('on-9'), 0)), 'an instance the pool no longer has: moved at once').to.equal(0);
+    const moves = audit.recent(100).filter((e) => e.type === 'assignment' && e.session === 'on-9');
+    expect(moves.map((e) => ({ instance: e.instance, details: e.details })), 'the move is audited').to.deep.equal([
+      { instance: 0, details: { from: 9, to: 0, reason: 'unroutable' } },
+    ]);
+    expect(audit.recent(100).filter((e) => e.type === 'assignment' && e.session === 'on-1'), 'a held session is not moved, so not audited').to.deep.equal([]);
     expect(routed(pool.route(socks('new-key'), 0)), 'new keys are not held').to.equal(0);
     instances.get(1)!.setReady(true);
     expect(routed(pool.route(socks('on-1'), 0))).to.equal(1);
