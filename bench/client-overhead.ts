@@ -47,8 +47,7 @@ export async function benchClientOverhead(o: ClientBenchOptions = FULL_CLIENT_OP
     const basic = (user: string): string => `Basic ${Buffer.from(`${user}:${TEST_PROXY_TOKEN}`).toString('base64')}`;
     const session = (key: string): ExitpoolSession => new ExitpoolSession({ key, token: TEST_PROXY_TOKEN, proxy, api: `http://127.0.0.1:${svc.apiPort}` });
     // The bare libraries as a scraper would set them up without the client: one agent, reused,
-    // keeping its connections alive, so the figures include what the client's new connection
-    // per try (got) costs.
+    // keeping its connections alive, as the client's kept agent per session does.
     const undiciPlain = new ProxyAgent({ uri: proxy, token: basic('bench-plain'), proxyTunnel: false });
     const socksPlain = new SocksProxyAgent(`socks5h://bench-got-socks:${TEST_PROXY_TOKEN}@${socks}`, { keepAlive: true });
     const httpPlain = new HttpProxyAgent(`http://bench-got-http:${TEST_PROXY_TOKEN}@127.0.0.1:${svc.httpPort}`, { keepAlive: true });
