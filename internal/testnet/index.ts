@@ -12,6 +12,8 @@ export { reapStaleRuns, liveTorsOfRun, isTorOfRun } from './stale-runs.js';
 export { isShimMapped } from './shim-check.js';
 export { ensureShimBuilt } from './shim-build.js';
 export { findRepoRoot } from './repo-root.js';
+export { EXIT_DNS_TIMEOUT_MS } from './torrc.js';
+export { fetchDirectoryDocument } from './directory-fetch.js';
 export { PRIVATE_NETWORK_TOR_WARNINGS } from './expected-tor-warnings.js';
 export { DEFAULT_EXIT_COUNTRIES, MIN_EXITS } from './topology.js';
 export * from './errors.js';

@@ -86,6 +86,13 @@ function routerset(fingerprints: readonly string[]): string {
  */
 const CACHE_EARLY_FETCH_LINES = ['FetchDirInfoEarly 1', 'FetchDirInfoExtraEarly 1'];
 
+/**
+ * How long an exit waits for the network's DNS responder (consensus parameter
+ * `exit_dns_timeout`, tor's default 1,000 ms): far above what the responder takes when its event
+ * loop is free, so that only a responder that is gone times out.
+ */
+export const EXIT_DNS_TIMEOUT_MS = 10_000;
+
 export function nodeTorrcLines(input: NodeTorrcInput): string[] {
   const { node, files } = input;
   const lines = [
@@ -130,6 +137,10 @@ export function nodeTorrcLines(input: NodeTorrcInput): string[] {
       'AuthDirVoteStableGuaranteeMinUptime 0',
       'AuthDirVoteStableGuaranteeMTBF 0',
       `V3BandwidthsFile ${torrcValue(files.bandwidthFile)}`,
+      // The responder shares an event loop with the test that started the network; a burst of
+      // client spawns can hold it past tor's 1 s exit DNS timeout, and a timed-out nameserver is
+      // then marked down, failing every resolve on that exit for seconds (SOCKS reply 4).
+      `ConsensusParams exit_dns_timeout=${EXIT_DNS_TIMEOUT_MS}`,
       'ExitRelay 0',
       'ExitPolicy reject *:*',
     );

@@ -93,7 +93,11 @@ describe('route leases on the private network (3 instances, 2 proxy workers)', f
   it('a burst of 60 connections on a new session is placed once and counted 60 times', async () => {
     const key = `burst-${++seq}`;
     const roundTripsBefore = await routeRoundTrips();
-    const ips = await Promise.all(Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? viaSocks(key) : viaHttp(key))));
+    // Every request settled before judging, so that a failure leaves none in flight for the next test.
+    const settled = await Promise.allSettled(Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? viaSocks(key) : viaHttp(key))));
+    const failed = settled.flatMap((r) => (r.status === 'rejected' ? [String(r.reason)] : []));
+    expect(failed, 'failed requests').to.deep.equal([]);
+    const ips = settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
     expect(new Set(ips).size, 'one exit').to.equal(1);
     const s = await pollUntil('60 requests accounted', () => api.session(key), ACCOUNTED_WITHIN_MS, { until: (v) => v.requests === 60 });
     expect(s).to.include({ failures: 0, active: 0 });

@@ -5,6 +5,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
   CAPTCHA_MARKER,
+  EXIT_DNS_TIMEOUT_MS,
+  fetchDirectoryDocument,
   findRepoRoot,
   isShimMapped,
   liveTorsOfRun,
@@ -97,6 +99,15 @@ describe('private Tor network on loopback (e2e)', function () {
     }
     expect(new Set(net.exits.map((e) => e.country)).size, 'distinct countries').to.equal(new Set(DEFAULT_EXIT_COUNTRIES.slice(0, net.exits.length)).size);
     expect(await a.control.getInfo('ip-to-country/127.0.0.1')).to.equal('??');
+  });
+
+  it("gives the exits a DNS timeout far above tor's 1 s, in the consensus the authorities publish (exit_dns_timeout)", async () => {
+    for (const authority of net.nodes.filter((n) => n.role === 'authority')) {
+      const res = await fetchDirectoryDocument(authority.address, authority.dirPort, '/tor/status-vote/current/consensus-microdesc', 10_000);
+      expect(res.status, authority.nickname).to.equal(200);
+      const params = res.body.split('\n').find((l) => l.startsWith('params '));
+      expect(params?.split(' '), `params of ${authority.nickname}'s consensus`).to.include(`exit_dns_timeout=${EXIT_DNS_TIMEOUT_MS}`);
+    }
   });
 
   it('lets two clients reach whoami.testnet through two different exits, each keeping its exit', async () => {

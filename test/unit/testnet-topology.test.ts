@@ -17,7 +17,7 @@ import {
   SHARED_BLOCK_EXITS,
   type NodePlan,
 } from '../../internal/testnet/topology.js';
-import { networkMembershipLines, nodeTorrcLines, torrcValue, type AuthorityIdentity, type SharedFiles } from '../../internal/testnet/torrc.js';
+import { EXIT_DNS_TIMEOUT_MS, networkMembershipLines, nodeTorrcLines, torrcValue, type AuthorityIdentity, type SharedFiles } from '../../internal/testnet/torrc.js';
 
 const files: SharedFiles = { geoipFile: '/w/geoip', geoip6File: '/w/geoip6', resolvConfFile: '/w/resolv.conf', bandwidthFile: '/w/bandwidth' };
 const fp = (c: string): string => c.repeat(40);
@@ -129,6 +129,7 @@ describe('testnet topology and torrc', () => {
       'AuthDirVoteStableGuaranteeMinUptime 0',
       'AuthDirVoteStableGuaranteeMTBF 0',
       'V3BandwidthsFile /w/bandwidth',
+      `ConsensusParams exit_dns_timeout=${EXIT_DNS_TIMEOUT_MS}`,
       'ExitPolicy reject *:*',
     ]);
     const exit = plan.nodes.find((n) => n.role === 'exit');
