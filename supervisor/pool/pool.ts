@@ -658,14 +658,15 @@ export class Pool extends EventEmitter<PoolEvents> {
     if (this.deps.exits && fingerprint !== '') this.deps.exits.banAssigned(id, kind, `instance ${id}: ${kind} reports on ${domain} alone`, fingerprint, domain);
     e.complaints = [];
     e.health.settleWindow(this.now());
-    this.moveOff(e, 'site_ban', e.instance.exit().exitIp, { domain });
+    this.moveOff(e, 'site_ban', undefined, domain);
   }
 
   private moveOff(
     e: PoolEntry,
     reason: 'rotate' | 'drain' | 'quarantine' | 'site_ban' | 'retired' | 'unroutable',
     leavingIp = e.instance.exit().exitIp,
-    site?: { domain: string },
+    /** A site ban: only the sessions that use this site leave, to exits not banned for it. */
+    siteDomain?: string,
   ): Assignment[] {
     // Shutting down, every instance stops: its sessions stay where they are, so that the durable
     // state restarts each on the instance (and the exit) it had.
@@ -675,9 +676,9 @@ export class Pool extends EventEmitter<PoolEvents> {
     // for a site ban, on an exit not banned for that site).
     const blamesExit = reason === 'quarantine' || reason === 'site_ban';
     const placement = blamesExit
-      ? this.rotation.targets(e.instance.id, [leavingIp].filter((ip) => ip !== ''), site ? [site.domain] : []).placement
+      ? this.rotation.targets(e.instance.id, [leavingIp].filter((ip) => ip !== ''), siteDomain === undefined ? [] : [siteDomain]).placement
       : this.placement();
-    const moved = this.sessions.moveOff(e.instance.id, placement, reason, site ? (s) => s.domains.includes(site.domain) : undefined);
+    const moved = this.sessions.moveOff(e.instance.id, placement, reason, siteDomain === undefined ? undefined : (s) => s.domains.includes(siteDomain));
     for (const a of moved) {
       this.rotation.noteLeftExit(a.key, leavingIp);
       this.auditAssignment(a);

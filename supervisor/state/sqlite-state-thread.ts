@@ -81,7 +81,7 @@ function openChecked(file: string): DatabaseSync {
         throw new UnusableStateFile(`format version ${String(meta.get('version'))}; this exitpool reads version ${STATE_FORMAT_VERSION}`);
       }
     }
-    // Takes effect for a new file (before its first table); an older file is converted by compact().
+    // Takes effect for a new file (before its first table); an older file is converted by convertToIncrementalVacuum().
     db.exec(`PRAGMA auto_vacuum=${AUTO_VACUUM_INCREMENTAL};`);
     db.exec('PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=2000;');
     db.exec(`PRAGMA wal_autocheckpoint=${WAL_AUTOCHECKPOINT_PAGES}; PRAGMA journal_size_limit=${WAL_SIZE_LIMIT_BYTES};`);

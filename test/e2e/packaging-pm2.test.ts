@@ -37,6 +37,11 @@ async function pm2Pid(env: NodeJS.ProcessEnv): Promise<number> {
   return app!.pid;
 }
 
+/** The tor processes a supervisor started. */
+function torsOf(supervisorPid: number): number[] {
+  return execFileSync('pgrep', ['-P', String(supervisorPid), '-x', 'tor']).toString().trim().split('\n').map(Number);
+}
+
 const POOL = 2;
 const SESSION = 'pm2';
 
@@ -71,30 +76,27 @@ describe('packaging: under pm2 with ecosystem.config.cjs', function () {
 
     const service = { net, ports, poolSize: POOL, log: () => pm2Logs(pm2Home) };
     await waitRoutable(ports.api, POOL, 120_000, service.log);
-    const firstTors = execFileSync('pgrep', ['-P', String(supervisorPid), '-x', 'tor']).toString().trim().split('\n').map(Number);
-    expect(firstTors).to.have.length(POOL);
+    expect(torsOf(supervisorPid)).to.have.length(POOL);
 
-    // pm2 restart (SIGINT, then a new process): the session keeps its exit IP (durable state).
-    await expectSessionKeptAcross('pm2 restart', service, SESSION, async () => {
-      await pm2(['restart', 'exitpool'], env);
-      expect(await waitAllGone([supervisorPid, ...firstTors], 30_000), 'the old supervisor and its tors are gone').to.deep.equal([]);
-    });
-    const restarted = await pm2Pid(env);
-    expect(restarted).to.not.equal(supervisorPid);
+    // pm2 restart (SIGINT, then a new process), then pm2 reload (in fork mode pm2 stops the
+    // process and starts it again, not a rolling swap), each from the state the one before wrote:
+    // the session keeps its exit IP (durable state), and the old supervisor and its tors are gone.
+    let current = supervisorPid;
+    for (const command of ['restart', 'reload'] as const) {
+      const before = current;
+      const tors = torsOf(before);
+      await expectSessionKeptAcross(`pm2 ${command}`, service, SESSION, async () => {
+        await pm2([command, 'exitpool'], env);
+        expect(await waitAllGone([before, ...tors], 30_000), `the supervisor before pm2 ${command} and its tors are gone`).to.deep.equal([]);
+      });
+      const next = await pm2Pid(env);
+      expect(next, `a new supervisor after pm2 ${command}`).to.not.equal(before);
+      current = next;
+    }
 
-    // pm2 reload (in fork mode pm2 stops the process and starts it again, not a rolling swap):
-    // the same again, from the state the restarted process wrote.
-    const restartedTors = execFileSync('pgrep', ['-P', String(restarted), '-x', 'tor']).toString().trim().split('\n').map(Number);
-    await expectSessionKeptAcross('pm2 reload', service, SESSION, async () => {
-      await pm2(['reload', 'exitpool'], env);
-      expect(await waitAllGone([restarted, ...restartedTors], 30_000), 'the restarted supervisor and its tors are gone').to.deep.equal([]);
-    });
-    const reloaded = await pm2Pid(env);
-    expect(reloaded).to.not.equal(restarted);
-
-    const torPids = execFileSync('pgrep', ['-P', String(reloaded), '-x', 'tor']).toString().trim().split('\n').map(Number);
+    const torPids = torsOf(current);
     await pm2(['stop', 'exitpool'], env);
-    expect(await waitAllGone([reloaded, ...torPids], 30_000)).to.deep.equal([]);
-    expect(isAlive(reloaded)).to.equal(false);
+    expect(await waitAllGone([current, ...torPids], 30_000)).to.deep.equal([]);
+    expect(isAlive(current)).to.equal(false);
   });
 });

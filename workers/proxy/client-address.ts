@@ -18,5 +18,10 @@ export function clientIpOf(remoteAddress: string | undefined): string {
  * address once read, so later reads agree even after the client left.
  */
 export function routeRequestFrom(socket: net.Socket, fields: Omit<RouteRequest, 'clientIp'>): RouteRequest {
-  return Object.defineProperty({ ...fields }, 'clientIp', { get: () => clientIpOf(socket.remoteAddress), enumerable: true }) as RouteRequest;
+  return {
+    ...fields,
+    get clientIp() {
+      return clientIpOf(socket.remoteAddress);
+    },
+  };
 }

@@ -103,25 +103,22 @@ class FakePool:
         self.server.server_close()
 
 
+DEFAULT_PAGES = {
+    "/start": (302, {"Location": "/sorry/wait?next=%2Fstart"}, ""),
+    "/sorry/wait": (200, {}, "One moment"),
+    "/account": (302, {"Location": "/login"}, ""),
+    "/blocked": (403, {}, "Forbidden"),
+    "/queue": (200, {}, "You are now in line (queue-it)"),
+    "/held": (302, {"Location": "/hold/please"}, ""),
+    "/hold/please": (200, {}, "One moment"),
+}
+
+
 def default_site(url):
     """``/start`` redirects to a challenge whose page has no marker; ``/account`` to a login
     page; ``/blocked`` is a 403; ``/queue`` a waiting room no default rule knows; ``/held``
     redirects to ``/hold/please``, a challenge no default rule knows; anything else is a page."""
-    if url.path == "/start":
-        return 302, {"Location": "/sorry/wait?next=%2Fstart"}, ""
-    if url.path == "/sorry/wait":
-        return 200, {}, "One moment"
-    if url.path == "/account":
-        return 302, {"Location": "/login"}, ""
-    if url.path == "/blocked":
-        return 403, {}, "Forbidden"
-    if url.path == "/queue":
-        return 200, {}, "You are now in line (queue-it)"
-    if url.path == "/held":
-        return 302, {"Location": "/hold/please"}, ""
-    if url.path == "/hold/please":
-        return 200, {}, "One moment"
-    return 200, {}, "welcome"
+    return DEFAULT_PAGES.get(url.path, (200, {}, "welcome"))
 
 
 @pytest.fixture
