@@ -1,6 +1,8 @@
+import { EventEmitter } from 'node:events';
 import type { HealthState, HealthView } from '../../shared/api/views.js';
 import type { Config } from '../../shared/config/index.js';
 import { childLogger, type Logger } from '../../shared/logger.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 import type { FailureKind, FailureOptions, FailureSource } from '../../shared/health/failure-kind.js';
 import { systemClock, type HealthClock } from './health-clock.js';
 import {
@@ -8,15 +10,14 @@ import {
   initialHealthState,
   isRoutableState,
   reduceHealth,
-  type HealthAudit,
   type HealthConfig,
   type HealthEffect,
   type HealthEvent,
   type HealthMachineState,
-  type QuarantineCause,
 } from './health-machine.js';
 import type { RemediationPlan } from './remediation-ladder.js';
 import { restoreHealth, snapshotHealth, type HealthSnapshot } from './health-snapshot.js';
+import type { HealthEvents, HealthTracker } from './health-tracker.js';
 import {
   DEFAULT_ACTION_TIMEOUT_MS,
   RemediationExecutor,
@@ -35,12 +36,8 @@ export interface InstanceHealthOptions {
   clock?: HealthClock;
   timeouts?: Partial<RemediationTimeouts>;
   log?: Logger;
-  /** The instance went into quarantine: move its sessions now (manual ones too). */
-  onQuarantine?(event: { id: number; cause: QuarantineCause }): void;
-  /** A quarantine or remediation event for the audit log; the message names the instance. */
-  onAudit?(event: { id: number } & HealthAudit): void;
-  onStateChange?(event: { id: number; from: HealthState; to: HealthState }): void;
 }
+
 
 /** Monotonic counters for the metrics (pool_instance_failures_total and friends). */
 export interface HealthLifetime {
@@ -59,7 +56,7 @@ export interface HealthLifetime {
  * rungs run in the background, and their outcomes come back as machine events.
  * Call tick(now) periodically (the pool does every second) so the window slides without traffic.
  */
-export class InstanceHealth {
+export class InstanceHealth extends EventEmitter<HealthEvents> implements HealthTracker {
   readonly id: number;
   private s: HealthMachineState;
   private readonly config: InstanceHealthConfig;
@@ -74,7 +71,8 @@ export class InstanceHealth {
   /** A rung restored from the durable state, launched at the first bootstrap. */
   private resumeAtBootstrap: { plan: RemediationPlan; dueAt: number } | null = null;
 
-  constructor(private readonly options: InstanceHealthOptions) {
+  constructor(options: InstanceHealthOptions) {
+    super();
     this.id = options.id;
     this.config = options.config;
     this.clock = options.clock ?? systemClock;
@@ -205,7 +203,7 @@ export class InstanceHealth {
       // healthy <-> degraded follows every first failure and every emptied window: debug only.
       const routine = isRoutableState(before.state) && before.state !== 'probation' && isRoutableState(this.s.state) && this.s.state !== 'probation';
       this.log.log(routine ? 'debug' : 'info', 'health state changed', { from: before.state, to: this.s.state, event: event.type });
-      this.hook(() => this.options.onStateChange?.({ id: this.id, from: before.state, to: this.s.state }));
+      this.hook(() => this.emit('state', { from: before.state, to: this.s.state }));
     }
     for (const effect of transition.effects) this.apply(effect);
     return transition.refused ? { refused: transition.refused } : {};
@@ -214,12 +212,12 @@ export class InstanceHealth {
   private apply(effect: HealthEffect): void {
     switch (effect.type) {
       case 'moveSessions':
-        this.hook(() => this.options.onQuarantine?.({ id: this.id, cause: effect.cause }));
+        this.hook(() => this.emit('quarantine', effect.cause));
         break;
       case 'audit': {
         const { type, message, details } = effect.audit;
         this.log.info(message, { audit: type, ...details });
-        this.hook(() => this.options.onAudit?.({ id: this.id, type, message: `instance ${this.id} ${message}`, details }));
+        this.hook(() => this.emit('audit', { type, message: `instance ${this.id} ${message}`, details }));
         break;
       }
       case 'startRemediation':
@@ -263,7 +261,7 @@ export class InstanceHealth {
     try {
       call();
     } catch (e) {
-      this.log.error('health listener failed', { error: (e as Error).message });
+      this.log.error('health listener failed', { error: errorMessage(e) });
     }
   }
 }

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { HealthState } from '../../shared/api/views.js';
-import type { HealthTracker } from '../../supervisor/pool/health-tracker.js';
+import type { HealthTracker } from '../../supervisor/health/health-tracker.js';
 import { InstanceHealth, type InstanceHealthConfig, type InstanceHealthOptions } from '../../supervisor/health/instance-health.js';
 import { ManualClock } from '../support/fakes/manual-clock.js';
 import { RUNG_RETRY_DELAY_MS } from '../../supervisor/health/remediation-ladder.js';
@@ -30,7 +30,7 @@ interface Rig {
   states: HealthState[];
 }
 
-function rig(options: Partial<InstanceHealthOptions> = {}): Rig {
+function rig(options: Partial<InstanceHealthOptions> = {}, listeners: { throwing?: boolean } = {}): Rig {
   const clock = new ManualClock(10 * SEC);
   const actions = new ScriptedActions(clock);
   const audits: string[] = [];
@@ -42,11 +42,20 @@ function rig(options: Partial<InstanceHealthOptions> = {}): Rig {
     actions,
     clock,
     log: quietLogger(),
-    onAudit: (a) => audits.push(`${a.type}: ${a.message}`),
-    onQuarantine: (q) => quarantines.push(`${q.id}:${q.cause}`),
-    onStateChange: (c) => states.push(c.to),
     ...options,
   });
+  if (listeners.throwing) {
+    h.on('audit', () => {
+      throw new Error('audit sink down');
+    });
+    h.on('quarantine', () => {
+      throw new Error('pool busy');
+    });
+  } else {
+    h.on('audit', (a) => audits.push(`${a.type}: ${a.message}`));
+    h.on('quarantine', (cause) => quarantines.push(`${h.id}:${cause}`));
+    h.on('state', (c) => states.push(c.to));
+  }
   h.bootstrapped(clock.now());
   return { h, clock, actions, audits, quarantines, states };
 }
@@ -266,14 +275,7 @@ describe('health: instance health', () => {
   });
 
   it('survives listeners that throw', async () => {
-    const r = rig({
-      onAudit: () => {
-        throw new Error('audit sink down');
-      },
-      onQuarantine: () => {
-        throw new Error('pool busy');
-      },
-    });
+    const r = rig({}, { throwing: true });
     captchas(r, 2);
     await r.clock.settle();
     expect(r.h.state).to.equal('probation');
