@@ -1,29 +1,31 @@
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { instanceControlPort, instanceSocksPort, type Config, encodeWorkerConfig, WORKER_CONFIG_ENV } from '../shared/config/index.js';
+import { errorMessage } from '../shared/errors/error-message.js';
 import { logger, type Logger } from '../shared/logger.js';
 import { serviceVersion } from '../shared/version.js';
+import { LocalSignInLimiter } from '../shared/auth/sign-in-limit.js';
+import { FORWARD_DIGEST_ENV } from '../shared/ipc/protocol.js';
 import { AuditLog } from './audit/audit-log.js';
 import { AuthOperations } from './auth-operations.js';
-import { LocalSignInLimiter } from '../shared/auth/sign-in-limit.js';
 import { AuthStore, type GeneratedCredentials } from './auth/auth-store.js';
 import { WorkerManager } from './cluster/worker-manager.js';
+import { ExitAssignments } from './exits/exit-assignments.js';
+import type { FleetMember } from './fleet/fleet-member.js';
+import { fleetMemberOptions, fleetRedisUrl } from './fleet/fleet-config.js';
 import { InstanceHealth } from './health/instance-health.js';
 import { PoolMetrics } from './metrics/pool-metrics.js';
 import { WorkerLoad } from './metrics/worker-load.js';
 import { Pool } from './pool/pool.js';
-import { DestinationBlame } from './exits/destination-blame.js';
-import { ExitAssignments } from './exits/exit-assignments.js';
 import { TorPoolInstance } from './pool/tor-pool-instance.js';
 import { checkTorBinary } from './startup/tor-binary-check.js';
-import type { FleetMember } from './fleet/fleet-member.js';
 import { StartupError } from './startup/startup-error.js';
-import { DurableState } from './state/durable-state.js';
+import { DurableState, type RestoredState } from './state/durable-state.js';
 import { loadDurableState } from './state/load-durable-state.js';
 import { SqliteStateStore } from './state/sqlite-state-store.js';
-import { FORWARD_DIGEST_ENV } from '../shared/ipc/protocol.js';
-import { attachWorker, flushProxyAccounting, invalidateRouteLeases, probeDestinationThroughWorker, stateSnapshot } from './worker-ipc.js';
+import type { StateStore } from './state/state-store.js';
+import { attachWorker, flushProxyAccounting, stateSnapshot } from './worker-ipc.js';
+import { WorkerPort } from './worker-port.js';
 
 /** The state snapshot for the live stream, and session expiry and statistics, run this often. */
 export const TICK_MS = 1000;
@@ -41,8 +43,9 @@ export interface ServiceOptions {
 
 /**
  * The supervisor: the credential store, the pool of tor instances with their health and the
- * session table, the worker processes, and the periodic tick. `stop()` shuts it all down in
- * order: listeners first (workers), then tor (SIGTERM, grace, SIGKILL), then pending saves.
+ * session table, the worker processes, and the periodic tick. `start()` runs the start-up stages
+ * in order (below); `stop()` shuts it all down in order: listeners first (workers), then tor
+ * (SIGTERM, grace, SIGKILL), then pending saves.
  */
 export class Service {
   private tickTimer: NodeJS.Timeout | null = null;
@@ -64,168 +67,25 @@ export class Service {
     readonly fleet: FleetMember | null,
   ) {}
 
+  /**
+   * The start-up, stage by stage. The order is the rules': a node takes its name's lease before
+   * it reads its state from Redis; the state is read before anything records (the audit trail
+   * and the session table go on from what it held); the pool is built before the workers (they
+   * ask it), which reach back to the workers through a port bound when they are forked; tors
+   * spawn before the workers fork, and the pool serves once the proxies listen. A stage that
+   * fails undoes what the stages before it began.
+   */
   static async start(config: Config, options: ServiceOptions): Promise<Service> {
     const log = logger();
-    log.info('exitpool starting', {
-      version: serviceVersion(),
-      instances: config.poolSize,
-      socks: `${config.bindHost}:${config.socksPort}`,
-      http: `${config.bindHost}:${config.httpPort}`,
-      api: `${config.bindHost}:${config.apiPort}`,
-      dataDir: config.dataDir,
-    });
-    if (config.authDisabled) log.warn('AUTH_DISABLED is on: the proxies and the API accept anyone');
-
+    announce(config, log);
     log.info('tor found', { version: await checkTorBinary(config.torBinary, options.torEnv) });
-    const { store, generated } = await AuthStore.open({ config, log });
-    // Here, not in the API worker, so a restart of that worker keeps the counts.
-    const signInLimiter = new LocalSignInLimiter(config.loginRateLimit);
-    if (generated.adminPassword) {
-      log.warn('generated dashboard credentials (shown once; stored as a digest)', { user: config.adminUser, password: generated.adminPassword });
-    }
-    if (generated.proxyToken) {
-      log.warn('generated proxy token (shown once; stored as a digest)', { token: generated.proxyToken.secret, id: generated.proxyToken.id });
-    }
-
-    // On a shared Redis the node's name is leased first: two processes under one name would
-    // write over each other's state (supervisor/fleet).
-    const redisUrl = config.stateStore === 'none' || config.stateStore === 'sqlite' ? null : config.stateStore;
-    // The Redis modules (ioredis, about 10 MiB of a process's memory) load only for a node that uses Redis.
-    const fleet =
-      redisUrl === null
-        ? null
-        : await (await import('./fleet/fleet-member.js')).FleetMember.join({
-            url: redisUrl,
-            node: config.nodeName,
-            leaseMs: config.nodeLeaseMs,
-            address: { host: advertisedHost(config), port: config.socksPort, apiPort: config.apiPort },
-            sessionLifetimeMs: Math.max(config.sessionTtlMs, config.sessionTtlMaxMs),
-            log: log.child({ component: 'fleet' }),
-          });
-    // Read before anything records: the audit trail and the session table go on from what it held.
-    const durableStore =
-      redisUrl !== null
-        ? new (await import('./state/redis-state-store.js')).RedisStateStore(redisUrl, config.nodeName)
-        : config.stateStore === 'sqlite'
-          ? new SqliteStateStore(config.dataDir)
-          : null;
-    let restored;
-    try {
-      restored = durableStore ? await loadDurableState(durableStore, log) : null;
-    } catch (error) {
-      await fleet?.leave();
-      throw error;
-    }
-
-    const audit = new AuditLog();
-    // PIN_EXIT_RELAY: the supervisor assigns each instance its exit (supervisor/exits/README.md).
-    const exits = config.pinExitRelay
-      ? new ExitAssignments({
-          unit: config.exitDistinct,
-          banTtlMs: config.exitBanTtlMs,
-          exitNodes: config.torExitNodes,
-          strictNodes: config.torStrictNodes,
-          audit,
-          log: log.child({ component: 'exits' }),
-        })
-      : undefined;
-    exits?.start();
-    // A destination refusal is checked through another exit before it counts against this one.
-    const blame = new DestinationBlame(async ({ host, port }, except) => {
-      const socks = pool.probeRoute(except);
-      return socks === null ? null : probeDestinationThroughWorker(workers, { socks, host, port }, log);
-    });
-    const pool: Pool = new Pool({
-      config,
-      waitForListeners: true,
-      audit,
-      log,
-      sendInvalidation: (invalidation) => invalidateRouteLeases(workers, invalidation, log),
-      ...(exits ? { exits } : {}),
-      ...(fleet ? { fleet: fleet.sessions } : {}),
-      blame,
-      onDestinationFault: () => metrics.failuresBlamedOnDestination.inc(),
-      onCountryRefusal: (countries, reason) => metrics.countryRefused(countries, reason),
-      createInstance: (id) =>
-        new TorPoolInstance(
-          {
-          index: id,
-          dataDir: config.dataDir,
-          socksPort: instanceSocksPort(config, id),
-          controlPort: instanceControlPort(config, id),
-          torBinary: config.torBinary,
-          conflux: config.torConflux,
-          maxCircuitDirtinessSecs: Math.round(config.torMaxCircuitDirtinessMs / 1000),
-          exitNodes: config.torExitNodes,
-          ...(config.torExitNodes.length > 0 ? { strictNodes: config.torStrictNodes } : {}),
-          extraTorrcLines: config.torExtraConfig,
-          pinExitRelay: config.pinExitRelay,
-          allowPublicNetwork: options.allowPublicNetwork,
-          stallTimeoutMs: config.bootstrapStallTimeoutMs,
-          ...(options.torEnv ? { env: options.torEnv } : {}),
-          ...(options.defaultsTorrc ? { defaultsTorrc: options.defaultsTorrc } : {}),
-          ...(options.expectedTorWarnings ? { expectedWarnings: options.expectedTorWarnings } : {}),
-          log: log.child({ instance: id }),
-          },
-          exits,
-        ),
-      createHealth: (id, instance) => {
-        const health = new InstanceHealth({
-          id,
-          config,
-          log: log.child({ instance: id }),
-          actions: {
-            newCircuit: () => instance.newCircuit(),
-            wipeRestart: () => instance.restart(true),
-            restart: () => instance.restart(false),
-            waitUntilReady: (timeoutMs) => instance.whenReady(timeoutMs),
-          },
-          onQuarantine: ({ cause }) => {
-            if (cause !== 'manual') pool.quarantined(id, cause);
-          },
-          onAudit: (e) => audit.record({ type: e.type, instance: id, message: e.message, details: e.details }),
-        });
-        // Only the first time an id is created: a later instance with the same id (a resize) is new.
-        const kept = restored?.health.get(id);
-        if (kept) {
-          restored?.health.delete(id);
-          health.restore(kept);
-        }
-        return health;
-      },
-    });
-    const durable =
-      durableStore && restored
-        ? DurableState.resume(
-            durableStore,
-            restored,
-            { sessions: pool.sessions, exitOf: (id) => pool.instanceExit(id), exits, health: () => pool.persistableHealth(), audit, stats: pool.stats },
-            { poolSize: config.poolSize, holdSessionsOn: (ids) => pool.holdRestoredSessions(ids) },
-            log,
-          )
-        : null;
-
+    const credentials = await openCredentials(config, log);
+    const fleet = await joinFleet(config, log);
+    const state = await loadState(config, fleet, log);
+    const workerPort = new WorkerPort(log);
+    const core = assemblePool(config, options, state, fleet, workerPort, log);
     const load = new WorkerLoad();
-    const metrics = new PoolMetrics({
-      instanceViews: () => pool.instanceViews(),
-      lifetime: (id) => pool.healthLifetime(id),
-      quarantineScore: () => config.quarantineFailures,
-      totals: () => pool.totalsNow(),
-      sessionCount: () => pool.sessions.size,
-      sessionsByCountry: () => pool.sessionsByCountry(),
-      routableCount: () => pool.placement().routable.length,
-      exitCounts: () =>
-        exits ? { inUse: exits.assignedCount(), banned: exits.bans.list(Date.now()).length, eligible: exits.eligibleCount(), catalog: exits.catalog.size } : null,
-      workerRestarts: () => workers.restarts,
-      workers: () =>
-        workers.handles().flatMap((h) => {
-          const pid = h.worker.process.pid;
-          return pid === undefined ? [] : [{ role: h.role, slot: h.slot, pid, connections: load.connectionsOf(h.slot) }];
-        }),
-      connectionLimitPerWorker: config.maxConnectionsPerWorker,
-      ...(fleet ? { node: fleet.node } : {}),
-    });
-
+    const metrics = poolMetrics(config, core, fleet, workerPort, load);
     const workers: WorkerManager = new WorkerManager({
       exec: path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'workers', 'main.js'),
       specs: [
@@ -236,78 +96,43 @@ export class Service {
       log,
       attach: (h) =>
         attachWorker(h, {
-          pool,
-          exits,
+          pool: core.pool,
+          exits: core.exits,
           fleet,
           load,
-          audit,
+          audit: core.audit,
           metrics,
-          store,
+          store: credentials.store,
           auth: () => auth,
-          signInLimiter,
+          signInLimiter: credentials.signInLimiter,
           // A listener is up while at least one proxy worker is (they share the sockets).
           proxyWorkersListening: () => workers.handles('proxy').length,
           flushAccounting: () => flushProxyAccounting(workers, log),
           log,
         }),
     });
-    const auth = new AuthOperations(store, workers, audit, log);
-    if (fleet) {
-      // Tokens issued on any node work on every node; a revocation anywhere is in force everywhere.
-      auth.shared = fleet.tokens;
-      try {
-        await fleet.shareTokens(store.issuedTokens(), (tokens) => {
-          const snapshots = store.replaceIssued(tokens);
-          if (snapshots) auth.push(snapshots).catch((e: unknown) => log.error('a worker did not take the fleet’s tokens', { error: (e as Error).message }));
-        });
-      } catch (e) {
-        await durable?.close();
-        await fleet.leave();
-        throw new StartupError('STATE_STORE', `the fleet's tokens could not be read from Redis: ${(e as Error).message}`);
-      }
-    }
-
-    audit.on('event', (e) => workers.broadcast('event', e, 'api'));
-    pool.on('instances-changed', (ids) => workers.broadcast('session-ports', { instances: ids }, 'proxy'));
-    pool.on('instance-down', (id) => workers.broadcast('instance-down', { instance: id }, 'proxy'));
-    pool.on('serving', (ready) => log.info('serving', { ready, socks: config.socksPort, http: config.httpPort }));
-    pool.on('ready-count', (ready) => log.info('instance bootstrapped', { ready, size: pool.instanceIds().length }));
-
-    if (fleet) {
-      fleet.trackSessions(
-        (since) => pool.sessionKeysUsedSince(since),
-        (sessions) => pool.giveUpSessions(sessions),
-      );
-      fleet.describeSelf(() => ({
-        routable: pool.placement().routable.length,
-        sessions: pool.sessions.size,
-        instances: pool.instanceViews().map((i) => ({
-          id: i.id,
-          ready: i.ready,
-          state: i.health.state,
-          exit_ip: i.exit_ip,
-          exit_country: i.exit_country,
-          exit_fingerprint: i.assigned_exit?.fingerprint ?? '',
-          sessions: i.sessions,
-          requests: i.totals.requests,
-        })),
-      }));
-      if (exits) await fleet.manageExits(exits);
-    }
-    pool.start();
+    workerPort.bind(workers);
+    const auth = new AuthOperations(credentials.store, workers, core.audit, log);
+    const undoState = async (): Promise<void> => {
+      await core.durable?.close();
+      await fleet?.leave();
+    };
+    if (fleet) await shareWithFleet(fleet, credentials.store, auth, core, log, undoState);
+    wireWorkerNotices(core, workers, log);
+    core.pool.start();
     try {
       await workers.start();
     } catch (e) {
-      log.debug('workers failed to start; stopping what started', { error: (e as Error).message });
+      log.debug('workers failed to start; stopping what started', { error: errorMessage(e) });
       await workers.stop(0);
-      pool.beginShutdown();
-      await durable?.close();
-      await pool.stop();
+      core.pool.beginShutdown();
+      await core.durable?.close();
+      await core.pool.stop();
       await fleet?.leave();
       throw e;
     }
-    pool.listenersUp();
-    const service = new Service(config, pool, workers, audit, store, generated, log, durable, fleet);
+    core.pool.listenersUp();
+    const service = new Service(config, core.pool, workers, core.audit, credentials.store, credentials.generated, log, core.durable, fleet);
     service.tickTimer = setInterval(() => service.tick(), TICK_MS);
     log.info('API and dashboard listening', { url: `http://${config.bindHost}:${config.apiPort}/` });
     return service;
@@ -351,10 +176,216 @@ export class Service {
   }
 }
 
-/** NODE_ADDRESS, or BIND_HOST, or (BIND_HOST being a wildcard) the host name: where the other nodes reach this one. */
-function advertisedHost(config: Config): string {
-  if (config.nodeAddress !== '') return config.nodeAddress;
-  return config.bindHost === '0.0.0.0' || config.bindHost === '::' ? os.hostname() : config.bindHost;
+// ---- the start-up stages, in the order Service.start runs them ----
+
+function announce(config: Config, log: Logger): void {
+  log.info('exitpool starting', {
+    version: serviceVersion(),
+    instances: config.poolSize,
+    socks: `${config.bindHost}:${config.socksPort}`,
+    http: `${config.bindHost}:${config.httpPort}`,
+    api: `${config.bindHost}:${config.apiPort}`,
+    dataDir: config.dataDir,
+  });
+  if (config.authDisabled) log.warn('AUTH_DISABLED is on: the proxies and the API accept anyone');
+}
+
+interface Credentials {
+  store: AuthStore;
+  generated: GeneratedCredentials;
+  /** Here, not in the API worker, so a restart of that worker keeps the counts. */
+  signInLimiter: LocalSignInLimiter;
+}
+
+async function openCredentials(config: Config, log: Logger): Promise<Credentials> {
+  const { store, generated } = await AuthStore.open({ config, log });
+  if (generated.adminPassword) {
+    log.warn('generated dashboard credentials (shown once; stored as a digest)', { user: config.adminUser, password: generated.adminPassword });
+  }
+  if (generated.proxyToken) {
+    log.warn('generated proxy token (shown once; stored as a digest)', { token: generated.proxyToken.secret, id: generated.proxyToken.id });
+  }
+  return { store, generated, signInLimiter: new LocalSignInLimiter(config.loginRateLimit) };
+}
+
+/**
+ * On a shared Redis the node's name is leased first: two processes under one name would write
+ * over each other's state (supervisor/fleet). The Redis modules (ioredis, about 10 MiB of a
+ * process's memory) load only for a node that uses Redis.
+ */
+async function joinFleet(config: Config, log: Logger): Promise<FleetMember | null> {
+  const url = fleetRedisUrl(config);
+  if (url === null) return null;
+  const { FleetMember } = await import('./fleet/fleet-member.js');
+  return FleetMember.join(fleetMemberOptions(config, url, log));
+}
+
+interface LoadedState {
+  store: StateStore;
+  restored: RestoredState;
+}
+
+/** Read before anything records: the audit trail and the session table go on from what it held. */
+async function loadState(config: Config, fleet: FleetMember | null, log: Logger): Promise<LoadedState | null> {
+  const url = fleetRedisUrl(config);
+  const store: StateStore | null =
+    url !== null
+      ? new (await import('./state/redis-state-store.js')).RedisStateStore(url, config.nodeName)
+      : config.stateStore === 'sqlite'
+        ? new SqliteStateStore(config.dataDir)
+        : null;
+  if (!store) return null;
+  try {
+    return { store, restored: await loadDurableState(store, log) };
+  } catch (error) {
+    await fleet?.leave();
+    throw error;
+  }
+}
+
+/** The pool and what it is built from; the durable state writes behind it from here on. */
+interface PoolCore {
+  audit: AuditLog;
+  /** PIN_EXIT_RELAY: the supervisor assigns each instance its exit (supervisor/exits/README.md). */
+  exits: ExitAssignments | undefined;
+  pool: Pool;
+  durable: DurableState | null;
+}
+
+function assemblePool(config: Config, options: ServiceOptions, state: LoadedState | null, fleet: FleetMember | null, workers: WorkerPort, log: Logger): PoolCore {
+  const audit = new AuditLog();
+  const exits = config.pinExitRelay
+    ? new ExitAssignments({
+        unit: config.exitDistinct,
+        banTtlMs: config.exitBanTtlMs,
+        exitNodes: config.torExitNodes,
+        strictNodes: config.torStrictNodes,
+        audit,
+        log: log.child({ component: 'exits' }),
+      })
+    : undefined;
+  exits?.start();
+  const restoredHealth = state?.restored.health;
+  const pool = new Pool({
+    config,
+    waitForListeners: true,
+    audit,
+    log,
+    sendInvalidation: (invalidation) => workers.invalidateRouteLeases(invalidation),
+    ...(exits ? { exits } : {}),
+    ...(fleet ? { fleet: fleet.sessions } : {}),
+    probeDestination: (probe) => workers.probeDestination(probe),
+    createInstance: (id) => torPoolInstance(config, options, id, exits, log),
+    createHealth: (id, instance) => {
+      const health = new InstanceHealth({
+        id,
+        config,
+        log: log.child({ instance: id }),
+        actions: {
+          newCircuit: () => instance.newCircuit(),
+          wipeRestart: () => instance.restart(true),
+          restart: () => instance.restart(false),
+          waitUntilReady: (timeoutMs) => instance.whenReady(timeoutMs),
+        },
+      });
+      // Only the first time an id is created: a later instance with the same id (a resize) is new.
+      const kept = restoredHealth?.get(id);
+      if (kept) {
+        restoredHealth?.delete(id);
+        health.restore(kept);
+      }
+      return health;
+    },
+  });
+  const durable = state
+    ? DurableState.resume(
+        state.store,
+        state.restored,
+        { sessions: pool.sessions, exitOf: (id) => pool.instanceExit(id), exits, health: () => pool.persistableHealth(), audit, stats: pool.stats },
+        { poolSize: config.poolSize, holdSessionsOn: (ids) => pool.holdRestoredSessions(ids) },
+        log,
+      )
+    : null;
+  return { audit, exits, pool, durable };
+}
+
+function torPoolInstance(config: Config, options: ServiceOptions, id: number, exits: ExitAssignments | undefined, log: Logger): TorPoolInstance {
+  return new TorPoolInstance(
+    {
+      index: id,
+      dataDir: config.dataDir,
+      socksPort: instanceSocksPort(config, id),
+      controlPort: instanceControlPort(config, id),
+      torBinary: config.torBinary,
+      conflux: config.torConflux,
+      maxCircuitDirtinessSecs: Math.round(config.torMaxCircuitDirtinessMs / 1000),
+      exitNodes: config.torExitNodes,
+      ...(config.torExitNodes.length > 0 ? { strictNodes: config.torStrictNodes } : {}),
+      extraTorrcLines: config.torExtraConfig,
+      pinExitRelay: config.pinExitRelay,
+      allowPublicNetwork: options.allowPublicNetwork,
+      stallTimeoutMs: config.bootstrapStallTimeoutMs,
+      ...(options.torEnv ? { env: options.torEnv } : {}),
+      ...(options.defaultsTorrc ? { defaultsTorrc: options.defaultsTorrc } : {}),
+      ...(options.expectedTorWarnings ? { expectedWarnings: options.expectedTorWarnings } : {}),
+      log: log.child({ instance: id }),
+    },
+    exits,
+  );
+}
+
+function poolMetrics(config: Config, core: PoolCore, fleet: FleetMember | null, workers: WorkerPort, load: WorkerLoad): PoolMetrics {
+  const { pool, exits } = core;
+  const metrics = new PoolMetrics({
+    instanceViews: () => pool.instanceViews(),
+    lifetime: (id) => pool.healthLifetime(id),
+    quarantineScore: () => config.quarantineFailures,
+    totals: () => pool.totalsNow(),
+    sessionCount: () => pool.sessions.size,
+    sessionsByCountry: () => pool.sessionsByCountry(),
+    routableCount: () => pool.placement().routable.length,
+    exitCounts: () =>
+      exits ? { inUse: exits.assignedCount(), banned: exits.bans.list(Date.now()).length, eligible: exits.eligibleCount(), catalog: exits.catalog.size } : null,
+    workerRestarts: () => workers.restarts,
+    workers: () =>
+      workers.handles().flatMap((h) => {
+        const pid = h.worker.process.pid;
+        return pid === undefined ? [] : [{ role: h.role, slot: h.slot, pid, connections: load.connectionsOf(h.slot) }];
+      }),
+    connectionLimitPerWorker: config.maxConnectionsPerWorker,
+    ...(fleet ? { node: fleet.node } : {}),
+  });
+  pool.on('destination-fault', () => metrics.failuresBlamedOnDestination.inc());
+  pool.on('country-refused', (countries, reason) => metrics.countryRefused(countries, reason));
+  return metrics;
+}
+
+/**
+ * A node's tokens are the fleet's (issued on any node, revoked everywhere), and its pool is:
+ * sessions' ownership, its summary, its exits' leases (FleetMember.attachPool).
+ */
+async function shareWithFleet(fleet: FleetMember, store: AuthStore, auth: AuthOperations, core: PoolCore, log: Logger, undo: () => Promise<void>): Promise<void> {
+  auth.shared = fleet.tokens;
+  try {
+    await fleet.shareTokens(store.issuedTokens(), (tokens) => {
+      const snapshots = store.replaceIssued(tokens);
+      if (snapshots) auth.push(snapshots).catch((e: unknown) => log.error('a worker did not take the fleet’s tokens', { error: errorMessage(e) }));
+    });
+  } catch (e) {
+    await undo();
+    throw new StartupError('STATE_STORE', `the fleet's tokens could not be read from Redis: ${errorMessage(e)}`);
+  }
+  await fleet.attachPool(core.pool, core.exits);
+}
+
+/** What the pool and the audit log tell the workers and the log. */
+function wireWorkerNotices(core: PoolCore, workers: WorkerManager, log: Logger): void {
+  const { pool, audit } = core;
+  audit.on('event', (e) => workers.broadcast('event', e, 'api'));
+  pool.on('instances-changed', (ids) => workers.broadcast('session-ports', { instances: ids }, 'proxy'));
+  pool.on('instance-down', (id) => workers.broadcast('instance-down', { instance: id }, 'proxy'));
+  pool.on('serving', (ready) => log.info('serving', { ready, socks: pool.summary().socks_port, http: pool.summary().http_port }));
+  pool.on('ready-count', (ready) => log.info('instance bootstrapped', { ready, size: pool.instanceIds().length }));
 }
 
 /**

@@ -1,5 +1,7 @@
+import { EventEmitter } from 'node:events';
 import type { ExitAssignmentView } from '../../shared/api/views.js';
 import type { Logger } from '../../shared/logger.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { GetInfo } from '../tor/relay-directory.js';
 import { ExitBans, type BanCause, type ExitBan } from './exit-bans.js';
@@ -68,12 +70,24 @@ export interface ExitSteering {
   unreachable(id: number, fingerprint: string): void;
 }
 
+/** What the exit assignments tell the pool (exit-gone) and the fleet (the rest). */
+export interface ExitAssignmentsEvents {
+  /** These instances' assigned exit left the consensus, or another node holds it: each needs another. */
+  'exit-gone': [ids: number[]];
+  /** An assignment changed: the fleet claims or releases its lease at once. */
+  'assignments-changed': [];
+  /** A ban made here (not one applied from the fleet): the fleet shares it. */
+  banned: [ban: ExitBan];
+  /** A ban lifted by hand here: the fleet lifts it everywhere. */
+  lifted: [fingerprint: string];
+}
+
 /**
  * The pool's exits: the catalog, which instance is assigned which exit (distinct by
  * EXIT_DISTINCT while the catalog allows), bans, and the choice of a new exit for a rotation.
  * Every read is from memory; the catalog is refreshed in the background.
  */
-export class ExitAssignments implements ExitSteering {
+export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> implements ExitSteering {
   readonly catalog = new ExitCatalog();
   readonly bans = new ExitBans();
   private readonly assigned = new Map<number, { relay: ExitRelay; distinct: boolean }>();
@@ -91,20 +105,14 @@ export class ExitAssignments implements ExitSteering {
    * it meanwhile. An entry goes once its instance has asked.
    */
   private readonly restored = new Map<number, RestoredAssignment>();
-  /** Called with the instances whose assigned exit left the consensus (the pool rotates them). */
-  onExitGone: (ids: number[]) => void = () => undefined;
   /**
    * Exits another node of the fleet holds a lease on, with that node's name (supervisor/fleet):
    * never assigned here. Empty on a node of its own.
    */
   private heldElsewhere: ReadonlyMap<string, string> = new Map();
-  /** Called after every change of an assignment, so the fleet can claim or release its lease at once. */
-  onAssignmentsChanged: () => void = () => undefined;
-  /** A ban made here (not one applied from the fleet), and a lift by hand: the fleet shares them. */
-  onBanned: (ban: ExitBan) => void = () => undefined;
-  onLifted: (fingerprint: string) => void = () => undefined;
 
   constructor(private readonly options: ExitAssignmentsOptions) {
+    super();
     this.now = options.now ?? Date.now;
     this.random = options.random ?? Math.random;
   }
@@ -159,10 +167,10 @@ export class ExitAssignments implements ExitSteering {
             const a = this.assigned.get(id) as { relay: ExitRelay };
             this.audit(id, `exit ${a.relay.nickname} (${a.relay.address}) of instance ${id} left the consensus`, { fingerprint: a.relay.fingerprint, reason: 'left_consensus' });
           }
-          this.onExitGone(affected);
+          this.emit('exit-gone', affected);
         }
       } catch (error) {
-        this.options.log.debug('reading the exit catalog failed', { error: (error as Error).message });
+        this.options.log.debug('reading the exit catalog failed', { error: errorMessage(error) });
         throw error;
       } finally {
         this.refreshing = undefined;
@@ -266,7 +274,7 @@ export class ExitAssignments implements ExitSteering {
   /** Instance `id` is assigned `relay` from now on: kept and audited (`said` ends the message). */
   private record(id: number, relay: ExitRelay, distinct: boolean, said: string, why: string, from: ExitRelay | undefined, session?: string): void {
     this.assigned.set(id, { relay, distinct });
-    this.onAssignmentsChanged();
+    this.emit('assignments-changed');
     this.audit(id, `instance ${id} assigned exit ${relay.nickname} (${relay.address}, ${relay.country || '??'})${said ? ` ${said}` : ''}`, {
       fingerprint: relay.fingerprint,
       address: relay.address,
@@ -306,7 +314,7 @@ export class ExitAssignments implements ExitSteering {
 
   private banRelay(relay: ExitRelay, cause: BanCause, reason: string, ttlMs: number, id: number | null, domain = ''): ExitBan {
     const ban = this.bans.ban(relay, cause, reason, this.now(), ttlMs, domain);
-    this.onBanned(ban);
+    this.emit('banned', ban);
     const scope = domain === '' ? '' : ` for ${domain}`;
     this.audit(id, `exit ${relay.nickname} (${relay.address}) banned${scope} until ${new Date(ban.until).toISOString()}: ${reason}`, {
       fingerprint: relay.fingerprint,
@@ -323,7 +331,7 @@ export class ExitAssignments implements ExitSteering {
     const lifted = this.bans.lift(fingerprint);
     if (lifted) {
       this.audit(null, `ban of exit ${fingerprint} lifted`, { fingerprint });
-      this.onLifted(fingerprint);
+      this.emit('lifted', fingerprint);
     }
     return lifted;
   }
@@ -342,7 +350,7 @@ export class ExitAssignments implements ExitSteering {
   release(id: number): void {
     this.sources.delete(id);
     this.restored.delete(id);
-    if (this.assigned.delete(id)) this.onAssignmentsChanged();
+    if (this.assigned.delete(id)) this.emit('assignments-changed');
     this.shortage.delete(id);
   }
 
@@ -380,7 +388,7 @@ export class ExitAssignments implements ExitSteering {
       instances: ids,
       reason: 'held_by_other_node',
     });
-    this.onExitGone(ids);
+    this.emit('exit-gone', ids);
   }
 
   assignment(id: number): ExitAssignmentView | undefined {

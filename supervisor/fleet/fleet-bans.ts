@@ -36,8 +36,8 @@ export class FleetBans {
   /** Shares this node's bans (those restored at start included), applies the fleet's, and listens for changes. */
   async start(exits: ExitAssignments): Promise<void> {
     this.exits = exits;
-    exits.onBanned = (ban) => void this.banned(ban);
-    exits.onLifted = (fingerprint) => void this.lifted(fingerprint);
+    exits.on('banned', this.onBanned);
+    exits.on('lifted', this.onLifted);
     const mine = exits.bans.list(this.now());
     if (mine.length > 0) {
       const pipeline = this.redis.pipeline();
@@ -80,11 +80,12 @@ export class FleetBans {
 
   /** Stops sharing this node's bans (the channel closes with the node's other ones). */
   stop(): void {
-    if (this.exits) {
-      this.exits.onBanned = () => undefined;
-      this.exits.onLifted = () => undefined;
-    }
+    this.exits?.off('banned', this.onBanned);
+    this.exits?.off('lifted', this.onLifted);
   }
+
+  private readonly onBanned = (ban: ExitBan): void => void this.banned(ban);
+  private readonly onLifted = (fingerprint: string): void => void this.lifted(fingerprint);
 
   private async banned(ban: ExitBan): Promise<void> {
     try {

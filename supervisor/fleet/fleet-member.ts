@@ -1,6 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { FleetNodeView, FleetPoolView } from '../../shared/api/views.js';
+import type { FleetNodeSummary, FleetPoolPort } from './fleet-pool-port.js';
 import type { Logger } from '../../shared/logger.js';
 import { readFleetNodeView } from './fleet-node-view.js';
 import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
@@ -78,7 +79,7 @@ export class FleetMember {
   /** When the sessions' ownership was last refreshed: moves only when a refresh reached Redis, so none is skipped. */
   private refreshedAt = Date.now();
   /** What this node says of itself to the fleet (GET /api/fleet); null until the service says. */
-  private summary: (() => Omit<FleetNodeView, 'node' | 'updated_at'>) | null = null;
+  private summary: (() => FleetNodeSummary) | null = null;
   /** Sessions this node served that another live node owns: given up here. */
   private giveUp: (sessions: { key: string; owner: string }[]) => void = () => undefined;
 
@@ -161,9 +162,16 @@ export class FleetMember {
     this.tokensShared = true;
   }
 
-  /** What this node publishes of itself at every renewal (its instances, sessions, routable count). */
-  describeSelf(summary: () => Omit<FleetNodeView, 'node' | 'updated_at'>): void {
-    this.summary = summary;
+  /**
+   * From now on this node's pool is the fleet's: its sessions' ownership is renewed (and those
+   * another node owns are given up), it describes itself at every renewal, and, with exit
+   * assignments, its exits are leased (manageExits).
+   */
+  async attachPool(pool: FleetPoolPort, exits: ExitAssignments | undefined): Promise<void> {
+    this.summary = () => pool.nodeSummary();
+    this.usedSessions = (since) => pool.sessionKeysUsedSince(since);
+    this.giveUp = (sessions) => pool.giveUpSessions(sessions);
+    if (exits) await this.manageExits(exits);
   }
 
   /** GET /api/fleet: every live node as it last described itself, checked, by name. */
@@ -174,12 +182,6 @@ export class FleetMember {
       if (view !== null) nodes.push(view);
     }
     return { node: this.options.node, nodes: nodes.sort((a, b) => a.node.localeCompare(b.node)) };
-  }
-
-  /** The sessions this node served since it was last asked (the pool's), so their ownership stays this node's. */
-  trackSessions(usedSince: (since: number) => string[], giveUp: (sessions: { key: string; owner: string }[]) => void): void {
-    this.usedSessions = usedSince;
-    this.giveUp = giveUp;
   }
 
   private get addressText(): string {
@@ -211,7 +213,7 @@ export class FleetMember {
    */
   async manageExits(exits: ExitAssignments): Promise<void> {
     this.exits = exits;
-    exits.onAssignmentsChanged = () => this.soon();
+    exits.on('assignments-changed', this.soon);
     await this.bans.start(exits);
     await this.renew();
   }
@@ -223,7 +225,7 @@ export class FleetMember {
     this.timer = null;
     if (this.scheduled) clearImmediate(this.scheduled);
     this.scheduled = null;
-    if (this.exits) this.exits.onAssignmentsChanged = () => undefined;
+    this.exits?.off('assignments-changed', this.soon);
     const giveUp = async (): Promise<void> => {
       await this.running;
       await this.leases.releaseAll([...this.claimed].map((fp) => this.leases.exitKey(fp)), this.options.node);
@@ -241,7 +243,7 @@ export class FleetMember {
     await closeRedis(this.redis);
   }
 
-  private soon(): void {
+  private readonly soon = (): void => {
     if (this.leaving) return;
     this.scheduled ??= setImmediate(() => {
       this.scheduled = null;

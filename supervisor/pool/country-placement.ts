@@ -1,10 +1,9 @@
 import type { RouteRefusal } from '../../shared/ipc/protocol.js';
 import { COUNTRY_EXIT_WAIT_MS } from '../../shared/config/limits.js';
 import type { Session } from '../sessions/session.js';
-import type { SessionTable } from '../sessions/session-table.js';
-import type { ExitAssignments } from '../exits/exit-assignments.js';
+import type { InstanceLifecycle } from './instance-lifecycle.js';
+import type { InstanceRegistry } from './instance-registry.js';
 import type { PoolEntry } from './pool-entry.js';
-import type { PoolInstance, RotationPlan } from './pool-instance.js';
 
 /**
  * Instances that have sessions are given an exit in another country for a session's first
@@ -13,18 +12,6 @@ import type { PoolInstance, RotationPlan } from './pool-instance.js';
  * wait for their turn within COUNTRY_EXIT_WAIT_MS and are refused beyond it.
  */
 export const BUSY_REASSIGNMENT_INTERVAL_MS = 2_000;
-
-/** What placement by country needs of the pool. */
-export interface CountryPlacementHost {
-  sessions(): SessionTable;
-  exits(): ExitAssignments | undefined;
-  entry(id: number): PoolEntry | undefined;
-  /** Instances that take traffic now. */
-  routable(): readonly number[];
-  /** Gives the instance a new exit in one of `countries` on behalf of `session` (its sessions move off first). */
-  rotateInstance(e: PoolEntry, countries: readonly string[], session: string): Promise<RotationPlan>;
-  waitRotationEnd(i: PoolInstance, timeoutMs: number): Promise<void>;
-}
 
 /**
  * Sessions whose username named countries (docs/api.md, "Session parameters in the username"):
@@ -42,27 +29,15 @@ export class CountryPlacement {
   private nextBusySlot = Number.NEGATIVE_INFINITY;
 
   constructor(
-    private readonly host: CountryPlacementHost,
+    private readonly registry: InstanceRegistry,
+    private readonly lifecycle: Pick<InstanceLifecycle, 'rotateInstance' | 'waitRotationEnd'>,
     private readonly now: () => number = Date.now,
     private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms).unref()),
   ) {}
 
-  /** The country an instance's traffic leaves from: its assigned exit's, else the one traffic showed. */
-  countryOf(id: number): string {
-    const e = this.host.entry(id);
-    if (!e) return '';
-    return (this.host.exits()?.assignment(id)?.country || e.instance.exit().exitCountry || '').toLowerCase();
-  }
-
-  /** Whether instance `id` can serve `s` (its exit is in one of the session's countries, when it named any). */
-  readonly fits = (s: Pick<Session, 'params'>, id: number): boolean => {
-    const countries = s.params?.countries;
-    return countries === undefined || countries.length === 0 || countries.includes(this.countryOf(id));
-  };
-
   /** Whether some routable instance leaves from one of `countries` now. */
   served(countries: readonly string[]): boolean {
-    return this.host.routable().some((id) => countries.includes(this.countryOf(id)));
+    return this.registry.placement().routable.some((id) => countries.includes(this.registry.countryOf(id)));
   }
 
   /**
@@ -81,24 +56,24 @@ export class CountryPlacement {
 
   private async assign(countries: readonly string[], key: string): Promise<{ refusal: RouteRefusal; detail: string } | null> {
     const named = countries.join(', ');
-    const exits = this.host.exits();
+    const exits = this.registry.exits;
     if (!exits || !exits.hasEligibleIn(countries)) {
       const why = exits ? 'none in the exit catalog that is not banned' : 'PIN_EXIT_RELAY is off, so exits cannot be chosen by country';
       return { refusal: 'no_exit_in_country', detail: `no exit in ${named}: ${why}` };
     }
-    const sessions = this.host.sessions();
+    const sessions = this.registry.sessions;
     const askedForCountry = (id: number): boolean => sessions.keysOn(id).some((k) => (sessions.get(k)?.params?.countries?.length ?? 0) > 0);
     // Idle first, then the least loaded, those whose sessions asked for no country before the rest;
     // never one mid-rotation or being given an exit for another request.
     const pick = (): PoolEntry | undefined =>
-      this.host
-        .routable()
-        .map((id) => this.host.entry(id) as PoolEntry)
+      this.registry
+        .placement()
+        .routable.map((id) => this.registry.entry(id) as PoolEntry)
         .filter((x) => !x.instance.rotating() && !this.claimed.has(x.instance.id))
         .sort((a, b) => Number(askedForCountry(a.instance.id)) - Number(askedForCountry(b.instance.id)) || sessions.countOn(a.instance.id) - sessions.countOn(b.instance.id))[0];
     const busyRefusal = { refusal: 'country_wait_timeout' as const, detail: `every instance is being given an exit; retry` };
     let e = pick();
-    if (!e) return this.host.routable().length === 0 ? { refusal: 'no_routable_instance', detail: 'no instance can serve this request' } : busyRefusal;
+    if (!e) return this.registry.routableCount() === 0 ? { refusal: 'no_routable_instance', detail: 'no instance can serve this request' } : busyRefusal;
     const deadline = this.now() + COUNTRY_EXIT_WAIT_MS;
     // An instance with sessions loses their exit to the move: a proxy token asking for one country
     // after another must not churn the whole pool, so busy instances are taken one per interval
@@ -119,9 +94,9 @@ export class CountryPlacement {
     }
     this.claimed.add(e.instance.id);
     try {
-      const plan = await this.host.rotateInstance(e, countries, key);
+      const plan = await this.lifecycle.rotateInstance(e, 'country', { session: key, countries });
       if (plan.exit === '') return { refusal: 'no_exit_in_country', detail: `no exit in ${named}: ${plan.shortage || 'none could be assigned'}` };
-      await this.host.waitRotationEnd(e.instance, Math.max(0, deadline - this.now()));
+      await this.lifecycle.waitRotationEnd(e.instance, Math.max(0, deadline - this.now()));
     } finally {
       this.claimed.delete(e.instance.id);
     }
@@ -131,7 +106,7 @@ export class CountryPlacement {
 
   /** The instance a rotating session's next connection goes through: another fitting one when there is one. */
   nextRotating(s: Session, routable: readonly number[]): number | undefined {
-    const fitting = routable.filter((id) => this.fits(s, id));
+    const fitting = routable.filter((id) => this.registry.fits(s, id));
     const others = fitting.filter((id) => id !== s.instance);
     const pool = others.length > 0 ? others : fitting;
     return pool[Math.floor(Math.random() * pool.length)];

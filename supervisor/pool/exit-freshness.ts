@@ -45,13 +45,3 @@ export function rememberExit(recent: readonly string[], ip: string, keep: number
   if (ip === '' || keep === 0) return [...recent];
   return [...recent.filter((x) => x !== ip), ip].slice(-keep);
 }
-
-/**
- * The one site every captcha and blocked report since `since` named, or '' (none named one, or
- * several sites complained: the exit is then burnt for everyone).
- */
-export function soleComplainingDomain(complaints: readonly { domain: string; at: number }[], since: number): string {
-  const domains = new Set(complaints.filter((c) => c.at >= since).map((c) => c.domain));
-  const [only] = domains;
-  return domains.size === 1 && only !== undefined ? only : '';
-}

@@ -1,4 +1,4 @@
-import type { FailureKind, HealthTracker } from './health-tracker.js';
+import type { HealthTracker } from '../health/health-tracker.js';
 import type { PoolInstance } from './pool-instance.js';
 
 /** One instance as the pool keeps it: the process, its health, and what went through it. */
@@ -13,8 +13,4 @@ export interface PoolEntry {
   bytesUp: number;
   bytesDown: number;
   latencyMs: number;
-  /** The kind of the latest scored failure: whether a quarantine it leads to burns the exit. */
-  lastFailureKind?: FailureKind;
-  /** Recent scored captcha and blocked reports with the site they named ('' for none), newest last (MAX_COMPLAINTS). */
-  complaints: { domain: string; at: number }[];
 }

@@ -86,7 +86,7 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
     const auditB = new AuditLog();
     const exitsB = assignments(auditB);
     const moved: number[][] = [];
-    exitsB.onExitGone = (ids) => moved.push(ids);
+    exitsB.on('exit-gone', (ids) => moved.push(ids));
     // Both choose before joining: the same seeded choice, the same exit.
     const pickA = exitsA.next(0, { fresh: false, why: 'bootstrap' });
     const pickB = exitsB.next(3, { fresh: false, why: 'bootstrap' });

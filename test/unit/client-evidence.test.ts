@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { routableFloor, routableFloorFor } from '../../shared/config/values.js';
-import { dependsOnClient, ReportBudget, RoutableFloorGuard } from '../../supervisor/pool/client-evidence.js';
+import { dependsOnClient, ReportBudget, RoutableFloorGuard } from '../../supervisor/verdicts/client-evidence.js';
 import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 import { quietLogger } from '../support/fakes/quiet-logger.js';
 

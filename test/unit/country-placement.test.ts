@@ -1,33 +1,34 @@
 import { expect } from 'chai';
 import type { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
 import { BUSY_REASSIGNMENT_INTERVAL_MS, CountryPlacement } from '../../supervisor/pool/country-placement.js';
-import type { PoolEntry } from '../../supervisor/pool/pool-entry.js';
+import { InstanceRegistry } from '../../supervisor/pool/instance-registry.js';
+import { AuditLog } from '../../supervisor/audit/audit-log.js';
+import { loadConfig } from '../../shared/config/index.js';
 import { SessionTable } from '../../supervisor/sessions/session-table.js';
 import { FakeHealth, FakeInstance, fakeExit } from '../support/fakes/pool-parts.js';
 
 /** Three ready instances in de, nl, se; giving one an exit moves it to the country asked for. */
-function rig(eligible = true): { placement: CountryPlacement; rotations: number[]; sessions: SessionTable; clock: { t: number }; slept: number[] } {
+function rig(eligible = true): { placement: CountryPlacement; registry: InstanceRegistry; rotations: number[]; sessions: SessionTable; clock: { t: number }; slept: number[] } {
   const clock = { t: 1_000_000 };
-  const sessions = new SessionTable({ maxSessions: 100, ttlMs: 600_000 });
-  const entries = new Map<number, PoolEntry>();
+  const exits = { hasEligibleIn: () => eligible, assignment: () => undefined } as unknown as ExitAssignments;
+  const registry = new InstanceRegistry({ config: loadConfig({ POOL_SIZE: '3', MAX_SESSIONS: '100' }), audit: new AuditLog(), now: () => clock.t, exits, waitForListeners: false });
   ['de', 'nl', 'se'].forEach((country, id) => {
     const instance = new FakeInstance(id);
     instance.setReady(true);
     instance.exitInfo = fakeExit(`10.0.${id}.1`, { exitCountry: country });
-    entries.set(id, { instance, health: new FakeHealth(), draining: false, retiring: false, requests: 0, failures: 0, bytesUp: 0, bytesDown: 0, latencyMs: 0, complaints: [] });
+    const health = new FakeHealth();
+    health.state = 'healthy';
+    registry.add({ instance, health, draining: false, retiring: false, requests: 0, failures: 0, bytesUp: 0, bytesDown: 0, latencyMs: 0 });
   });
+  registry.maybeServe();
   const rotations: number[] = [];
   const slept: number[] = [];
-  const exits = { hasEligibleIn: () => eligible, assignment: () => undefined } as unknown as ExitAssignments;
   const placement = new CountryPlacement(
+    registry,
     {
-      sessions: () => sessions,
-      exits: () => exits,
-      entry: (id) => entries.get(id),
-      routable: () => [...entries.keys()],
-      rotateInstance: async (e, countries) => {
+      rotateInstance: async (e, _by, rotation) => {
         rotations.push(e.instance.id);
-        (e.instance as FakeInstance).exitInfo = fakeExit('10.9.9.9', { exitCountry: countries[0] as string });
+        (e.instance as FakeInstance).exitInfo = fakeExit('10.9.9.9', { exitCountry: rotation?.countries?.[0] as string });
         return { exit: 'F'.repeat(40), shortage: '' };
       },
       waitRotationEnd: () => Promise.resolve(),
@@ -38,7 +39,7 @@ function rig(eligible = true): { placement: CountryPlacement; rotations: number[
       slept.push(ms);
     },
   );
-  return { placement, rotations, sessions, clock, slept };
+  return { placement, registry, rotations, sessions: registry.sessions, clock, slept };
 }
 
 describe('placement by country', () => {
@@ -79,9 +80,9 @@ describe('placement by country', () => {
   });
 
   it('fits a session only to instances in its countries, and rotates a rotating one to another', () => {
-    const { placement } = rig();
+    const { placement, registry } = rig();
     const s = { key: 'k', id: 1, instance: 0, createdAt: 0, lastSeen: 0, requests: 0, failures: 0, bytesUp: 0, bytesDown: 0, active: 0, recentExits: [], domains: [], params: { countries: ['de', 'se'], mode: 'rotating' as const } };
-    expect([0, 1, 2].filter((id) => placement.fits(s, id))).to.deep.equal([0, 2]);
+    expect([0, 1, 2].filter((id) => registry.fits(s, id))).to.deep.equal([0, 2]);
     for (let i = 0; i < 10; i++) expect(placement.nextRotating(s, [0, 1, 2])).to.equal(2);
   });
 });

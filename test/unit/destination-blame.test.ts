@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import '../support/fixtures/fuzz-runs.js';
 import type { DestinationProbeResult } from '../../shared/ipc/protocol.js';
-import { DESTINATION_FAULT_TTL_MS, DestinationBlame, MAX_CONCURRENT_PROBES, parseDestination, type Verdict } from '../../supervisor/exits/destination-blame.js';
+import { DESTINATION_FAULT_TTL_MS, DestinationBlame, MAX_CONCURRENT_PROBES, parseDestination, type Verdict } from '../../supervisor/verdicts/destination-blame.js';
 import { destinationOf } from '../../workers/proxy/dial-failure.js';
 
 const HOST_UNREACHABLE = 4;

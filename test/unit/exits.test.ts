@@ -12,7 +12,8 @@ import { addressBlock, distinctKeys, type ExitRelay } from '../../supervisor/exi
 import { exitsViewOf, liftBan } from '../../supervisor/exits/exits-view.js';
 import { matchesNodeList } from '../../supervisor/exits/node-selection.js';
 import { logger } from '../../shared/logger.js';
-import { isFreshExit, rankByFreshness, rememberExit, soleComplainingDomain } from '../../supervisor/pool/exit-freshness.js';
+import { isFreshExit, rankByFreshness, rememberExit } from '../../supervisor/pool/exit-freshness.js';
+import { soleComplainingDomain } from '../../supervisor/verdicts/site-complaints.js';
 import type { ExitState } from '../../supervisor/pool/pool-instance.js';
 
 const fp = (c: string): string => c.repeat(40).toUpperCase();
@@ -369,7 +370,7 @@ describe('exit bans and assignments', () => {
     const a = assignments([relay('a', '10.0.0.1')]);
     a.next(3, { fresh: false, why: 'bootstrap' });
     const gone: number[][] = [];
-    a.onExitGone = (ids) => gone.push(ids);
+    a.on('exit-gone', (ids) => gone.push(ids));
     await a.refresh(async (keys) => new Map(keys.map((k) => [k, ''])));
     expect(gone).to.deep.equal([[3]]);
   });

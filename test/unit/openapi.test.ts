@@ -2,8 +2,8 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
-import { SignInCredentials } from '../../shared/auth/sign-in-credentials.js';
+import type { ApiAuthenticator } from '../../workers/api/auth/api-authenticator.js';
+import { SignInCredentials } from '../../workers/api/auth/sign-in-credentials.js';
 import { MAX_POOL_SIZE, loadConfig } from '../../shared/config/index.js';
 import { serviceVersion } from '../../shared/version.js';
 import { AUDIT_CAPACITY, AUDIT_DEFAULT_LIMIT, AuditLog } from '../../supervisor/audit/audit-log.js';
@@ -201,7 +201,7 @@ describe('docs/openapi.yaml', () => {
       const envs: Record<string, string>[] = [{}, { SESSION_PORT_BASE: '20000', AUTH_DISABLED: 'true' }];
       for (const env of envs) {
         const { pool, audit } = poolRig(env);
-        const r = pool.route({ key: 'alice', clientIp: '10.0.0.1', listener: 'socks' }, 0);
+        const r = pool.route({ key: 'alice', named: true, listener: 'socks' }, 0);
         if (!r.ok) throw new Error('not routed');
         pool.recordCloses([{ key: 'alice', session: pool.sessions.get('alice')?.id ?? null, instance: r.instance, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 12, endedAt: 0 }], 0);
         pool.tick();

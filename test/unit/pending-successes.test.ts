@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { PendingSuccesses, SUCCESS_REPORT_GRACE_MS } from '../../supervisor/pool/pending-successes.js';
+import { PendingSuccesses, SUCCESS_REPORT_GRACE_MS } from '../../supervisor/verdicts/pending-successes.js';
 import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 
 describe('successes held for a report (SUCCESS_REPORT_GRACE_MS)', () => {

@@ -1,5 +1,7 @@
 import { expect } from 'chai';
 import type { RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
+import { resolveSessionKey } from '../../shared/api/session-key.js';
+import type { DefaultSessionMode } from '../../shared/config/index.js';
 import { SessionTable } from '../../supervisor/sessions/session-table.js';
 import { fakeExit, fakePool, type FakePool } from '../support/fakes/pool-parts.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
@@ -14,7 +16,8 @@ function routed(r: RouteResult): number {
   return r.instance;
 }
 
-const socks = (key: string | null, clientIp = '10.1.1.1') => ({ key, clientIp, listener: 'socks' as const });
+/** A SOCKS connection's route request as a worker sends it: the key it named, else the one DEFAULT_SESSION gives. */
+const socks = (key: string | null, clientIp = '10.1.1.1', defaultSession: DefaultSessionMode = 'ip') => ({ key: resolveSessionKey(key, clientIp, defaultSession), named: key !== null, listener: 'socks' as const });
 
 /** The catalogue code a pool call is refused with (it throws ExitpoolError), or 'accepted'. */
 async function refusalOf(call: Promise<unknown> | (() => Promise<unknown>)): Promise<string> {
@@ -46,19 +49,19 @@ describe('pool', () => {
     expect(used.size).to.equal(4);
   });
 
-  it('routes callers that name no session per DEFAULT_SESSION', () => {
+  it('routes callers that name no session by the key the worker gave them (DEFAULT_SESSION), and a null key anywhere', () => {
     const ip = rig({ DEFAULT_SESSION: 'ip' }).pool;
     const a = routed(ip.route(socks(null, '10.0.0.1'), 0));
     expect(routed(ip.route(socks(null, '10.0.0.1'), 0))).to.equal(a);
     expect(ip.sessionView('ip:10.0.0.1').key).to.equal('ip:10.0.0.1');
 
     const shared = rig({ DEFAULT_SESSION: 'shared' }).pool;
-    const s = routed(shared.route(socks(null, '10.0.0.1'), 0));
-    expect(routed(shared.route(socks(null, '10.0.0.2'), 0))).to.equal(s);
+    const s = routed(shared.route(socks(null, '10.0.0.1', 'shared'), 0));
+    expect(routed(shared.route(socks(null, '10.0.0.2', 'shared'), 0))).to.equal(s);
 
     const random = rig({ DEFAULT_SESSION: 'random' }).pool;
     const seen = new Set<number>();
-    for (let i = 0; i < 60; i++) seen.add(routed(random.route(socks(null), 0)));
+    for (let i = 0; i < 60; i++) seen.add(routed(random.route(socks(null, '10.1.1.1', 'random'), 0)));
     expect(seen.size).to.be.greaterThan(1);
     expect(random.summary().sessions).to.equal(0);
   });
@@ -184,17 +187,19 @@ describe('pool', () => {
       shortageOf: () => '',
       release: () => undefined,
       stop: () => undefined,
+      on: () => undefined,
     } as unknown as ExitAssignments;
     const { pool, health } = fakePool({}, { readyAll: true, exits });
     for (const h of health.values()) h.state = 'healthy';
     const token = { kind: 'token', id: 't' } as const;
+    // As the health machine tells it: a quarantine on its own scoring.
     const quarantineAfter = (kind: 'captcha' | 'blocked' | 'rate_limited' | 'transport'): number => {
       const key = `k-${kind}`;
       const inst = routed(pool.route(socks(key), 0));
       if (kind === 'transport') {
         pool.recordCloses([{ key: null, session: null, instance: inst, bytesUp: 0, bytesDown: 0, ok: false, failure: { kind: 'dial', scored: true }, latencyMs: null, endedAt: 0 }], 1);
       } else pool.reportFailure(key, kind, '', token);
-      pool.quarantined(inst, 'score');
+      health.get(inst)!.emit('quarantine', 'score');
       return inst;
     };
     const captcha = quarantineAfter('captcha');
@@ -357,10 +362,10 @@ describe('pool', () => {
 
   it('routes a session port only to its own routable instance', async () => {
     const { pool } = rig({ AUTH_DISABLED: '1', SESSION_PORT_BASE: '30000' });
-    const r = pool.route({ key: null, clientIp: '1.1.1.1', listener: 'session-port', instance: 2 }, 0);
+    const r = pool.route({ key: null, named: false, listener: 'session-port', instance: 2 }, 0);
     expect(routed(r)).to.equal(2);
     await pool.instanceAction(2, 'quarantine');
-    expect(pool.route({ key: null, clientIp: '1.1.1.1', listener: 'session-port', instance: 2 }, 0).ok).to.equal(false);
+    expect(pool.route({ key: null, named: false, listener: 'session-port', instance: 2 }, 0).ok).to.equal(false);
   });
 });
 
@@ -470,7 +475,7 @@ describe('pool after a restart (durable state)', () => {
 });
 
 describe('pool: session parameters from the username', () => {
-  const withParams = (key: string, params: RouteParams['params']): RouteParams => ({ key, clientIp: '10.1.1.1', listener: 'socks', ...(params ? { params } : {}) });
+  const withParams = (key: string, params: RouteParams['params']): RouteParams => ({ key, named: true, listener: 'socks', ...(params ? { params } : {}) });
   function countries(): FakePool {
     const r = rig();
     ['de', 'de', 'nl', 'se'].forEach((c, id) => (r.instances.get(id)!.exitInfo = fakeExit(`10.0.${id}.1`, { exitCountry: c })));
@@ -517,8 +522,9 @@ describe('pool: session parameters from the username', () => {
       connectionLimitPerWorker: 1,
     });
     // A catalog with an exit in every country, assigned by the instance's rotate() below.
-    const exits = { hasEligibleIn: () => true, assignment: () => undefined, shortageOf: () => '', current: () => '', release: () => undefined, stop: () => undefined } as unknown as ExitAssignments;
-    const { pool, instances } = fakePool({}, { now: () => clock.t, exits, onCountryRefusal: (c, r) => metrics.countryRefused(c, r) });
+    const exits = { hasEligibleIn: () => true, assignment: () => undefined, shortageOf: () => '', current: () => '', release: () => undefined, stop: () => undefined, on: () => undefined } as unknown as ExitAssignments;
+    const { pool, instances } = fakePool({}, { now: () => clock.t, exits });
+    pool.on('country-refused', (c, r) => metrics.countryRefused(c, r));
     ['de', 'de', 'nl', 'se'].forEach((c, id) => (instances.get(id)!.exitInfo = fakeExit(`10.0.${id}.1`, { exitCountry: c })));
     // Instance 0 is given an exit in jp whose circuit never comes: the assignment itself takes all
     // but the last 150 ms of the bound, which the request then waits out for the rotation to end.

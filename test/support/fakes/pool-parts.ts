@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { HealthView } from '../../../shared/api/views.js';
 import type { HealthSnapshot } from '../../../supervisor/health/health-snapshot.js';
-import type { FailureKind, FailureOptions, FailureSource, HealthTracker } from '../../../supervisor/pool/health-tracker.js';
+import type { FailureKind, FailureOptions, FailureSource, HealthEvents, HealthTracker } from '../../../supervisor/health/health-tracker.js';
 import type { ExitState, PoolInstance, PoolInstanceEvents, RotationPlan } from '../../../supervisor/pool/pool-instance.js';
 import { loadConfig } from '../../../shared/config/index.js';
 import { AuditLog } from '../../../supervisor/audit/audit-log.js';
@@ -102,7 +102,7 @@ export class FakeInstance extends EventEmitter<PoolInstanceEvents> implements Po
 }
 
 /** A health tracker that records calls; its state is set by the test. */
-export class FakeHealth implements HealthTracker {
+export class FakeHealth extends EventEmitter<HealthEvents> implements HealthTracker {
   state: HealthView['state'] = 'starting';
   failures: { kind: FailureKind; source: FailureSource; scored: boolean; mayQuarantine?: boolean }[] = [];
   successes = 0;
@@ -190,7 +190,7 @@ export interface FakePool {
  * A pool of fakes configured by `env` on top of POOL_SIZE=4 and no spawn stagger; every
  * instance is ready unless `readyAll` is false.
  */
-export function fakePool(env: Record<string, string> = {}, options: { readyAll?: boolean } & Pick<PoolDeps, 'waitForListeners' | 'sendInvalidation' | 'now' | 'exits' | 'onCountryRefusal'> = {}): FakePool {
+export function fakePool(env: Record<string, string> = {}, options: { readyAll?: boolean } & Pick<PoolDeps, 'waitForListeners' | 'sendInvalidation' | 'now' | 'exits'> = {}): FakePool {
   const instances = new Map<number, FakeInstance>();
   const health = new Map<number, FakeHealth>();
   const audit = new AuditLog();
@@ -202,7 +202,6 @@ export function fakePool(env: Record<string, string> = {}, options: { readyAll?:
     ...(options.sendInvalidation === undefined ? {} : { sendInvalidation: options.sendInvalidation }),
     ...(options.now === undefined ? {} : { now: options.now }),
     ...(options.exits === undefined ? {} : { exits: options.exits }),
-    ...(options.onCountryRefusal === undefined ? {} : { onCountryRefusal: options.onCountryRefusal }),
     createInstance: (id) => {
       const i = new FakeInstance(id);
       instances.set(id, i);

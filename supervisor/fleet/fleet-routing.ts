@@ -1,6 +1,6 @@
 import { FORWARDED_INSTANCE, type RouteParams, type RouteResult } from '../../shared/ipc/protocol.js';
 import type { AuditLog } from '../audit/audit-log.js';
-import type { FleetSessions } from '../fleet/fleet-sessions.js';
+import type { FleetSessions } from './fleet-sessions.js';
 
 export interface FleetRoutingDeps {
   fleet: FleetSessions;
@@ -23,7 +23,8 @@ export class FleetRouting {
   constructor(private readonly deps: FleetRoutingDeps) {}
 
   route(p: RouteParams, workerSlot: number): RouteResult | Promise<RouteResult> {
-    const key = p.listener === 'session-port' ? null : p.key;
+    // Keys DEFAULT_SESSION gives (an address's, the shared one) are each node's own.
+    const key = p.listener === 'session-port' || !p.named ? null : p.key;
     if (key === null || this.deps.hasSession(key)) return this.deps.routeHere(p, workerSlot);
     if (p.forwarded !== true) {
       const owner = this.deps.fleet.rememberedOwner(key);
