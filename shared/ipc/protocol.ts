@@ -27,9 +27,14 @@ export type WorkerRole = 'proxy' | 'api';
 export type ListenerKind = 'socks' | 'http' | 'session-port';
 
 export interface RouteParams {
-  /** The session key the caller named, or null (then DEFAULT_SESSION decides). */
+  /**
+   * The connection's session key, decided once by the worker: the key its username names, else
+   * the one DEFAULT_SESSION gives (`ip:<address>`, `shared`); null for DEFAULT_SESSION=random
+   * and session ports (resolveSessionKey, shared/api/session-key.ts).
+   */
   key: string | null;
-  clientIp: string;
+  /** Whether the caller named the key in its username: only such sessions are shared between a fleet's nodes. */
+  named: boolean;
   listener: ListenerKind;
   /** Session ports only: the instance the port is pinned to. */
   instance?: number;

@@ -11,7 +11,7 @@ import { HttpProxyServer } from '../../workers/proxy/http-proxy-server.js';
 import type { CredentialPolicy } from '../../workers/proxy/proxy-types.js';
 import { Socks5ProxyServer } from '../../workers/proxy/socks5-server.js';
 import { startFakeSocksBackend, type FakeSocksBackend } from '../support/fakes/socks-backend.js';
-import { FakeRouter, RecordingEvents, capturingLogger } from '../support/fakes/proxy-parts.js';
+import { FakeRouter, RecordingEvents, capturingLogger, grantedRoute } from '../support/fakes/proxy-parts.js';
 import { waitFor } from '../support/waiting.js';
 
 const TOKEN = 'tp_0123456789abcdefghijkl';
@@ -78,7 +78,7 @@ describe('proxy: connection budget shared by the listeners of a worker (componen
     destinationPort = (destination.address() as net.AddressInfo).port;
     log = capturingLogger();
     budget = new ConnectionBudget(2, log.logger);
-    const router = new FakeRouter((request) => ({ ok: true, instanceId: 0, socksHost: backend.host, socksPort: backend.port, sessionKey: request.sessionKey }));
+    const router = new FakeRouter((request) => grantedRoute(0, backend, request.sessionKey));
     const deps = { router, events: new RecordingEvents(), credentials, log: log.logger, budget };
     socks = new Socks5ProxyServer(deps);
     httpProxy = new HttpProxyServer(deps);

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
 import { startFakeSocksBackend, type FakeSocksBackend } from '../support/fakes/socks-backend.js';
-import { FakeRouter, RecordingEvents, capturingLogger } from '../support/fakes/proxy-parts.js';
+import { FakeRouter, RecordingEvents, capturingLogger, grantedRoute } from '../support/fakes/proxy-parts.js';
 import { HttpProxyServer } from '../../workers/proxy/http-proxy-server.js';
 import { HTTP_MAX_HEAD_BYTES } from '../../workers/proxy/http-proxy-head.js';
 import type { ProxyTimeouts } from '../../workers/proxy/proxy-timeouts.js';
@@ -18,7 +18,7 @@ import { waitFor } from '../support/waiting.js';
 // --- fakes ------------------------------------------------------------------------------------
 
 function granted(backend: FakeSocksBackend, instanceId: number, request: RouteRequest): RouteDecision {
-  return { ok: true, instanceId, socksHost: backend.host, socksPort: backend.port, sessionKey: request.sessionKey };
+  return grantedRoute(instanceId, backend, request.sessionKey);
 }
 
 const TOKEN = 'tp_0123456789abcdefghijkl';
@@ -309,7 +309,7 @@ describe('proxy: HTTP proxy listener (component, real sockets)', function () {
       expect(backendB.requests.map((r) => r.port)).to.deep.equal([originPort]);
       expect(client.isEnded).to.equal(false);
       await waitFor('accounting', () => events.closed.length === 2);
-      expect(events.closed.map((c) => c.route.instanceId)).to.deep.equal([1, 2]);
+      expect(events.closed.map((c) => c.route.instance)).to.deep.equal([1, 2]);
       client.socket.destroy();
     });
 

@@ -13,7 +13,7 @@ import { InstanceDownSignal } from '../../workers/proxy/instance-down.js';
 import type { CredentialPolicy, RouteRequest } from '../../workers/proxy/proxy-types.js';
 import { Socks5ProxyServer } from '../../workers/proxy/socks5-server.js';
 import { startFakeSocksBackend, type FakeSocksBackend } from '../support/fakes/socks-backend.js';
-import { FakeRouter, RecordingEvents, capturingLogger } from '../support/fakes/proxy-parts.js';
+import { FakeRouter, RecordingEvents, capturingLogger, grantedRoute } from '../support/fakes/proxy-parts.js';
 import { waitFor } from '../support/waiting.js';
 
 const TOKEN = 'tp_0123456789abcdefghijkl';
@@ -52,7 +52,7 @@ describe('proxy: re-routing a dial away from an instance reported down (componen
     let down = false;
     router = new FakeRouter((request: RouteRequest) => {
       const backend = down ? healthy : frozen;
-      return { ok: true, instanceId: down ? HEALTHY : FROZEN, socksHost: backend.host, socksPort: backend.port, sessionKey: request.sessionKey };
+      return grantedRoute(down ? HEALTHY : FROZEN, backend, request.sessionKey);
     });
     events = new RecordingEvents();
     signal = new InstanceDownSignal();
@@ -95,11 +95,11 @@ describe('proxy: re-routing a dial away from an instance reported down (componen
       expect(router.requests, 'routed once more after the report').to.have.length(2);
       await waitFor('both attempts accounted', () => events.closed.length === 2);
       expect(events.closed[0]).to.deep.include({ listener });
-      expect(events.closed[0]!.route.instanceId).to.equal(FROZEN);
+      expect(events.closed[0]!.route.instance).to.equal(FROZEN);
       expect(events.closed[0]!.stats).to.deep.include({ ok: false, failure: { kind: 'dial', scored: false } });
-      expect(events.closed[1]!.route.instanceId).to.equal(HEALTHY);
+      expect(events.closed[1]!.route.instance).to.equal(HEALTHY);
       expect(events.closed[1]!.stats.ok).to.equal(true);
-      expect(events.opened.map((route) => route.instanceId)).to.deep.equal([FROZEN, HEALTHY]);
+      expect(events.opened.map((route) => route.instance)).to.deep.equal([FROZEN, HEALTHY]);
       expect(signal.size, 'nothing left watched').to.equal(0);
     });
   }

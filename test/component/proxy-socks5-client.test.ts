@@ -88,7 +88,7 @@ describe('proxy: SOCKS5 dialler (component)', () => {
 
   it('offers only "no authentication", passes the name through, and keeps data sent right after the reply', async () => {
     const s = await server(answering([5, 0], [5, 0, 0, 1, 0, 0, 0, 0, 0, 0], 'early bytes'));
-    const dialed = await dialSocks5({ socksHost: '127.0.0.1', socksPort: s.port, target, timeoutMs: 2000 });
+    const dialed = await dialSocks5({ host: '127.0.0.1', port: s.port, target, timeoutMs: 2000 });
     // Greeting and CONNECT, pipelined.
     expect([...Buffer.concat(s.received)]).to.deep.equal([5, 1, 0, 5, 1, 0, 3, 11, ...Buffer.from('example.com'), 1, 187]);
     const early = await new Promise<Buffer>((resolve) => dialed.socket.once('data', resolve).resume());
@@ -100,7 +100,7 @@ describe('proxy: SOCKS5 dialler (component)', () => {
 
   it('writes nothing on a connection opened ahead of its target, then greeting and CONNECT in one write', async () => {
     const s = await server(answering([5, 0], [5, 0, 0, 1, 0, 0, 0, 0, 0, 0]));
-    const upstream = new Socks5Upstream({ socksHost: '127.0.0.1', socksPort: s.port });
+    const upstream = new Socks5Upstream({ host: '127.0.0.1', port: s.port });
     // Connected and idle: the server has seen no byte.
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(s.received).to.have.length(0);
@@ -111,7 +111,7 @@ describe('proxy: SOCKS5 dialler (component)', () => {
 
   it('refuses a server that speaks before it is greeted', async () => {
     const s = await server((socket) => socket.write(Buffer.from([5, 0])));
-    const upstream = new Socks5Upstream({ socksHost: '127.0.0.1', socksPort: s.port });
+    const upstream = new Socks5Upstream({ host: '127.0.0.1', port: s.port });
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(await dialError(upstream.connect(target, 2000))).to.deep.include({ kind: 'protocol', phase: 'negotiating' });
   });
@@ -127,43 +127,43 @@ describe('proxy: SOCKS5 dialler (component)', () => {
         }
       });
     });
-    const dialed = await dialSocks5({ socksHost: '127.0.0.1', socksPort: s.port, target, timeoutMs: 2000 });
+    const dialed = await dialSocks5({ host: '127.0.0.1', port: s.port, target, timeoutMs: 2000 });
     dialed.socket.destroy();
   });
 
   it("reports tor's reply code in a typed refusal", async () => {
     for (const code of [1, 4, 5, 6, 0xf6]) {
       const s = await server(answering([5, 0], [5, code, 0, 1, 0, 0, 0, 0, 0, 0]));
-      const error = await dialError(dialSocks5({ socksHost: '127.0.0.1', socksPort: s.port, target, timeoutMs: 2000 }));
+      const error = await dialError(dialSocks5({ host: '127.0.0.1', port: s.port, target, timeoutMs: 2000 }));
       expect(error).to.deep.include({ kind: 'refused', replyCode: code, phase: 'awaiting-reply' });
     }
   });
 
   it('refuses a server that demands authentication or does not speak SOCKS5', async () => {
     const demandsAuth = await server(answering([5, 2], null));
-    expect((await dialError(dialSocks5({ socksHost: '127.0.0.1', socksPort: demandsAuth.port, target, timeoutMs: 2000 }))).kind).to.equal('protocol');
+    expect((await dialError(dialSocks5({ host: '127.0.0.1', port: demandsAuth.port, target, timeoutMs: 2000 }))).kind).to.equal('protocol');
     const http = await server((socket) => socket.once('data', () => socket.write('HTTP/1.1 400 Bad Request\r\n\r\n')));
-    expect((await dialError(dialSocks5({ socksHost: '127.0.0.1', socksPort: http.port, target, timeoutMs: 2000 }))).kind).to.equal('protocol');
+    expect((await dialError(dialSocks5({ host: '127.0.0.1', port: http.port, target, timeoutMs: 2000 }))).kind).to.equal('protocol');
   });
 
   it('reports a hang-up during the handshake, an unreachable port, a deadline and an abort', async () => {
     const hangsUp = await server((socket) => socket.once('data', () => socket.end()));
-    expect(await dialError(dialSocks5({ socksHost: '127.0.0.1', socksPort: hangsUp.port, target, timeoutMs: 2000 }))).to.deep.include({ kind: 'closed', phase: 'negotiating' });
+    expect(await dialError(dialSocks5({ host: '127.0.0.1', port: hangsUp.port, target, timeoutMs: 2000 }))).to.deep.include({ kind: 'closed', phase: 'negotiating' });
 
     const unused = await server(() => undefined);
     servers.pop()!.close();
     await new Promise((resolve) => setTimeout(resolve, 20));
-    const refused = await dialError(dialSocks5({ socksHost: '127.0.0.1', socksPort: unused.port, target, timeoutMs: 2000 }));
+    const refused = await dialError(dialSocks5({ host: '127.0.0.1', port: unused.port, target, timeoutMs: 2000 }));
     expect(refused).to.deep.include({ kind: 'connect', phase: 'connecting', socketErrorCode: 'ECONNREFUSED' });
 
     const silent = await server(answering([5, 0], null));
     const started = Date.now();
-    const timedOut = await dialError(dialSocks5({ socksHost: '127.0.0.1', socksPort: silent.port, target, timeoutMs: 200 }));
+    const timedOut = await dialError(dialSocks5({ host: '127.0.0.1', port: silent.port, target, timeoutMs: 200 }));
     expect(timedOut).to.deep.include({ kind: 'timeout', phase: 'awaiting-reply' });
     expect(Date.now() - started).to.be.within(150, 2000);
 
     const controller = new AbortController();
-    const pending = dialSocks5({ socksHost: '127.0.0.1', socksPort: silent.port, target, timeoutMs: 5000, signal: controller.signal });
+    const pending = dialSocks5({ host: '127.0.0.1', port: silent.port, target, timeoutMs: 5000, signal: controller.signal });
     setTimeout(() => controller.abort(), 50);
     expect((await dialError(pending)).kind).to.equal('aborted');
   });

@@ -8,7 +8,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
 import { startFakeSocksBackend, type FakeSocksBackend } from '../support/fakes/socks-backend.js';
-import { FakeRouter, RecordingEvents, capturingLogger } from '../support/fakes/proxy-parts.js';
+import { FakeRouter, RecordingEvents, capturingLogger, grantedRoute } from '../support/fakes/proxy-parts.js';
 import type { CredentialPolicy, RouteDecision, RouteRequest } from '../../workers/proxy/proxy-types.js';
 import { Socks5ProxyServer, createSessionPortServer } from '../../workers/proxy/socks5-server.js';
 import type { ProxyTimeouts } from '../../workers/proxy/proxy-timeouts.js';
@@ -17,7 +17,7 @@ import { waitFor } from '../support/waiting.js';
 // --- fakes ------------------------------------------------------------------------------------
 
 function routeTo(backend: FakeSocksBackend, instanceId = 1): (request: RouteRequest) => RouteDecision {
-  return (request) => ({ ok: true, instanceId, socksHost: backend.host, socksPort: backend.port, sessionKey: request.sessionKey ?? `ip:${request.clientIp}` });
+  return (request) => grantedRoute(instanceId, backend, request.sessionKey ?? `ip:${request.clientIp}`);
 }
 
 const TOKEN = 'tp_0123456789abcdefghijkl';
@@ -281,7 +281,7 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
       await waitFor('route released', () => events.released.length === 1);
       await waitFor('instance connection closed', () => backend.connectionCount() === 0);
       expect(events.released[0]).to.deep.include({ listener: 'socks' });
-      expect(events.released[0]!.route).to.deep.include({ sessionKey: 'alice', instanceId: 1 });
+      expect(events.released[0]!.route).to.deep.include({ key: 'alice', instance: 1 });
       expect(events.opened).to.have.length(0);
       expect(events.closed).to.have.length(0);
       expect(proxy.connectionCount).to.equal(0);
@@ -430,7 +430,7 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
         probe.close(() => resolve(port));
       });
     });
-    router.decide = () => ({ ok: true, instanceId: 4, socksHost: '127.0.0.1', socksPort: closedPort, sessionKey: 'alice' });
+    router.decide = () => grantedRoute(4, { host: '127.0.0.1', port: closedPort }, 'alice');
     await startProxy(requiredCredentials);
     expect((await socksConnect(proxyPort, { domain: 'example.com' }, 443)).reply).to.equal(1);
     await waitFor('accounting', () => events.closed.length === 1);

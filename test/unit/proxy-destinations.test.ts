@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 import { formatIPv6, parseIPv4, parseIPv6 } from '../../workers/proxy/ip-literal.js';
 import { isPrivateDestination } from '../../workers/proxy/private-destination.js';
-import { clientIpOf } from '../../workers/proxy/client-address.js';
+import { clientIpOf } from '../../shared/net/client-ip.js';
 
 /** WHATWG URL serialisation of IPv6 equals RFC 5952's canonical form, so it serves as an oracle. */
 function canonical(text: string): string {

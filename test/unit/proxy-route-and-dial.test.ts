@@ -5,7 +5,7 @@ import { InstanceDownSignal } from '../../workers/proxy/instance-down.js';
 import type { RouteDecision, RouteGranted } from '../../workers/proxy/proxy-types.js';
 import { routeAndDial, type RouteAndDialOptions, type RouteDial } from '../../workers/proxy/route-and-dial.js';
 import { SocksDialError, type DialedUpstream } from '../../workers/proxy/socks5-client.js';
-import { FakeRouter, RecordingEvents } from '../support/fakes/proxy-parts.js';
+import { FakeRouter, RecordingEvents, grantedRoute } from '../support/fakes/proxy-parts.js';
 import { quietLogger } from '../support/fakes/quiet-logger.js';
 
 /**
@@ -13,7 +13,7 @@ import { quietLogger } from '../support/fakes/quiet-logger.js';
  * the fake router and scripted dials: every route is opened and closed exactly once, or released.
  */
 
-const route = (instance: number): RouteGranted => ({ ok: true, instanceId: instance, socksHost: '127.0.0.1', socksPort: 1, sessionKey: 'k' });
+const route = (instance: number): RouteGranted => grantedRoute(instance, { host: '127.0.0.1', port: 1 }, 'k');
 const TARGET = { type: 'domain', host: 'example.test', port: 80 } as const;
 
 function dialed(): DialedUpstream {
@@ -68,7 +68,7 @@ describe('proxy: route and dial (one path for both listeners)', () => {
     expect(outcome.kind).to.equal('dialed');
     if (outcome.kind !== 'dialed') return;
     expect(outcome.dialed).to.equal(d);
-    expect(events.opened.map((r) => r.instanceId)).to.deep.equal([2]);
+    expect(events.opened.map((r) => r.instance)).to.deep.equal([2]);
     expect(events.closed).to.deep.equal([]);
     outcome.connection.closed({ bytesUp: 3, bytesDown: 4, failure: null, latencyMs: 12 });
     outcome.connection.closed({ bytesUp: 9, bytesDown: 9, failure: null, latencyMs: 12 });
@@ -101,8 +101,8 @@ describe('proxy: route and dial (one path for both listeners)', () => {
     expect(first.aborted).to.equal(true);
     expect(outcome.kind).to.equal('dialed');
     expect(router.requests).to.have.length(2);
-    expect(events.opened.map((r) => r.instanceId)).to.deep.equal([1, 2]);
-    expect(events.closed.map((c) => [c.route.instanceId, c.stats.failure])).to.deep.equal([[1, { kind: 'dial', scored: false }]]);
+    expect(events.opened.map((r) => r.instance)).to.deep.equal([1, 2]);
+    expect(events.closed.map((c) => [c.route.instance, c.stats.failure])).to.deep.equal([[1, { kind: 'dial', scored: false }]]);
   });
 
   it('gives up after one re-route when that instance goes down too', async () => {
@@ -115,7 +115,7 @@ describe('proxy: route and dial (one path for both listeners)', () => {
     await new Promise((r) => setTimeout(r, 5));
     signal.markDown(2);
     expect(await pending).to.deep.equal({ kind: 'instance-down' });
-    expect(events.closed.map((c) => c.route.instanceId)).to.deep.equal([1, 2]);
+    expect(events.closed.map((c) => c.route.instance)).to.deep.equal([1, 2]);
     expect(events.closed.every((c) => c.stats.failure?.scored === false)).to.equal(true);
   });
 
@@ -123,7 +123,7 @@ describe('proxy: route and dial (one path for both listeners)', () => {
     let gone = true;
     const early = setup([route(1)], [], () => gone);
     expect(await routeAndDial(early.options)).to.deep.equal({ kind: 'client-gone' });
-    expect(early.released.map((r) => r.instanceId)).to.deep.equal([1]);
+    expect(early.released.map((r) => r.instance)).to.deep.equal([1]);
     expect(early.events.opened).to.deep.equal([]);
 
     gone = false;
@@ -131,6 +131,6 @@ describe('proxy: route and dial (one path for both listeners)', () => {
     const late = setup([route(3)], [() => ({ promise: Promise.resolve(d).then((x) => ((gone = true), x)), abort: () => undefined })], () => gone);
     expect(await routeAndDial(late.options)).to.deep.equal({ kind: 'client-gone' });
     expect(d.socket.destroyed).to.equal(true);
-    expect(late.events.closed.map((c) => [c.route.instanceId, c.stats.ok])).to.deep.equal([[3, true]]);
+    expect(late.events.closed.map((c) => [c.route.instance, c.stats.ok])).to.deep.equal([[3, true]]);
   });
 });

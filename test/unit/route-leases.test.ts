@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import type { RouteInvalidation, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
 import type { Pool } from '../../supervisor/pool/pool.js';
 import { RouteLeases } from '../../supervisor/routing/route-leases.js';
-import { LeasedRouter } from '../../workers/leased-router.js';
+import { LeasedRouter } from '../../workers/proxy-worker/leased-router.js';
 import type { RouteDecision, RouteRequest } from '../../workers/proxy/proxy-types.js';
 import { fakePool, type FakePool } from '../support/fakes/pool-parts.js';
 import { quietLogger } from '../support/fakes/quiet-logger.js';
@@ -43,7 +43,7 @@ const grant = (instance: number, key: string | null, session: number | null, lea
 const badUsernames: string[] = [];
 const USERNAME_OPTIONS = { usernameParams: true, sessionTtlMaxMs: 86_400_000, onBadUsername: (detail: string) => void badUsernames.push(detail) };
 const socks = (sessionKey: string | null, clientIp = '10.0.0.1'): RouteRequest => ({ sessionKey, clientIp, listener: 'socks' });
-const instanceOf = (d: RouteDecision): number | string => (d.ok ? d.instanceId : d.reason);
+const instanceOf = (d: RouteDecision): number | string => (d.ok ? d.instance : d.reason);
 const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 function router(sup: ScriptedSupervisor, defaultSession: 'ip' | 'random' | 'shared' = 'ip'): { router: LeasedRouter; opened: () => number } {
@@ -102,21 +102,22 @@ describe('route leases: the proxy worker’s router', () => {
       },
     });
     const first = r.route(counted('k'));
-    // Asking the supervisor sends the address along.
-    expect(reads).to.equal(1);
     sup.answer(grant(1, 'k', 3));
     await first;
     for (let i = 0; i < 3; i++) await r.route(counted('k'));
-    // A named session's leased connections never read it.
-    expect(reads).to.equal(1);
+    // A named session never needs it: its key is the username's.
+    expect(reads).to.equal(0);
     const unnamed = r.route(counted(null));
     await tick();
     sup.answer(grant(1, 'ip:10.0.0.9', 4));
     await unnamed;
     await r.route(counted(null));
-    // DEFAULT_SESSION=ip reads it for every unnamed connection: it is the key.
-    expect(sup.asked.map((a) => a.clientIp)).to.deep.equal(['10.0.0.9', '10.0.0.9']);
-    expect(reads).to.equal(4);
+    // DEFAULT_SESSION=ip reads it for every unnamed connection: it is the key, decided here once.
+    expect(sup.asked.map((a) => [a.key, a.named])).to.deep.equal([
+      ['k', true],
+      ['ip:10.0.0.9', false],
+    ]);
+    expect(reads).to.equal(2);
   });
 
   it('never leases a session port’s route, nor one the supervisor did not offer as a lease', async () => {
@@ -204,8 +205,8 @@ describe('route leases: the proxy worker’s router', () => {
           await tick();
         }
         // A lease, if one is held, names the instance the supervisor would answer now.
-        const lease = (r as unknown as { leases: Map<string, { instanceId: number }> }).leases.get('k');
-        if (lease) expect(lease.instanceId).to.equal(instance);
+        const lease = (r as unknown as { leases: Map<string, { instance: number }> }).leases.get('k');
+        if (lease) expect(lease.instance).to.equal(instance);
         // Drain: connections whose answer was not kept ask again, a turn later.
         for (;;) {
           await tick();
@@ -339,7 +340,7 @@ describe('route leases: the pool grants them and counts what they route', () => 
     return { ...fakePool({ POOL_SIZE: '3', ...env }, { sendInvalidation }), sent };
   }
   const route = (pool: Pool, key: string | null, worker = 1): Extract<RouteResult, { ok: true }> => {
-    const r = pool.route({ key, clientIp: '10.0.0.9', listener: 'socks' }, worker);
+    const r = pool.route({ key, named: true, listener: 'socks' }, worker);
     if (!r.ok) throw new Error(r.reason);
     return r;
   };
@@ -385,9 +386,9 @@ describe('route leases: the pool grants them and counts what they route', () => 
 
   it('leases the session DEFAULT_SESSION=ip gives, never a DEFAULT_SESSION=random route', () => {
     const { pool } = rig();
-    expect(pool.route({ key: null, clientIp: '10.0.0.9', listener: 'socks' }, 1)).to.include({ lease: true, key: 'ip:10.0.0.9' });
+    expect(pool.route({ key: 'ip:10.0.0.9', named: false, listener: 'socks' }, 1)).to.include({ lease: true, key: 'ip:10.0.0.9' });
     const { pool: random } = rig({ DEFAULT_SESSION: 'random' });
-    expect(random.route({ key: null, clientIp: '10.0.0.9', listener: 'socks' }, 1)).to.include({ lease: false, key: null, session: null });
+    expect(random.route({ key: null, named: false, listener: 'socks' }, 1)).to.include({ lease: false, key: null, session: null });
     pool.stop().catch(() => undefined);
     random.stop().catch(() => undefined);
   });

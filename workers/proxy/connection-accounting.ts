@@ -1,10 +1,11 @@
-import type { ConnectionStats, ListenerKind, ProxyEvents, RouteGranted, TransportFailure } from './proxy-types.js';
+import type { ListenerKind, TransportFailureRecord } from '../../shared/ipc/protocol.js';
+import type { ConnectionStats, ProxyEvents, RouteGranted } from './proxy-types.js';
 
 /** What a connection reports when it ends: the bytes it carried and whether the instance failed it. */
 export interface CloseReport {
   bytesUp: number;
   bytesDown: number;
-  failure: TransportFailure | null;
+  failure: TransportFailureRecord | null;
   /** The instance's CONNECT latency (or the dial's elapsed time when it failed). */
   latencyMs: number;
   /** When the exchange finished (Date.now()), if known earlier than now (a tunnel's last byte). */

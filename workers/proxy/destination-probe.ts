@@ -8,16 +8,14 @@ export const PROBE_TIMEOUT_MS = 15_000;
 /**
  * One CONNECT to the destination through the instance the supervisor names, hung up at once:
  * no byte of the client's request is sent. The supervisor uses the answer to tell whether a
- * refusal was the destination's doing or the exit's (supervisor/exits/destination-blame.ts).
+ * refusal was the destination's doing or the exit's (supervisor/verdicts/destination-blame.ts).
  */
 export async function probeDestination(p: DestinationProbe): Promise<DestinationProbeResult> {
   // Destinations are written `host:port`, IPv6 literals bracketed (dial-failure.ts, destinationOf).
   const target = targetFromHost(p.host.replace(/^\[(.*)\]$/, '$1'), p.port);
   try {
     const dialed = await dialSocks5({
-      socksHost: p.socks.host,
-      socksPort: p.socks.port,
-      ...(p.socks.path !== undefined ? { socksPath: p.socks.path } : {}),
+      ...p.socks,
       target,
       timeoutMs: PROBE_TIMEOUT_MS,
     });

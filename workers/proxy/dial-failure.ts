@@ -1,7 +1,7 @@
 /**
  * How a failed dial through an instance is judged (for scoring) and reported to a SOCKS client.
  */
-import type { TransportFailure } from './proxy-types.js';
+import type { TransportFailureRecord } from '../../shared/ipc/protocol.js';
 import { isPrivateDestination } from './private-destination.js';
 import { ReplyCode, type Socks5Target } from './socks5-protocol.js';
 import type { SocksDialError } from './socks5-client.js';
@@ -22,14 +22,14 @@ export function destinationOf(target: Socks5Target): string {
  * timeout while tor is working on the CONNECT, is not scored. Failing to reach the instance's
  * SocksPort at all is the instance's fault whatever the destination.
  */
-export function transportFailureOf(error: SocksDialError, target: Socks5Target): TransportFailure | null {
+export function transportFailureOf(error: SocksDialError, target: Socks5Target): TransportFailureRecord | null {
   const destinationExcused = isPrivateDestination(target.host);
   switch (error.kind) {
     case 'aborted':
       return null;
     case 'refused': {
       const socksReply = error.replyCode ?? ReplyCode.GeneralFailure;
-      const failure: TransportFailure = { kind: 'socks_refused', socksReply, scored: !destinationExcused };
+      const failure: TransportFailureRecord = { kind: 'socks_refused', socksReply, scored: !destinationExcused };
       // The exit reached a verdict about the destination: the supervisor may find it is the destination's fault.
       if (!destinationExcused && DESTINATION_REPLIES.has(socksReply)) failure.destination = destinationOf(target);
       return failure;

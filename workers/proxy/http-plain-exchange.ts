@@ -15,13 +15,13 @@ import {
   ResponseHeadError,
   type ResponseFraming,
 } from './http-response-head.js';
-import type { TransportFailure } from './proxy-types.js';
+import type { TransportFailureRecord } from '../../shared/ipc/protocol.js';
 import type { DialedUpstream } from './socks5-client.js';
 
 export interface ExchangeOutcome {
   bytesUp: number;
   bytesDown: number;
-  failure: TransportFailure | null;
+  failure: TransportFailureRecord | null;
   /** The client connection is in a clean state and may carry another request. */
   reusable: boolean;
   /** The client connection was already destroyed (reset) by the exchange. */
@@ -319,7 +319,7 @@ export class PlainHttpExchange {
 
   /** The upstream ended or failed before the response was complete. */
   private upstreamBroke(): void {
-    const failure: TransportFailure = { kind: 'reset', scored: true };
+    const failure: TransportFailureRecord = { kind: 'reset', scored: true };
     if (this.responsePhase === 'head') {
       this.respondWithError({ status: 502, error: 'http_response_incomplete', message: 'the destination closed the connection without a complete response' }, failure);
     } else {
@@ -337,7 +337,7 @@ export class PlainHttpExchange {
   };
 
   /** Only valid before any part of the final response reached the client. */
-  private respondWithError(response: ProxyErrorResponse, failure: TransportFailure | null): void {
+  private respondWithError(response: ProxyErrorResponse, failure: TransportFailureRecord | null): void {
     const keepAlive = this.requestBodyDone && this.head.keepAlive;
     this.client.write(serializeErrorResponse(response, keepAlive));
     this.finish({ failure, reusable: keepAlive, clientDestroyed: false, proxyError: response });

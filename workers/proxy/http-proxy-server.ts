@@ -9,7 +9,8 @@ import { MAX_SESSION_KEY_BYTES, sessionKeyTooLong } from '../../shared/api/sessi
 import { childLogger, type Logger } from '../../shared/logger.js';
 import type { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
 import { credentialRefusalLog } from './credential-refusal-log.js';
-import { clientIpOf, routeRequestFrom } from './client-address.js';
+import { clientIpOf } from '../../shared/net/client-ip.js';
+import { routeRequestFrom } from './client-address.js';
 import { ConnectionAccounting, type OpenedConnection } from './connection-accounting.js';
 import { PlainHttpExchange, type ExchangeOutcome } from './http-plain-exchange.js';
 import {
@@ -24,7 +25,7 @@ import { HTTP_MAX_HEAD_BYTES, parseProxyRequestHead, type ProxyRequestHead } fro
 import { ListeningServer, type ConnectionLifecycle, type OwnedConnection } from './listening-server.js';
 import type { ProxyDependencies, RouteGranted } from './proxy-types.js';
 import { EXIT_HEADER_NAME } from './http-response-head.js';
-import { routeAndDial } from './route-and-dial.js';
+import { routeAndDial, upstreamOf } from './route-and-dial.js';
 import { routeSafely } from './route-safely.js';
 import { HTTP_CLOSE_LINGER_MS, OVER_BUDGET_LINGER_MS, resolveTimeouts, type ProxyTimeouts } from './proxy-timeouts.js';
 import { SocksDialError, dialSocks5, type DialedUpstream } from './socks5-client.js';
@@ -244,10 +245,7 @@ class HttpProxyConnection implements OwnedConnection {
         // Shutdown aborts a dial in progress.
         this.dialAbort = abort;
         const promise = dialSocks5({
-          socksHost: route.socksHost,
-          socksPort: route.socksPort,
-          ...(route.socksPath === undefined ? {} : { socksPath: route.socksPath }),
-          ...(route.socksAuth === undefined ? {} : { socksAuth: route.socksAuth }),
+          ...upstreamOf(route, sessionKey),
           target,
           timeoutMs: context.timeouts.dialMs,
           signal: abort.signal,
@@ -286,8 +284,8 @@ class HttpProxyConnection implements OwnedConnection {
 
   /** `Exitpool-Exit: <ip>` under EXIT_HEADER, when the pool knew the exit it routed to. */
   private exitFields(route: RouteGranted | null): string[] {
-    const ip = route?.exitIp;
-    return this.context.deps.exitHeader === true && ip !== undefined && ip !== '' ? [`${EXIT_HEADER_NAME}: ${ip}`] : [];
+    const ip = route?.exitIp ?? '';
+    return this.context.deps.exitHeader === true && ip !== '' ? [`${EXIT_HEADER_NAME}: ${ip}`] : [];
   }
 
   private startTunnel(connection: OpenedConnection, dialed: DialedUpstream, extraFields: readonly string[]): void {

@@ -4,14 +4,14 @@
  * so a dial already waiting on it would otherwise wait out the dial deadline; a watched dial is
  * aborted at once and re-routed (see the listeners).
  */
-import type { TransportFailure } from './proxy-types.js';
+import type { TransportFailureRecord } from '../../shared/ipc/protocol.js';
 import { SocksDialError } from './socks5-client.js';
 
 /**
  * How a dial abandoned because its instance went down is accounted: a failed request, not
  * scored (the instance is out of rotation already; scoring it again would blame it twice).
  */
-export const INSTANCE_DOWN_FAILURE: TransportFailure = Object.freeze({ kind: 'dial', scored: false });
+export const INSTANCE_DOWN_FAILURE: TransportFailureRecord = Object.freeze({ kind: 'dial', scored: false });
 
 export type WatchedDial<T> =
   | { ok: true; value: T }

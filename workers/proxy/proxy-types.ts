@@ -4,12 +4,11 @@
  * interfaces to IPC, tests wire them to fakes.
  */
 import type { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
-import type { RouteRefusal } from '../../shared/ipc/protocol.js';
+import type { ListenerKind, RouteRefusal, RouteResult, TransportFailureRecord } from '../../shared/ipc/protocol.js';
 import type { ConnectionBudget } from './connection-budget.js';
 import type { InstanceDownSignal } from './instance-down.js';
 
-/** Which listener a connection arrived on. */
-export type ListenerKind = 'socks' | 'http' | 'session-port';
+export type { ListenerKind };
 
 /** The question the pool answers once per SOCKS connection and once per HTTP request. */
 export interface RouteRequest {
@@ -31,23 +30,12 @@ export interface RouteRequest {
 /** The supervisor's refusals, the worker's own when the supervisor cannot be asked, and a username whose session parameters are malformed. */
 export type RouteRefusalReason = RouteRefusal | 'supervisor_unavailable' | 'bad_session_params';
 
-export interface RouteGranted {
-  ok: true;
-  instanceId: number;
-  /** The instance's SocksPort (tor), always on loopback in production. */
-  socksHost: string;
-  socksPort: number;
-  /** Its Unix-socket SocksPort (the normal case); when set it is dialled instead of host:port. */
-  socksPath?: string;
-  /** The key the pool resolved (e.g. derived from DEFAULT_SESSION ip/random/shared); null for session ports. */
-  sessionKey: string | null;
-  /** The pool's incarnation of that session, echoed in accounting; absent without a key. */
-  sessionId?: number;
-  /** The exit IP the pool knew for the instance when it granted the route ('' or absent: unknown). */
-  exitIp?: string;
-  /** Set when the session is another node's: socksHost:socksPort is that node's SOCKS listener, dialled with these credentials. */
-  socksAuth?: { username: string; password: string };
-}
+/**
+ * A route the supervisor granted, as the IPC protocol carries it (shared/ipc/protocol.ts): the
+ * instance's SOCKS endpoint, the session key and incarnation, the lease, the exit it knew, and
+ * for another node's session the hop to make (dialled with the client's own username).
+ */
+export type RouteGranted = Extract<RouteResult, { ok: true }>;
 
 export interface RouteRefused {
   ok: false;
@@ -83,25 +71,6 @@ export interface CredentialPolicy {
   isForwarded?: (password: string | null) => boolean;
 }
 
-/** Why a proxied connection or request failed, from the instance's point of view. */
-export interface TransportFailure {
-  /**
-   * dial: the instance's SocksPort could not be reached or spoke no SOCKS5;
-   * socks_refused: tor answered the CONNECT with a non-zero reply (see socksReply);
-   * timeout: the dial deadline passed;
-   * reset: the upstream broke off an established relay or response.
-   */
-  kind: 'dial' | 'reset' | 'timeout' | 'socks_refused';
-  socksReply?: number;
-  /**
-   * false when the destination is private or loopback and the network refused it: counted as a
-   * failed request, never scored towards quarantine (a private destination is refused by design).
-   */
-  scored: boolean;
-  /** `host:port` when tor's refusal is about the destination (reply 4 or 5): see TransportFailureRecord. */
-  destination?: string;
-}
-
 export interface ConnectionStats {
   /** Payload bytes sent to the instance after its SOCKS handshake (request heads and bodies included for HTTP). */
   bytesUp: number;
@@ -109,7 +78,7 @@ export interface ConnectionStats {
   bytesDown: number;
   /** true exactly when `failure` is absent. A client that gives up or resets is not a failure of the instance. */
   ok: boolean;
-  failure?: TransportFailure;
+  failure?: TransportFailureRecord;
   /** Time from starting the dial to tor's CONNECT answer (success or refusal); the instance's circuit latency. */
   latencyMs: number;
   /** Time from the route decision to the end of the connection or request. */

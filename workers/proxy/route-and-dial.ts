@@ -2,9 +2,23 @@ import type { Logger } from '../../shared/logger.js';
 import type { ConnectionAccounting, OpenedConnection } from './connection-accounting.js';
 import { transportFailureOf } from './dial-failure.js';
 import { dialWatched, INSTANCE_DOWN_FAILURE, type InstanceDownSignal } from './instance-down.js';
-import type { ListenerKind, RouteDecision, RouteGranted, RouteRefusalReason, TransportFailure } from './proxy-types.js';
-import { SocksDialError, type DialedUpstream } from './socks5-client.js';
+import type { ListenerKind, TransportFailureRecord } from '../../shared/ipc/protocol.js';
+import type { RouteDecision, RouteGranted, RouteRefusalReason } from './proxy-types.js';
+import { SocksDialError, type DialedUpstream, type UpstreamAddress } from './socks5-client.js';
 import type { Socks5Target } from './socks5-protocol.js';
+
+/**
+ * Where a granted route is dialled: the instance's SocksPort, or on another node's session that
+ * node's listener, with the client's own username (its parameters too) and the hop's password.
+ */
+export function upstreamOf(route: RouteGranted, username: string | null): UpstreamAddress {
+  return {
+    host: route.host,
+    port: route.port,
+    ...(route.path === undefined ? {} : { path: route.path }),
+    ...(route.forward === undefined || username === null ? {} : { auth: { username, password: route.forward.password } }),
+  };
+}
 
 /** A dial through one route, abortable (instance down, shutdown). */
 export interface RouteDial {
@@ -59,7 +73,7 @@ export async function routeAndDial(o: RouteAndDialOptions): Promise<RouteAndDial
     if (!decision.ok) return { kind: 'no-route', reason: decision.reason, ...(decision.detail === undefined ? {} : { detail: decision.detail }) };
     const connection = o.accounting.opened(decision);
     const dial = o.dial(decision);
-    const outcome = await dialWatched(o.instanceDown, decision.instanceId, () => dial.abort(), () => dial.promise);
+    const outcome = await dialWatched(o.instanceDown, decision.instance, () => dial.abort(), () => dial.promise);
     if (outcome.ok) {
       if (o.clientGone()) {
         outcome.value.socket.destroy();
@@ -74,13 +88,13 @@ export async function routeAndDial(o: RouteAndDialOptions): Promise<RouteAndDial
     }
     connection.closed({ bytesUp: 0, bytesDown: 0, failure: INSTANCE_DOWN_FAILURE, latencyMs: outcome.elapsedMs });
     if (rerouted) return { kind: 'instance-down' };
-    o.log.info('re-routing a dial away from an instance that stopped answering', { listener: o.listener, instance: decision.instanceId });
+    o.log.info('re-routing a dial away from an instance that stopped answering', { listener: o.listener, instance: decision.instance });
     rerouted = true;
     decision = await o.reroute();
   }
 }
 
-function dialFailureReport(error: unknown, target: Socks5Target, connection: OpenedConnection): { bytesUp: 0; bytesDown: 0; failure: TransportFailure | null; latencyMs: number } {
+function dialFailureReport(error: unknown, target: Socks5Target, connection: OpenedConnection): { bytesUp: 0; bytesDown: 0; failure: TransportFailureRecord | null; latencyMs: number } {
   // Not a SOCKS dial error cannot happen by construction; it still closes the books, as the instance's.
   if (!(error instanceof SocksDialError)) return { bytesUp: 0, bytesDown: 0, failure: { kind: 'dial', scored: true }, latencyMs: connection.elapsedMs() };
   return { bytesUp: 0, bytesDown: 0, failure: transportFailureOf(error, target), latencyMs: error.elapsedMs };

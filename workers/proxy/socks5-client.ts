@@ -65,15 +65,15 @@ const GREETING_NO_AUTH = encodeGreeting([AuthMethod.NoAuthentication]);
 const GREETING_USER_PASSWORD = encodeGreeting([AuthMethod.UsernamePassword]);
 
 export interface UpstreamAddress {
-  socksHost: string;
-  socksPort: number;
-  /** The instance's Unix-socket SocksPort; when set it is dialled instead of socksHost:socksPort. */
-  socksPath?: string;
+  host: string;
+  port: number;
+  /** The instance's Unix-socket SocksPort; when set it is dialled instead of host:port. */
+  path?: string;
   /**
    * Username/password for the SOCKS server: only for the hop to another node of the fleet (the
    * session's owner, supervisor/fleet); a tor instance is always dialled without.
    */
-  socksAuth?: { username: string; password: string };
+  auth?: { username: string; password: string };
 }
 
 /**
@@ -104,11 +104,11 @@ export class Socks5Upstream {
   private waiter: { resolve: (d: DialedUpstream) => void; reject: (e: SocksDialError) => void } | null = null;
 
   constructor(address: UpstreamAddress) {
-    this.auth = address.socksAuth;
+    this.auth = address.auth;
     this.socket =
-      address.socksPath !== undefined
-        ? net.connect({ path: address.socksPath, allowHalfOpen: true })
-        : net.connect({ host: address.socksHost, port: address.socksPort, allowHalfOpen: true, noDelay: true });
+      address.path !== undefined
+        ? net.connect({ path: address.path, allowHalfOpen: true })
+        : net.connect({ host: address.host, port: address.port, allowHalfOpen: true, noDelay: true });
     this.socket.on('connect', this.onConnect);
     this.socket.on('data', this.onData);
     this.socket.on('error', this.onError);

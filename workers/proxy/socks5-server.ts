@@ -11,14 +11,15 @@ import type net from 'node:net';
 import { childLogger, type Logger } from '../../shared/logger.js';
 import type { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
 import { credentialRefusalLog } from './credential-refusal-log.js';
-import { clientIpOf, routeRequestFrom } from './client-address.js';
+import { clientIpOf } from '../../shared/net/client-ip.js';
+import { routeRequestFrom } from './client-address.js';
 import type { ConnectionBudget } from './connection-budget.js';
 import { ConnectionAccounting } from './connection-accounting.js';
 import type { InstanceDownSignal } from './instance-down.js';
 import { socksReplyForDialError } from './dial-failure.js';
 import { ListeningServer, type ConnectionLifecycle, type OwnedConnection } from './listening-server.js';
 import type { ListenerKind, ProxyDependencies, ProxyEvents, RouteDecision, RouteGranted, RouteRefusalReason, Router } from './proxy-types.js';
-import { routeAndDial } from './route-and-dial.js';
+import { routeAndDial, upstreamOf } from './route-and-dial.js';
 import { routeSafely } from './route-safely.js';
 import { resolveTimeouts, type ProxyTimeouts } from './proxy-timeouts.js';
 import { SocksDialError, Socks5Upstream } from './socks5-client.js';
@@ -203,7 +204,7 @@ class Socks5Connection implements OwnedConnection {
         this.accounting.released(decision);
       } else {
         this.unusedRoute = decision;
-        this.upstream = new Socks5Upstream(decision);
+        this.upstream = new Socks5Upstream(upstreamOf(decision, sessionKey));
       }
       return decision;
     });
@@ -242,7 +243,7 @@ class Socks5Connection implements OwnedConnection {
       reroute: () => this.requestRoute(sessionKey, forwarded),
       dial: (route) => {
         // The connection opened ahead of the CONNECT for this route, or a new one.
-        const upstream = this.upstream ?? new Socks5Upstream(route);
+        const upstream = this.upstream ?? new Socks5Upstream(upstreamOf(route, sessionKey));
         this.upstream = upstream;
         this.unusedRoute = null;
         return { promise: upstream.connect(target, context.timeouts.dialMs), abort: () => upstream.abort() };

@@ -7,7 +7,7 @@
  * path carries no per-chunk work of ours.
  */
 import type net from 'node:net';
-import type { TransportFailure } from './proxy-types.js';
+import type { TransportFailureRecord } from '../../shared/ipc/protocol.js';
 import type { DialedUpstream } from './socks5-client.js';
 import { idleSweeperFor, type IdleSweeper, type IdleWatched } from './idle-sweeper.js';
 
@@ -15,7 +15,7 @@ export interface TunnelResult {
   bytesUp: number;
   bytesDown: number;
   /** Set when the upstream broke the tunnel (error or reset); a client reset or idle close is not a failure. */
-  failure: TransportFailure | null;
+  failure: TransportFailureRecord | null;
   /**
    * When the last byte from the destination was passed to the client (Date.now()), or, if none
    * was, when the first side finished. A client reporting what it saw reports after this, while
@@ -27,7 +27,7 @@ export interface TunnelResult {
 export class Tunnel implements IdleWatched {
   private clientClosed = false;
   private upstreamClosed = false;
-  private failure: TransportFailure | null = null;
+  private failure: TransportFailureRecord | null = null;
   private finished = false;
   private firstEndAt: number | null = null;
   private lastDownAt: number | null = null;

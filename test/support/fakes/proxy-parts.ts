@@ -6,6 +6,11 @@ import { Writable } from 'node:stream';
 import winston from 'winston';
 import type { ConnectionStats, ListenerKind, ProxyEvents, RouteDecision, RouteGranted, RouteRequest, Router } from '../../../workers/proxy/proxy-types.js';
 
+/** A route granted to `instance` on a SOCKS endpoint, as the supervisor answers one (no lease, exit unknown). */
+export function grantedRoute(instance: number, endpoint: { host: string; port: number }, key: string | null): RouteGranted {
+  return { ok: true, instance, host: endpoint.host, port: endpoint.port, key, session: null, lease: false, exitIp: '' };
+}
+
 export class FakeRouter implements Router {
   readonly requests: RouteRequest[] = [];
   constructor(public decide: (request: RouteRequest, index: number) => RouteDecision) {}

@@ -1,17 +1,18 @@
-import { ACCOUNTING_FLUSH_MS, type CloseRecord, type ReleasedRoute } from '../shared/ipc/protocol.js';
-import { COUNTRY_EXIT_WAIT_MS } from '../shared/config/limits.js';
-import { ThrottledWarning } from '../shared/logging/throttled-warning.js';
-import { ConnectionBudget } from './proxy/connection-budget.js';
-import { credentialRefusalLog } from './proxy/credential-refusal-log.js';
-import { HttpProxyServer } from './proxy/http-proxy-server.js';
-import { probeDestination } from './proxy/destination-probe.js';
-import { InstanceDownSignal } from './proxy/instance-down.js';
-import type { ConnectionStats, ListenerKind, RouteGranted } from './proxy/proxy-types.js';
-import { Socks5ProxyServer, createSessionPortServer } from './proxy/socks5-server.js';
+import { ACCOUNTING_FLUSH_MS, type CloseRecord, type ReleasedRoute } from '../../shared/ipc/protocol.js';
+import { COUNTRY_EXIT_WAIT_MS } from '../../shared/config/limits.js';
+import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
+import { ConnectionBudget } from '../proxy/connection-budget.js';
+import { credentialRefusalLog } from '../proxy/credential-refusal-log.js';
+import { HttpProxyServer } from '../proxy/http-proxy-server.js';
+import { probeDestination } from '../proxy/destination-probe.js';
+import { InstanceDownSignal } from '../proxy/instance-down.js';
+import type { ListenerKind } from '../../shared/ipc/protocol.js';
+import type { ConnectionStats, RouteGranted } from '../proxy/proxy-types.js';
+import { Socks5ProxyServer, createSessionPortServer } from '../proxy/socks5-server.js';
 import { LeasedRouter } from './leased-router.js';
-import { listenNamed } from './listen-error.js';
+import { listenNamed } from '../../shared/worker/listen-error.js';
 import { ProxyCredentials } from './proxy-credentials.js';
-import type { RunningWorker, WorkerContext } from './worker-context.js';
+import type { RunningWorker, WorkerContext } from '../../shared/worker/worker-context.js';
 
 /** A route request the supervisor does not answer within this is refused (never a hang). */
 export const ROUTE_TIMEOUT_MS = 2000;
@@ -62,9 +63,9 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
     connectionClosed(route: RouteGranted, _listener: ListenerKind, s: ConnectionStats): void {
       const failure = s.failure && stopping ? { ...s.failure, scored: false } : s.failure;
       const record: CloseRecord = {
-        key: route.sessionKey,
-        session: route.sessionId ?? null,
-        instance: route.instanceId,
+        key: route.key,
+        session: route.session,
+        instance: route.instance,
         bytesUp: s.bytesUp,
         bytesDown: s.bytesDown,
         ok: s.ok,
@@ -75,7 +76,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
       closes.push(record);
     },
     connectionReleased(route: RouteGranted): void {
-      released.push({ key: route.sessionKey, session: route.sessionId ?? null, instance: route.instanceId });
+      released.push({ key: route.key, session: route.session, instance: route.instance });
     },
   };
 

@@ -1,9 +1,10 @@
-import type { Logger } from '../shared/logger.js';
-import { resolveSessionKey } from '../shared/api/session-key.js';
-import { parseSessionUsername, SessionUsernameError, sessionParamsTag, type SessionParams } from '../shared/api/session-username.js';
-import type { DefaultSessionMode } from '../shared/config/index.js';
-import type { OpenedRoute, RouteInvalidation, RouteParams, RouteResult } from '../shared/ipc/protocol.js';
-import type { RouteDecision, RouteGranted, Router, RouteRequest } from './proxy/proxy-types.js';
+import type { Logger } from '../../shared/logger.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
+import { resolveSessionKey } from '../../shared/api/session-key.js';
+import { parseSessionUsername, SessionUsernameError, sessionParamsTag, type SessionParams } from '../../shared/api/session-username.js';
+import type { DefaultSessionMode } from '../../shared/config/index.js';
+import type { OpenedRoute, RouteInvalidation, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
+import type { RouteDecision, RouteGranted, Router, RouteRequest } from '../proxy/proxy-types.js';
 
 export interface LeasedRouterOptions {
   /** The round trip to the supervisor's route(); rejects when it fails or times out. */
@@ -34,7 +35,7 @@ export interface LeasedRouterOptions {
  */
 export class LeasedRouter implements Router {
   /** By session key; `tag` is the parameters the lease was granted for (a change goes to the supervisor). */
-  private readonly leases = new Map<string, RouteGranted & { sessionId: number; tag: string }>();
+  private readonly leases = new Map<string, RouteGranted & { session: number; tag: string }>();
   private readonly pending = new Map<string, Promise<RouteDecision>>();
   private opened: OpenedRoute[] = [];
   /** Counts invalidations applied: a route asked before the latest one is not leased. */
@@ -53,23 +54,24 @@ export class LeasedRouter implements Router {
     }
     // `named ??` first: a listener may make clientIp a lazy read, and a named key never needs it.
     const key = req.listener === 'session-port' ? null : (named ?? resolveSessionKey(null, req.clientIp, this.o.defaultSession));
-    if (key === null) return this.ask(req, null, named, params);
+    const isNamed = named !== null;
+    if (key === null) return this.ask(req, null, null, false, params);
     // A fresh exit per connection: the supervisor chooses each one, nothing is leased.
-    if (params?.mode === 'rotating') return this.ask(req, null, named, params);
+    if (params?.mode === 'rotating') return this.ask(req, null, key, isNamed, params);
     const tag = params ? sessionParamsTag(params) : '';
     for (;;) {
       const lease = this.leases.get(key);
       // A plain key uses whatever lease its session has; other parameters are the supervisor's to apply.
       if (lease && (params === undefined || lease.tag === tag)) {
-        this.opened.push({ key, session: lease.sessionId, instance: lease.instanceId });
+        this.opened.push({ key, session: lease.session, instance: lease.instance });
         return lease;
       }
       const inFlight = this.pending.get(key);
-      if (inFlight === undefined) return this.askOnce(key, req, named, params);
+      if (inFlight === undefined) return this.askOnce(key, req, isNamed, params);
       const answer = await inFlight;
       // A refusal is the same for every connection that waited on it; a grant is used as a lease.
       if (!answer.ok) return answer;
-      if (params !== undefined && this.leases.get(key)?.tag !== tag) return this.askOnce(key, req, named, params);
+      if (params !== undefined && this.leases.get(key)?.tag !== tag) return this.askOnce(key, req, isNamed, params);
     }
   }
 
@@ -94,7 +96,7 @@ export class LeasedRouter implements Router {
     for (const key of invalidation.keys) if (this.leases.delete(key)) dropped++;
     if (invalidation.instances.length > 0) {
       for (const [key, lease] of this.leases) {
-        if (!invalidation.instances.includes(lease.instanceId)) continue;
+        if (!invalidation.instances.includes(lease.instance)) continue;
         this.leases.delete(key);
         dropped++;
       }
@@ -113,8 +115,8 @@ export class LeasedRouter implements Router {
     return this.leases.size;
   }
 
-  private async askOnce(key: string, req: RouteRequest, named: string | null, params: SessionParams | undefined): Promise<RouteDecision> {
-    const answer = this.ask(req, key, named, params);
+  private async askOnce(key: string, req: RouteRequest, named: boolean, params: SessionParams | undefined): Promise<RouteDecision> {
+    const answer = this.ask(req, key, key, named, params);
     this.pending.set(key, answer);
     try {
       return await answer;
@@ -123,40 +125,29 @@ export class LeasedRouter implements Router {
     }
   }
 
-  private async ask(req: RouteRequest, leaseKey: string | null, named: string | null, params: SessionParams | undefined): Promise<RouteDecision> {
+  private async ask(req: RouteRequest, leaseKey: string | null, key: string | null, named: boolean, params: SessionParams | undefined): Promise<RouteDecision> {
     const started = performance.now();
     const invalidationsBefore = this.invalidations;
     let r: RouteResult;
     try {
       r = await this.o.ask({
-        key: named,
-        clientIp: req.clientIp,
+        key,
+        named,
         listener: req.listener,
         ...(req.instanceId === undefined ? {} : { instance: req.instanceId }),
         ...(params === undefined ? {} : { params }),
         ...(req.forwarded === true ? { forwarded: true as const } : {}),
       });
     } catch (e) {
-      this.o.log.warn('route request failed; refusing the connection', { error: (e as Error).message });
+      this.o.log.warn('route request failed; refusing the connection', { error: errorMessage(e) });
       return { ok: false, reason: 'supervisor_unavailable' };
     }
     this.o.onRoundTrip(performance.now() - started);
     if (!r.ok) return r;
-    const granted: RouteGranted = {
-      ok: true,
-      instanceId: r.instance,
-      socksHost: r.host,
-      socksPort: r.port,
-      ...(r.path === undefined ? {} : { socksPath: r.path }),
-      sessionKey: r.key,
-      ...(r.session === null ? {} : { sessionId: r.session }),
-      ...(r.exitIp === '' ? {} : { exitIp: r.exitIp }),
-      // Another node's session: the hop carries the client's own username (its parameters too).
-      ...(r.forward === undefined || req.sessionKey === null ? {} : { socksAuth: { username: req.sessionKey, password: r.forward.password } }),
-    };
-    if (leaseKey !== null && r.lease && r.session !== null && r.key === leaseKey && this.invalidations === invalidationsBefore) {
-      this.leases.set(leaseKey, { ...granted, sessionId: r.session, tag: params ? sessionParamsTag(params) : (this.leases.get(leaseKey)?.tag ?? '') });
+    const session = r.session;
+    if (leaseKey !== null && r.lease && session !== null && r.key === leaseKey && this.invalidations === invalidationsBefore) {
+      this.leases.set(leaseKey, { ...r, session, tag: params ? sessionParamsTag(params) : (this.leases.get(leaseKey)?.tag ?? '') });
     }
-    return granted;
+    return r;
   }
 }
