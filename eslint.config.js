@@ -27,19 +27,48 @@ export default tseslint.config(
 /**
  * One `no-restricted-imports` block per directory of docs/architecture.md's layout table. The
  * patterns match the relative specifiers the code uses (`../../supervisor/...`), at any depth.
+ * In a flat config the last block that matches a file sets the rule for it, so a narrower block
+ * repeats its parent's patterns and adds its own.
  */
 function layoutRules() {
   const dirs = (...names) => names.flatMap((n) => [`../${n}/*`, `../../${n}/*`, `../../../${n}/*`, `../../../../${n}/*`, `../${n}`, `../../${n}`]);
-  const rule = (files, forbidden, message) => ({
+  // Only a file directly under supervisor/X/ reaches a sibling folder as `../Y/…`, or the
+  // supervisor's own files (service.ts, worker-ipc.ts, …) as `../file.js`.
+  const sibling = (...names) => names.map((n) => `../${n}/*`);
+  const SUPERVISOR_ROOT_FILES = ['../*.js'];
+  const SUPERVISOR_FOLDERS = ['audit', 'auth', 'cluster', 'exits', 'fleet', 'health', 'metrics', 'pool', 'routing', 'sessions', 'startup', 'state', 'stats', 'tor', 'verdicts'];
+  const block = (files, groups) => ({
     files,
-    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: dirs(...forbidden), message }] }] },
+    rules: { 'no-restricted-imports': ['error', { patterns: groups.map(([group, message]) => ({ group, message })) }] },
   });
+  const shared = [dirs('supervisor', 'workers', 'internal', 'dashboard', 'test', 'bench'), 'shared/ imports nothing of ours outside shared/.'];
+  const workers = [dirs('supervisor', 'internal', 'dashboard', 'test', 'bench'), 'workers/ import only shared/: the supervisor is reached over the IPC protocol.'];
+  const supervisor = [dirs('workers', 'dashboard', 'test', 'bench'), 'supervisor/ imports shared/, never a worker.'];
+  const internalOnlyFromDemo = [dirs('internal'), 'internal/ (the private test network) is for the demo only (supervisor/demo.ts).'];
+  const leaf = (folder) => [
+    [...sibling(...SUPERVISOR_FOLDERS.filter((f) => f !== folder)), ...SUPERVISOR_ROOT_FILES],
+    `supervisor/${folder}/ is a leaf of the supervisor: it imports no sibling folder (docs/architecture.md, "Layout").`,
+  ];
+  const only = (folder, allowed) => [
+    [...sibling(...SUPERVISOR_FOLDERS.filter((f) => f !== folder && !allowed.includes(f))), ...SUPERVISOR_ROOT_FILES],
+    `supervisor/${folder}/ imports only ${allowed.join(', ')} of the supervisor (docs/architecture.md, "Layout").`,
+  ];
+  const neverPool = (folder) => [
+    [...sibling('pool'), ...SUPERVISOR_ROOT_FILES],
+    `supervisor/${folder}/ never imports the pool: it defines the interface the pool implements.`,
+  ];
   return [
-    rule(['shared/**/*.ts'], ['supervisor', 'workers', 'internal', 'dashboard', 'test', 'bench'], 'shared/ imports nothing of ours outside shared/.'),
-    rule(['workers/**/*.ts'], ['supervisor', 'internal', 'dashboard', 'test', 'bench'], 'workers/ import only shared/: the supervisor is reached over the IPC protocol.'),
-    rule(['supervisor/**/*.ts'], ['workers', 'dashboard', 'test', 'bench'], 'supervisor/ imports shared/ (and internal/ for the demo), never a worker.'),
-    rule(['internal/**/*.ts'], ['supervisor', 'workers', 'dashboard', 'test', 'bench'], 'internal/ imports only shared/.'),
-    rule(['clients/**/*.ts'], ['shared', 'supervisor', 'workers', 'internal', 'dashboard', 'test', 'bench'], 'clients/ are packages of their own: they speak to exitpool over its protocols only.'),
+    block(['shared/**/*.ts'], [shared]),
+    block(['workers/**/*.ts'], [workers]),
+    block(['workers/api/**/*.ts'], [workers, [dirs('proxy', 'proxy-worker'), 'The API worker never imports the proxy worker: what both need lives in shared/.']]),
+    block(['workers/proxy/**/*.ts', 'workers/proxy-worker/**/*.ts'], [workers, [dirs('api'), 'The proxy worker never imports the API worker: what both need lives in shared/.']]),
+    block(['supervisor/**/*.ts'], [supervisor, internalOnlyFromDemo]),
+    block(['supervisor/demo.ts'], [supervisor]),
+    ...['audit', 'tor', 'health', 'sessions', 'stats', 'routing', 'startup', 'metrics'].map((f) => block([`supervisor/${f}/**/*.ts`], [supervisor, internalOnlyFromDemo, leaf(f)])),
+    block(['supervisor/exits/**/*.ts'], [supervisor, internalOnlyFromDemo, only('exits', ['tor', 'audit'])]),
+    ...['state', 'fleet', 'verdicts'].map((f) => block([`supervisor/${f}/**/*.ts`], [supervisor, internalOnlyFromDemo, neverPool(f)])),
+    block(['internal/**/*.ts'], [[dirs('supervisor', 'workers', 'dashboard', 'test', 'bench'), 'internal/ imports only shared/.']]),
+    block(['clients/**/*.ts'], [[dirs('shared', 'supervisor', 'workers', 'internal', 'dashboard', 'test', 'bench'), 'clients/ are packages of their own: they speak to exitpool over its protocols only.']]),
     {
       files: ['dashboard/src/**/*.ts', 'dashboard/src/**/*.tsx'],
       rules: {

@@ -4,8 +4,8 @@ import { decodeWorkerConfig, WORKER_CONFIG_ENV } from '../shared/config/index.js
 import { DEFAULT_IPC_TIMEOUT_MS, IpcEndpoint, channelToParent } from '../shared/ipc/index.js';
 import { ROLE_ENV, SLOT_ENV, WORKER_REQUEST_TIMEOUTS_MS, type WorkerEndpoint, type WorkerRole } from '../shared/ipc/protocol.js';
 import { createRootLogger } from '../shared/logger.js';
-import { ListenError } from './listen-error.js';
-import type { RunningWorker, WorkerContext } from './worker-context.js';
+import { ListenError } from '../shared/worker/listen-error.js';
+import type { RunningWorker, WorkerContext } from '../shared/worker/worker-context.js';
 
 /** EX_CONFIG: the worker cannot start as configured. */
 const EXIT_CONFIG = 78;
@@ -31,7 +31,7 @@ async function main(): Promise<void> {
   let running: RunningWorker;
   try {
     if (role === 'proxy') {
-      const { startProxyWorker } = await import('./proxy-worker.js');
+      const { startProxyWorker } = await import('./proxy-worker/proxy-worker.js');
       running = await startProxyWorker(ctx);
     } else {
       const { startApiWorker } = await import('./api/api-worker.js');

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import type { Logger } from '../../shared/logger.js';
 import { MAX_JSON_BODY_BYTES } from '../../workers/api/api-app.js';
 import { MAX_TOKEN_NAME_LENGTH } from '../../shared/auth/token-request.js';
-import { TICKET_TTL_MS } from '../../shared/auth/sign-in-credentials.js';
+import { TICKET_TTL_MS } from '../../workers/api/auth/sign-in-credentials.js';
 import {
   ADMIN_PASSWORD,
   ADMIN_USER,

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import net from 'node:net';
 import type { AuditEvent } from '../../shared/api/audit-event.js';
-import { TICKET_TTL_MS } from '../../shared/auth/sign-in-credentials.js';
+import { TICKET_TTL_MS } from '../../workers/api/auth/sign-in-credentials.js';
 import { schemaViolations } from '../support/parsers/openapi-schema.js';
 import { loadOpenApiDocument } from '../support/parsers/openapi-document.js';
 import { StreamClient } from '../support/clients/sse-stream.js';

@@ -6,7 +6,7 @@ import {
   DeviceCookies,
   deviceCookieFrom,
   deviceSetCookie,
-} from '../../shared/auth/device-cookie.js';
+} from '../../workers/api/auth/device-cookie.js';
 import { signInBucket } from '../../shared/auth/sign-in-limit.js';
 import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 

@@ -1,13 +1,13 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import { hashAdminPassword, verifyAdminPassword } from '../../shared/auth/admin-password.js';
-import { ApiAuthenticator, wwwAuthenticate } from '../../shared/auth/api-authenticator.js';
+import { ApiAuthenticator, wwwAuthenticate } from '../../workers/api/auth/api-authenticator.js';
 import type { ApiCredentialSnapshot } from '../../shared/auth/credential-snapshot.js';
 import { TicketNotAllowedError } from '../../shared/auth/errors.js';
-import { LoginChecker } from '../../shared/auth/login-checker.js';
+import { LoginChecker } from '../../workers/api/auth/login-checker.js';
 import { LoginRateLimiter, MAX_TRACKED_LOGIN_ADDRESSES } from '../../shared/auth/login-rate-limiter.js';
 import { rateLimitKey } from '../../shared/auth/rate-limit-key.js';
-import { TICKET_TTL_MS } from '../../shared/auth/sign-in-credentials.js';
+import { TICKET_TTL_MS } from '../../workers/api/auth/sign-in-credentials.js';
 import { digestTokenSecret } from '../../shared/auth/token-format.js';
 
 const PASSWORD = 'Zq3xV9mT2pL8rK4wN7yB';

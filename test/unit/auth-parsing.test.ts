@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import '../support/fixtures/fuzz-runs.js';
-import { parseAuthorizationHeader, MAX_AUTHORIZATION_HEADER_LENGTH } from '../../shared/auth/authorization-header.js';
+import { parseAuthorizationHeader, MAX_AUTHORIZATION_HEADER_LENGTH } from '../../workers/api/auth/authorization-header.js';
 import { classifyCredential } from '../../shared/auth/credential-kind.js';
 import { AuthBadRequestError } from '../../shared/auth/errors.js';
-import { MAX_LOGIN_PASSWORD_LENGTH, MAX_LOGIN_USER_LENGTH, parseLoginBody } from '../../shared/auth/login-body.js';
+import { MAX_LOGIN_PASSWORD_LENGTH, MAX_LOGIN_USER_LENGTH, parseLoginBody } from '../../workers/api/auth/login-body.js';
 import { MAX_TOKEN_NAME_LENGTH, parseTokenCreateBody } from '../../shared/auth/token-request.js';
 
 const KINDS = ['bearer', 'basic', 'none', 'malformed'];

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import jwt from 'jsonwebtoken';
 import { createHmac, generateKeyPairSync, randomBytes } from 'node:crypto';
-import { SignInCredentials, TICKET_TTL_MS } from '../../shared/auth/sign-in-credentials.js';
+import { SignInCredentials, TICKET_TTL_MS } from '../../workers/api/auth/sign-in-credentials.js';
 import { deriveSigningKey } from '../../supervisor/auth/signing-key.js';
 
 const KEY = randomBytes(32);

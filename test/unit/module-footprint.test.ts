@@ -31,7 +31,7 @@ describe('what each process loads', function () {
   });
 
   it('a proxy worker loads neither the API’s HTTP framework nor the metrics library nor Redis', () => {
-    const loaded = packagesLoadedBy('workers/proxy-worker.js');
+    const loaded = packagesLoadedBy('workers/proxy-worker/proxy-worker.js');
     for (const name of ['express', 'prom-client', 'ioredis']) expect(loaded).not.to.include(name);
   });
 });

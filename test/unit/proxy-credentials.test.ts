@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { createHash } from 'node:crypto';
 import type { WorkerEndpoint } from '../../shared/ipc/protocol.js';
-import { ProxyCredentials } from '../../workers/proxy-credentials.js';
+import { ProxyCredentials } from '../../workers/proxy-worker/proxy-credentials.js';
 
 /** The worker's credential policy needs an endpoint only to receive snapshots; none arrives here. */
 const endpoint = { handle: () => undefined } as unknown as WorkerEndpoint;

@@ -1,5 +1,5 @@
-import type { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
-import { wwwAuthenticate } from '../../shared/auth/api-authenticator.js';
+import type { ApiAuthenticator } from './auth/api-authenticator.js';
+import { wwwAuthenticate } from './auth/api-authenticator.js';
 import { hasScope, type Principal } from '../../shared/auth/principal.js';
 import { HttpError } from './http-error.js';
 

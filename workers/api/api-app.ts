@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { Logger } from '../../shared/logger.js';
 import { IpcPeerGoneError, IpcTimeoutError } from '../../shared/ipc/errors.js';
 import type { WorkerEndpoint } from '../../shared/ipc/protocol.js';
-import type { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
+import type { ApiAuthenticator } from './auth/api-authenticator.js';
 import { allows, authenticate, type Access, type Principal } from './access.js';
 import { httpErrorOfCatalogued } from './error-status.js';
 import { HttpError, forbidden, notFound } from './http-error.js';
@@ -12,7 +12,7 @@ import type { ApiRoute, Reply } from './route-table.js';
 import { requestOriginGuard, type RequestOriginPolicy } from './request-origin.js';
 import { securityHeaders } from './security-headers.js';
 import { SseHub, type StreamCredential } from './sse-hub.js';
-import { clientIpOf } from '../proxy/client-address.js';
+import { clientIpOf } from '../../shared/net/client-ip.js';
 
 /** Largest JSON body the API reads; anything bigger is a 400 before it is parsed. */
 export const MAX_JSON_BODY_BYTES = 16 * 1024;

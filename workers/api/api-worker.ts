@@ -1,9 +1,9 @@
 import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
-import { listenNamed } from '../listen-error.js';
-import type { RunningWorker, WorkerContext } from '../worker-context.js';
+import { ApiAuthenticator } from './auth/api-authenticator.js';
+import { listenNamed } from '../../shared/worker/listen-error.js';
+import type { RunningWorker, WorkerContext } from '../../shared/worker/worker-context.js';
 import { createApiApp } from './api-app.js';
 import { authRoutes } from './auth-routes.js';
 import { POOL_ROUTES } from './route-table.js';

@@ -1,5 +1,5 @@
-import type { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
-import { deviceCookieFrom, deviceSetCookie } from '../../shared/auth/device-cookie.js';
+import type { ApiAuthenticator } from './auth/api-authenticator.js';
+import { deviceCookieFrom, deviceSetCookie } from './auth/device-cookie.js';
 import { parseTokenCreateBody } from '../../shared/auth/token-request.js';
 import type { Logger } from '../../shared/logger.js';
 import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';

@@ -1,4 +1,4 @@
-import type { ApiAuthenticator } from '../../shared/auth/api-authenticator.js';
+import type { ApiAuthenticator } from './auth/api-authenticator.js';
 import type { ApiCredentialSnapshot } from '../../shared/auth/credential-snapshot.js';
 import type { SseHub } from './sse-hub.js';
 

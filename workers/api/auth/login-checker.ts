@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { verifyAdminPassword } from './admin-password.js';
-import type { ApiCredentialSnapshot } from './credential-snapshot.js';
+import { verifyAdminPassword } from '../../../shared/auth/admin-password.js';
+import type { ApiCredentialSnapshot } from '../../../shared/auth/credential-snapshot.js';
 
 function userDigest(user: string): Buffer {
   return createHash('sha256').update(user, 'utf8').digest();

@@ -1,17 +1,17 @@
-import type { RateLimit } from '../config/values.js';
+import type { RateLimit } from '../../../shared/config/values.js';
 import { parseAuthorizationHeader } from './authorization-header.js';
-import { classifyCredential } from './credential-kind.js';
-import { isNewerSnapshot, type ApiCredentialSnapshot } from './credential-snapshot.js';
-import { AuthBadRequestError, TicketNotAllowedError } from './errors.js';
+import { classifyCredential } from '../../../shared/auth/credential-kind.js';
+import { isNewerSnapshot, type ApiCredentialSnapshot } from '../../../shared/auth/credential-snapshot.js';
+import { AuthBadRequestError, TicketNotAllowedError } from '../../../shared/auth/errors.js';
 import { parseLoginBody } from './login-body.js';
 import { LoginChecker } from './login-checker.js';
 import { createHmac } from 'node:crypto';
 import { DeviceCookies } from './device-cookie.js';
-import { MAX_TRACKED_LOGIN_ADDRESSES } from './login-rate-limiter.js';
-import { LocalSignInLimiter, signInBucket, type SignInLimiter } from './sign-in-limit.js';
-import type { Principal } from './principal.js';
+import { MAX_TRACKED_LOGIN_ADDRESSES } from '../../../shared/auth/login-rate-limiter.js';
+import { LocalSignInLimiter, signInBucket, type SignInLimiter } from '../../../shared/auth/sign-in-limit.js';
+import type { Principal } from '../../../shared/auth/principal.js';
 import { SignInCredentials, type LoginResult, type TicketResult } from './sign-in-credentials.js';
-import { TokenVerifier } from './token-verifier.js';
+import { TokenVerifier } from '../../../shared/auth/token-verifier.js';
 
 export type ApiAuthFailure = 'missing' | 'malformed' | 'invalid' | 'expired';
 

@@ -1,4 +1,4 @@
-import { AuthBadRequestError } from './errors.js';
+import { AuthBadRequestError } from '../../../shared/auth/errors.js';
 
 /** ADMIN_USER allows 128 characters, so a longer user can never sign in. */
 export const MAX_LOGIN_USER_LENGTH = 128;

@@ -1,6 +1,6 @@
-import type { Logger } from '../shared/logger.js';
-import type { Config } from '../shared/config/index.js';
-import type { WorkerEndpoint, WorkerRole } from '../shared/ipc/protocol.js';
+import type { Logger } from '../logger.js';
+import type { Config } from '../config/index.js';
+import type { WorkerEndpoint, WorkerRole } from '../ipc/protocol.js';
 
 /** What every worker role receives from the entry point. */
 export interface WorkerContext {

@@ -1,6 +1,6 @@
 import jwt from 'jsonwebtoken';
-import { classifyCredential } from './credential-kind.js';
-import type { Principal } from './principal.js';
+import { classifyCredential } from '../../../shared/auth/credential-kind.js';
+import type { Principal } from '../../../shared/auth/principal.js';
 
 /** Lifetime of a stream ticket (60 seconds; docs/api.md, POST /api/auth/ticket). */
 export const TICKET_TTL_MS = 60_000;
