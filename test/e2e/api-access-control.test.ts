@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { TokenRecord } from '../../shared/auth/token-record.js';
 import type { InstanceView, SessionView } from '../../shared/api/views.js';
-import { SignInCredentials } from '../../shared/auth/sign-in-credentials.js';
+import { SignInCredentials } from '../../workers/api/auth/sign-in-credentials.js';
 import { AuthStore } from '../../supervisor/auth/auth-store.js';
 import { curlSocks } from '../support/clients/curl.js';
 import { apiJson, sessionWhen } from '../support/clients/api-reads.js';
@@ -47,7 +47,7 @@ async function credentialForgedFromCopyOf(dataDir: string): Promise<string> {
 /** What a page on another site sends with a simple (preflight-free) POST. */
 const CROSS_SITE = { origin: 'http://attacker.example', 'sec-fetch-site': 'cross-site', 'content-type': 'text/plain' };
 
-describe('hardening: API access from other clients and other sites (authentication on)', function () {
+describe('API access from other clients and other sites (authentication on)', function () {
   this.timeout(240_000);
   let admin: string;
   let host: string;
@@ -124,7 +124,7 @@ describe('hardening: API access from other clients and other sites (authenticati
   });
 });
 
-describe('hardening: with SIGNING_SECRET a copy of DATA_DIR forges nothing (8g)', function () {
+describe('SIGNING_SECRET: a copy of DATA_DIR forges nothing', function () {
   this.timeout(240_000);
   let svc: RunningService;
   let dataDir: string;
@@ -149,7 +149,7 @@ describe('hardening: with SIGNING_SECRET a copy of DATA_DIR forges nothing (8g)'
   });
 });
 
-describe('hardening: a web page cannot drive the API under AUTH_DISABLED (7)', function () {
+describe('AUTH_DISABLED: a web page cannot drive the API', function () {
   this.timeout(300_000);
   let svc: RunningService;
   let dataDir: string;

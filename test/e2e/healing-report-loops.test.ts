@@ -13,7 +13,7 @@ const POOL_SIZE = 3;
 const CONSECUTIVE = 3;
 const ROUNDS = 6;
 
-describe("hardening: the scraper's loop (request, report at once) keeps its consecutive count (6)", function () {
+describe("healing: the scraper's loop (request, report at once) keeps its consecutive count", function () {
   this.timeout(360_000);
   let api: HealApi;
 
@@ -60,7 +60,7 @@ describe("hardening: the scraper's loop (request, report at once) keeps its cons
   });
 });
 
-describe('hardening: one proxy token cannot take the pool out of service (1)', function () {
+describe('healing: one proxy token cannot take the pool out of service', function () {
   this.timeout(360_000);
   const SIZE = 4;
   const KEYS = Array.from({ length: 12 }, (_, i) => `fleet-${i}`);

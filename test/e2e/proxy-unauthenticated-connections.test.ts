@@ -35,7 +35,7 @@ async function flood(port: number, n: number, partial: Buffer): Promise<net.Sock
   return out;
 }
 
-describe('hardening: connections that never authenticate, and refused credentials in the log (real service)', function () {
+describe('proxy listeners: connections that never authenticate, and refused credentials in the log (real service)', function () {
   this.timeout(240_000);
   let svc: RunningService;
   const sockets: net.Socket[] = [];

@@ -5,14 +5,14 @@
 import { expect } from 'chai';
 import type { AuditEvent } from '../../shared/api/audit-event.js';
 import { AUDIT_CAPACITY } from '../../supervisor/audit/audit-log.js';
-import { SignInCredentials } from '../../shared/auth/sign-in-credentials.js';
+import { SignInCredentials } from '../../workers/api/auth/sign-in-credentials.js';
 import { AuthStore } from '../../supervisor/auth/auth-store.js';
 import { curlSocks } from '../support/clients/curl.js';
 import { quietLogger } from '../support/fakes/quiet-logger.js';
 import { StreamClient } from '../support/clients/sse-stream.js';
 import { TEST_ADMIN_PASSWORD, TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
 
-describe('hardening: the audit trail cannot be flushed by a proxy token (2)', function () {
+describe('audit trail: a proxy token cannot flush it', function () {
   this.timeout(240_000);
   let admin: string;
 
@@ -64,7 +64,7 @@ describe('hardening: the audit trail cannot be flushed by a proxy token (2)', fu
   });
 });
 
-describe('hardening: the live stream ends when its credential does (3)', function () {
+describe('live stream: it ends when its credential does', function () {
   this.timeout(240_000);
   let admin: string;
   let base: string;

@@ -13,7 +13,7 @@ import { servicePorts } from '../support/network/free-ports.js';
 
 const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'bin', 'exitpool');
 
-describe('hardening: the demo reads clean (bin/exitpool demo, its own private network)', function () {
+describe('demo: its output reads clean (bin/exitpool demo, its own private network)', function () {
   this.timeout(240_000);
 
   it('starts without private-network warnings and stops on Ctrl-C in order', async () => {

@@ -26,7 +26,7 @@ function curlAs(uid: number, args: string[]): Promise<{ code: number | null; std
   });
 }
 
-describe("hardening: the instances' SocksPorts are closed to other users (8f)", function () {
+describe("instance SocksPorts: closed to other users", function () {
   this.timeout(240_000);
   let admin: string;
   let instances: InstanceView[];

@@ -55,7 +55,7 @@ function descendants(pid: number): number[] {
   return out;
 }
 
-describe('hardening: lifecycle (real CLI, private network)', function () {
+describe('service lifecycle (real CLI, private network)', function () {
   this.timeout(240_000);
 
   describe('SIGTERM drains open requests', () => {

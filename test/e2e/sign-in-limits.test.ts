@@ -5,14 +5,14 @@
  * a guesser at the operator's address locked the operator out for the whole window.
  */
 import { expect } from 'chai';
-import { DEVICE_COOKIE_NAME } from '../../shared/auth/device-cookie.js';
+import { DEVICE_COOKIE_NAME } from '../../workers/api/auth/device-cookie.js';
 import { serviceWorkers, signal } from '../support/processes/inspection.js';
 import { pollUntil } from '../support/waiting.js';
 import { TEST_ADMIN_PASSWORD, withService } from '../support/fixtures/service.js';
 
 const ATTEMPTS = 3;
 
-describe('hardening: sign-in limits that leave the operator a way in (8c)', function () {
+describe('sign-in limits that leave the operator a way in', function () {
   this.timeout(240_000);
 
   const suite = withService({ POOL_SIZE: '1', LOGIN_RATE_LIMIT: `${ATTEMPTS}/10m` }, { ready: 1, readyTimeoutMs: 120_000 });
