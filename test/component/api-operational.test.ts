@@ -60,7 +60,8 @@ describe('API operational endpoints', function () {
     h.fake.stall('health.get');
     const started = Date.now();
     expectPlain(await h.request('/health'), 503, 'health with a stalled supervisor');
-    expect(Date.now() - started).to.be.below(3000);
+    // api-app.ts gives health.get a deadline of 1 s.
+    expect(Date.now() - started, 'after the deadline, not before').to.be.at.least(900);
   });
 
   it('GET /metrics is public and passes the exposition through with its content type', async () => {
@@ -182,7 +183,7 @@ describe('API when the supervisor does not answer', function () {
     const answers = await Promise.all(
       DEFAULT_DEADLINE_ROUTES.map(([method, p]) => h.request(p, { method, bearer: jwt, ...(p.endsWith('resize') ? { body: { size: 2 } } : {}) })),
     );
-    expect(Date.now() - started).to.be.below(2000);
+    expect(Date.now() - started, 'after the deadline (ipcTimeoutMs), not before').to.be.at.least(140);
     answers.forEach((r, i) => {
       const [method, p] = DEFAULT_DEADLINE_ROUTES[i]!;
       expectPlain(r, 503, `${method} ${p} with a stalled supervisor`);
@@ -208,11 +209,9 @@ describe('API when the supervisor does not answer', function () {
     const needsSupervisor = h.routes.filter((r) => !r.path.startsWith('/api/auth/'));
     expect(needsSupervisor.length).to.equal(h.routes.length - 3);
     for (const route of needsSupervisor) {
-      const started = Date.now();
       const body = route.path.endsWith('resize') ? { size: 2 } : route.path === '/api/tokens' ? { name: 'x', scope: 'proxy' } : undefined;
       const r = await h.request(concretePath(route, { id: route.path.startsWith('/api/tokens') ? 'abc' : '0' }), { method: route.method, bearer: jwt, ...(body ? { body } : {}) });
       expectPlain(r, 503, `${route.method} ${route.path} with the supervisor gone`);
-      expect(Date.now() - started, `${route.method} ${route.path}`).to.be.below(1000);
     }
     expectPlain(await h.request('/health'), 503, 'health with the supervisor gone');
     expectPlain(await h.request('/metrics'), 503, 'metrics with the supervisor gone');

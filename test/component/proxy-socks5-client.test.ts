@@ -160,7 +160,7 @@ describe('proxy: SOCKS5 dialler (component)', () => {
     const started = Date.now();
     const timedOut = await dialError(dialSocks5({ host: '127.0.0.1', port: silent.port, target, timeoutMs: 200 }));
     expect(timedOut).to.deep.include({ kind: 'timeout', phase: 'awaiting-reply' });
-    expect(Date.now() - started).to.be.within(150, 2000);
+    expect(Date.now() - started, 'not before the deadline').to.be.at.least(150);
 
     const controller = new AbortController();
     const pending = dialSocks5({ host: '127.0.0.1', port: silent.port, target, timeoutMs: 5000, signal: controller.signal });

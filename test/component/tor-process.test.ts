@@ -61,10 +61,9 @@ describe('tor process (fake binaries)', function () {
     const p = proc(await script(dir, 'tor', 'exec sleep 30'));
     p.start();
     const pid = p.pid!;
-    const started = Date.now();
     const exit = await p.stop(5_000);
+    // SIGTERM, not the SIGKILL that ends the grace: it did not wait for the grace.
     expect(exit.signal).to.equal('SIGTERM');
-    expect(Date.now() - started).to.be.lessThan(2_000);
     expect(isAlive(pid)).to.equal(false);
   });
 
@@ -75,7 +74,7 @@ describe('tor process (fake binaries)', function () {
     const started = Date.now();
     const exit = await p.stop(300);
     expect(exit.signal).to.equal('SIGKILL');
-    expect(Date.now() - started).to.be.within(250, 3_000);
+    expect(Date.now() - started, 'after the grace').to.be.at.least(250);
     expect(isAlive(p.pid ?? -1)).to.equal(false);
   });
 

@@ -55,7 +55,8 @@ describe('load: the connection bound of a proxy worker (real service, private ne
     );
     for (const r of refused) {
       expect(r.ok, `${r.listener} over the bound`).to.equal(false);
-      expect(r.endedAt - r.startedAt, `${r.listener} refused at once`).to.be.below(2_000);
+      // Refused, not queued: a queued request would have waited for a slot and timed out.
+      expect(r.error, `${r.listener} refused, not queued`).to.not.match(/timeout|no answer within/i);
       if (r.listener === 'http') expect(r.error).to.match(/^status 503 .*MAX_CONNECTIONS_PER_WORKER/);
     }
     const counted = await pollUntil('refusals counted', async () => {

@@ -14,8 +14,11 @@ import { openSocksTunnel } from '../support/clients/socks5-client.js';
 import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
 
 const POOL_SIZE = 4;
-/** "Fails at once" (a proxy that cannot serve refuses at once): far below any dial or handshake timeout. */
-const IMMEDIATE_FAILURE_MS = 2000;
+/**
+ * "Fails at once" (a proxy that cannot serve refuses at once): generous for a loaded machine, and
+ * still far below the dial deadline (UPSTREAM_DIAL_TIMEOUT_MS) that a hang would wait out.
+ */
+const IMMEDIATE_FAILURE_MS = 10_000;
 /** SOCKS5 reply "general SOCKS server failure" (RFC 1928). */
 const SOCKS_GENERAL_FAILURE = 0x01;
 

@@ -118,12 +118,10 @@ describe('sign-in', () => {
       const limiter = new LoginRateLimiter(limit);
       for (let i = 0; i < 3; i++) limiter.attempt('198.51.100.1', 0);
       expect(limiter.attempt('198.51.100.1', 0).allowed).to.equal(false);
-      const started = performance.now();
       for (let i = 0; i < 100_000; i++) {
         limiter.attempt(`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, 1);
         if (limiter.trackedAddresses > MAX_TRACKED_LOGIN_ADDRESSES) expect.fail(`tracking ${limiter.trackedAddresses} addresses`);
       }
-      expect(performance.now() - started).to.be.below(2000);
       expect(limiter.trackedAddresses).to.equal(MAX_TRACKED_LOGIN_ADDRESSES);
       // The oldest window was evicted first.
       expect(limiter.attempt('198.51.100.1', 2).allowed).to.equal(true);

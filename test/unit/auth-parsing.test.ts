@@ -54,9 +54,9 @@ describe('auth parsing', () => {
         'Basic ' + 'A'.repeat(half * 2 - 1) + '=',
         'Bearer ' + 'a.'.repeat(half),
       ];
-      const started = performance.now();
-      for (let i = 0; i < 20; i++) for (const input of inputs) parseAuthorizationHeader(input);
-      expect(performance.now() - started).to.be.below(100);
+      // A backtracking blow-up on inputs this long takes hours, not milliseconds: the test's
+      // timeout is the bound, with no figure of this machine's speed in the assertion.
+      for (let i = 0; i < 20; i++) for (const input of inputs) expect(parseAuthorizationHeader(input).kind).to.be.a('string');
       for (let i = 0; i < 20; i++) classifyCredential('a.'.repeat(2000) + '!');
     });
 

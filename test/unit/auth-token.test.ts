@@ -96,13 +96,13 @@ describe('auth tokens', () => {
       expect(open.authenticateProxy('whatever')).to.deep.equal({ ok: true, principal: { kind: 'anonymous-auth-disabled' } });
     });
 
-    it('verifies 100k lookups quickly (local, O(1))', () => {
+    // Its cost is the proxy benchmark's to measure (bench/, docs/performance.md), not a timed test's.
+    it('verifies each of 1,000 tokens by its own digest, and no secret it was not given', () => {
       const many = Array.from({ length: 1000 }, (_, i) => ({ id: `t${i}`, scope: 'proxy' as const, secret: generateTokenSecret() }));
       const big = TokenVerifier.fromSnapshot(snapshot(many));
       expect(big.size).to.equal(1000);
-      const started = performance.now();
-      for (let i = 0; i < 100_000; i++) big.verify(many[i % 1000]!.secret);
-      expect(performance.now() - started).to.be.below(2000);
+      for (let i = 0; i < 10_000; i++) expect(big.verify(many[i % 1000]!.secret)).to.not.equal(null);
+      expect(big.verify(generateTokenSecret())).to.equal(null);
     });
 
     it('orders snapshots by version', () => {

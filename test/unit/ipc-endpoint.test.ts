@@ -61,7 +61,8 @@ describe('IPC endpoint', () => {
     } catch (e) {
       expect(e).to.be.instanceOf(IpcTimeoutError);
       expect((e as IpcTimeoutError).method).to.equal('never');
-      expect(Date.now() - started).to.be.lessThan(1000);
+      // It waited for its deadline (a lower bound: a loaded machine only makes it later).
+      expect(Date.now() - started).to.be.at.least(45);
     }
   });
 
