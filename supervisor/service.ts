@@ -80,12 +80,6 @@ export class Service {
     const { store, generated } = await AuthStore.open({ config, log });
     // Here, not in the API worker, so a restart of that worker keeps the counts.
     const signInLimiter = new LocalSignInLimiter(config.loginRateLimit);
-    if (generated.adminPassword) {
-      log.warn('generated dashboard credentials (shown once; stored as a digest)', { user: config.adminUser, password: generated.adminPassword });
-    }
-    if (generated.proxyToken) {
-      log.warn('generated proxy token (shown once; stored as a digest)', { token: generated.proxyToken.secret, id: generated.proxyToken.id });
-    }
 
     // On a shared Redis the node's name is leased first: two processes under one name would
     // write over each other's state (supervisor/fleet).
@@ -309,6 +303,8 @@ export class Service {
     pool.listenersUp();
     const service = new Service(config, pool, workers, audit, store, generated, log, durable, fleet);
     service.tickTimer = setInterval(() => service.tick(), TICK_MS);
+    // Only a start that succeeded keeps (and shows) the credentials it generated.
+    await store.commitGenerated();
     log.info('API and dashboard listening', { url: `http://${config.bindHost}:${config.apiPort}/` });
     return service;
   }
