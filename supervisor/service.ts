@@ -2,6 +2,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { instanceControlPort, instanceSocksPort, type Config, encodeWorkerConfig, WORKER_CONFIG_ENV } from '../shared/config/index.js';
+import { routableFloorFor } from '../shared/config/values.js';
 import { logger, type Logger } from '../shared/logger.js';
 import { serviceVersion } from '../shared/version.js';
 import { AuditLog } from './audit/audit-log.js';
@@ -140,6 +141,7 @@ export class Service {
       blame,
       onDestinationFault: () => metrics.failuresBlamedOnDestination.inc(),
       onCountryRefusal: (countries, reason) => metrics.countryRefused(countries, reason),
+      onFailureReport: (kind, scored) => metrics.failureReported(kind, scored),
       createInstance: (id) =>
         new TorPoolInstance(
           {
@@ -175,6 +177,7 @@ export class Service {
             waitUntilReady: (timeoutMs) => instance.whenReady(timeoutMs),
           },
           onQuarantine: ({ cause }) => {
+            metrics.quarantined(cause);
             if (cause !== 'manual') pool.quarantined(id, cause);
           },
           onAudit: (e) => audit.record({ type: e.type, instance: id, message: e.message, details: e.details }),
@@ -209,7 +212,10 @@ export class Service {
       sessionsByCountry: () => pool.sessionsByCountry(),
       routableCount: () => pool.placement().routable.length,
       exitCounts: () =>
-        exits ? { inUse: exits.assignedCount(), banned: exits.bans.list(Date.now()).length, eligible: exits.eligibleCount(), catalog: exits.catalog.size } : null,
+        exits ? { inUse: exits.assignedCount(), banned: exits.bans.list(Date.now()).length, eligible: exits.eligibleCount(), catalog: exits.catalog.size, bansMade: exits.bans.made } : null,
+      minRoutable: () => routableFloorFor(config.minRoutable, pool.instanceIds().length),
+      ...(durable ? { stateWriteFailures: () => durable.counters.failures } : {}),
+      ...(fleet ? { fleet: () => ({ nodes: fleet.view().nodes.length, redisReachable: fleet.redisReachable }) } : {}),
       workerRestarts: () => workers.restarts,
       workers: () =>
         workers.handles().flatMap((h) => {

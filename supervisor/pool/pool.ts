@@ -59,6 +59,8 @@ export interface PoolDeps {
   blame?: DestinationBlame;
   /** A failure was found to be the destination's fault (metrics). */
   onDestinationFault?: () => void;
+  /** A client reported a failure, scored or not (metrics). */
+  onFailureReport?: (kind: FailureKind, scored: boolean) => void;
   /** A connection asking for countries was refused (metrics, by country and reason). */
   onCountryRefusal?: (countries: readonly string[], reason: string) => void;
   /** Which node owns each named session, on a node of a fleet (supervisor/fleet); absent on a node of its own. */
@@ -739,6 +741,7 @@ export class Pool extends EventEmitter<PoolEvents> {
     s.failures += 1;
     this.pendingSuccesses.reported(instance, key, now);
     const scored = this.reportBudget.take(reporter);
+    this.deps.onFailureReport?.(kind, scored);
     this.deps.audit.record({
       type: 'instance',
       instance,
