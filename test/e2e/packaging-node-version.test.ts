@@ -36,7 +36,7 @@ function run(node: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ co
 
 /** The environment of a shell whose PATH has no node_modules/.bin: the machine's Node is `node`. */
 function plainEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  return { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: os.tmpdir(), ...extra };
+  return { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: os.tmpdir(), ...extra };
 }
 
 describe('packaging: bin/exitpool under an older Node', function () {
@@ -92,7 +92,7 @@ describe('packaging: bin/exitpool under an older Node', function () {
   it('serves under the bundled Node, and a Ctrl-C stops it in order (one SIGINT reaches the service)', async () => {
     const net = await sharedTestnet();
     const ports = await servicePorts(1);
-    const env = serviceEnv(net, ports, { PATH: '/usr/local/bin:/usr/bin:/bin', POOL_SIZE: '1', PROXY_WORKERS: '1' });
+    const env = serviceEnv(net, ports, { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', POOL_SIZE: '1', PROXY_WORKERS: '1' });
     // Its own process group, as a shell job: Ctrl-C signals the whole group.
     const launcher = spawn(MACHINE_NODE, [BIN, 'serve'], { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
     let log = '';
