@@ -24,6 +24,9 @@ module.exports = {
       kill_timeout: 40000,
       max_restarts: 10,
       min_uptime: '10s',
+      // 78 (EX_CONFIG): invalid settings, a port in use, no tor binary, Node too old. A restart
+      // cannot fix that; pm2 leaves it stopped (`pm2 logs exitpool` says why).
+      stop_exit_codes: [78],
       // DATA_DIR defaults to ./data (beside this file); set it in the environment or below.
       env: {
         LOG_LEVEL: 'info',

@@ -18,6 +18,9 @@ done
 find "$target/dist" -name '*.map' -delete
 cp -R "$src/bin" "$target/bin"
 cp "$src/package.json" "$src/package-lock.json" "$target/"
+# The operations guide, which the systemd unit's Documentation= names.
+mkdir -p "$target/docs"
+cp "$src/docs/operations.md" "$target/docs/operations.md"
 # The testnet's C shim source is needed by `exitpool demo` only; ship it with the demo module.
 if [ -d "$src/internal/testnet/shim" ]; then
   mkdir -p "$target/internal/testnet"

@@ -9,7 +9,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 
 # npm packages: reinstall when node_modules is missing or older than the lock file.
 if [ ! -d node_modules ] || [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  log "installing npm packages (npm ci)"
+  log "npm: installing packages (npm ci; this can take a minute)"
   npm ci --no-audit --no-fund --loglevel=error
 fi
 
@@ -33,6 +33,9 @@ if [ "${EXITPOOL_SKIP_BROWSER:-0}" != 1 ]; then
   done
   # The Redis state store's tests start their own redis-server on loopback (never the system one).
   command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+  # promtool checks and tests the alerting rules (deploy/prometheus); Debian ships it with the
+  # server, whose service the policy-rc.d below keeps from starting.
+  command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 fi
 
 if [ ${#need[@]} -gt 0 ]; then
@@ -41,7 +44,6 @@ if [ ${#need[@]} -gt 0 ]; then
   else
     SUDO=
   fi
-  log "installing Debian packages: ${need[*]}"
   # Debian's tor package would start a system tor that joins the public network: a
   # policy-rc.d that exits 101 forbids starting any service during this install.
   created_policy=0
@@ -51,6 +53,9 @@ if [ ${#need[@]} -gt 0 ]; then
     created_policy=1
   fi
   trap '[ "$created_policy" = 1 ] && $SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+  log "apt: updating the package lists"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  log "apt: installing ${need[*]} (this can take a minute)"
+  # Errors still show; debconf's note that apt-utils is missing does not.
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null 2> >(grep -v '^debconf: delaying package configuration' >&2)
 fi

@@ -1,6 +1,8 @@
 import { ConfigError, loadConfig, removeSecretsFromEnvironment } from '../shared/config/index.js';
 import { createRootLogger } from '../shared/logger.js';
 import { serviceVersion } from '../shared/version.js';
+import { AuthStoreCorruptError, AuthStorePersistError } from './auth/errors.js';
+import { AdminPasswordResetRefused } from './auth/reset-admin-password.js';
 import { loadEnvFile } from './startup/env-file.js';
 import { StartupError } from './startup/startup-error.js';
 
@@ -12,10 +14,15 @@ const HELP = `exitpool ${serviceVersion()}: a self-healing pool of Tor exits beh
 Usage: exitpool [command]
 
 Commands:
-  serve      run the service, configured from the environment (the default)
-  demo       start a private Tor network on loopback and the service on it (offline demo)
-  version    print the version
-  help       show this help (also --help, -h)
+  serve                 run the service, configured from the environment (the default)
+  check-config          check the configuration and what a start needs (DATA_DIR, the
+                        credential files, tor, the ports, the state store) without starting
+                        anything; exits 0, or 78 naming each problem
+  reset-admin-password  replace a lost dashboard password with a new one, printed once; the
+                        service takes it at its next start (tokens: see docs/operations.md)
+  demo                  start a private Tor network on loopback and the service on it (offline demo)
+  version               print the version
+  help                  show this help (also --help, -h)
 
 Configuration is read from environment variables, and from ./.env (or the file named by
 EXITPOOL_ENV_FILE) for variables the environment does not set; see docs/configuration.md.
@@ -44,6 +51,35 @@ async function main(argv: string[]): Promise<number> {
       const { runService } = await import('./service.js');
       return runService(config);
     }
+    case 'check-config': {
+      const envFile = loadEnvFile();
+      const config = loadConfig(process.env);
+      const { checkEnvironment } = await import('./check-config.js');
+      const outcomes = await checkEnvironment(config);
+      const failed = outcomes.filter((o) => !o.ok).length;
+      process.stdout.write(
+        [
+          `exitpool ${serviceVersion()} check-config: the configuration is valid${envFile === null ? '' : ` (with settings from ${envFile})`}`,
+          ...outcomes.map((o) => `  ${o.ok ? 'ok  ' : 'FAIL'}  ${o.subject}: ${o.detail}`),
+          failed === 0 ? 'ready to start' : `${failed} problem${failed === 1 ? '' : 's'}: a start would refuse (exit ${EX_CONFIG})`,
+          '',
+        ].join('\n'),
+      );
+      return failed === 0 ? 0 : EX_CONFIG;
+    }
+    case 'reset-admin-password': {
+      loadEnvFile();
+      const config = loadConfig(process.env);
+      const log = createRootLogger(config.logLevel, config.logFormat);
+      const { resetAdminPassword } = await import('./auth/reset-admin-password.js');
+      const { password, file } = await resetAdminPassword({ dataDir: config.dataDir, adminPasswordSet: config.adminPassword !== null, log });
+      process.stdout.write(
+        `new dashboard password for ${config.adminUser}: ${password}\n` +
+          `(shown once; its digest is in ${file}. A running service goes on with the old one until it restarts;\n` +
+          ' the restart also signs out everyone signed in. Proxy tokens are unchanged.)\n',
+      );
+      return 0;
+    }
     case 'demo': {
       loadEnvFile();
       const { runDemo } = await import('./demo.js');
@@ -62,6 +98,11 @@ main(process.argv.slice(2)).then(
   (e: unknown) => {
     if (e instanceof ConfigError) {
       process.stderr.write(`exitpool: refusing to start: ${e.message}\n`);
+      process.exitCode = EX_CONFIG;
+      return;
+    }
+    if (e instanceof AdminPasswordResetRefused || e instanceof AuthStoreCorruptError || e instanceof AuthStorePersistError) {
+      process.stderr.write(`exitpool: ${e.message}\n`);
       process.exitCode = EX_CONFIG;
       return;
     }

@@ -1,13 +1,35 @@
 import path from 'node:path';
+import winston from 'winston';
 import { PRIVATE_NETWORK_TOR_WARNINGS, startTestnet } from '../internal/testnet/index.js';
 import { loadConfig, removeSecretsFromEnvironment, type Environment } from '../shared/config/index.js';
-import { createRootLogger } from '../shared/logger.js';
+import { createRootLogger, type Logger } from '../shared/logger.js';
 import { Service } from './service.js';
 
 /** Pool size of the demo unless POOL_SIZE says otherwise: 4 of the network's 7 exit /24s. */
 const DEMO_POOL_SIZE = '4';
 /** How long the demo waits for every instance's exit before printing the ones it has. */
 const EXITS_PRINT_WAIT_MS = 60_000;
+/** The pool's progress line without an `instance` field, which the exits' printout replaces. */
+const POOL_PROGRESS_MESSAGES: ReadonlySet<string> = new Set(['instance bootstrapped']);
+/** winston's own key for a line's level (triple-beam's LEVEL), which its transports filter on. */
+const LEVEL = Symbol.for('level');
+
+/**
+ * From the banner on, each instance's progress (tor started, bootstrapped, its exit pinned,
+ * its health) is logged at debug: the banner and the exits' printout say what a newcomer needs,
+ * and LOG_LEVEL=debug still shows every line. Warnings and errors stay as they are.
+ */
+function quietInstanceChatter(log: Logger): void {
+  const demote = winston.format((info) => {
+    const line = info as winston.Logform.TransformableInfo & { [LEVEL]?: string };
+    if (line[LEVEL] === 'info' && (typeof line.instance === 'number' || POOL_PROGRESS_MESSAGES.has(String(line.message)))) {
+      line[LEVEL] = 'debug';
+      line.level = 'debug';
+    }
+    return line;
+  });
+  log.format = winston.format.combine(demote(), log.format);
+}
 
 /**
  * `exitpool demo`: a private Tor network on loopback (no internet needed), exitpool on top of
@@ -35,12 +57,20 @@ export async function runDemo(env: Environment): Promise<number> {
     });
     // Workers and tor processes inherit the environment: keep the secrets in the supervisor only.
     removeSecretsFromEnvironment(process.env);
-    service = await Service.start(config, {
+    const stopped = new Promise<void>((resolve) => {
+      process.once('SIGINT', () => resolve());
+      process.once('SIGTERM', () => resolve());
+    });
+    const started = await Service.start(config, {
       allowPublicNetwork: false,
       torEnv: { ...process.env, ...net.clientEnvironment },
       defaultsTorrc: net.defaultsTorrc,
       expectedTorWarnings: PRIVATE_NETWORK_TOR_WARNINGS,
     });
+    service = started;
+    // The banner's curl lines work once the proxies serve (MIN_READY instances bootstrapped).
+    const serving = started.pool.isServing ? Promise.resolve() : new Promise<void>((resolve) => started.pool.once('serving', () => resolve()));
+    if ((await Promise.race([serving.then(() => 'serving' as const), stopped.then(() => 'stopped' as const)])) === 'stopped') return 0;
     const token = service.generated.proxyToken?.secret ?? config.proxyToken ?? '<your proxy token>';
     const password = service.generated.adminPassword ?? (config.adminPassword ? '(ADMIN_PASSWORD)' : '(as generated on first boot)');
     const whoami = `http://whoami.testnet:${net.whoami.port}/`;
@@ -64,11 +94,8 @@ export async function runDemo(env: Environment): Promise<number> {
         '',
       ].join('\n'),
     );
-    const stopped = new Promise<void>((resolve) => {
-      process.once('SIGINT', () => resolve());
-      process.once('SIGTERM', () => resolve());
-    });
-    await Promise.race([printExits(service), stopped]);
+    quietInstanceChatter(log);
+    await Promise.race([printExits(started), stopped]);
     await stopped;
   } finally {
     await stopAll();

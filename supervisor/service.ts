@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { instanceControlPort, instanceSocksPort, type Config, encodeWorkerConfig, WORKER_CONFIG_ENV } from '../shared/config/index.js';
+import { routableFloorFor } from '../shared/config/values.js';
 import { errorMessage } from '../shared/errors/error-message.js';
 import { logger, type Logger } from '../shared/logger.js';
 import { serviceVersion } from '../shared/version.js';
@@ -134,6 +135,8 @@ export class Service {
     core.pool.listenersUp();
     const service = new Service(config, core.pool, workers, core.audit, credentials.store, credentials.generated, log, core.durable, fleet);
     service.tickTimer = setInterval(() => service.tick(), TICK_MS);
+    // Only a start that succeeded keeps (and shows) the credentials it generated.
+    await credentials.store.commitGenerated();
     log.info('API and dashboard listening', { url: `http://${config.bindHost}:${config.apiPort}/` });
     return service;
   }
@@ -197,14 +200,9 @@ interface Credentials {
   signInLimiter: LocalSignInLimiter;
 }
 
+/** Credentials generated now are kept (and shown) only once the start succeeded (AuthStore.commitGenerated). */
 async function openCredentials(config: Config, log: Logger): Promise<Credentials> {
   const { store, generated } = await AuthStore.open({ config, log });
-  if (generated.adminPassword) {
-    log.warn('generated dashboard credentials (shown once; stored as a digest)', { user: config.adminUser, password: generated.adminPassword });
-  }
-  if (generated.proxyToken) {
-    log.warn('generated proxy token (shown once; stored as a digest)', { token: generated.proxyToken.secret, id: generated.proxyToken.id });
-  }
   return { store, generated, signInLimiter: new LocalSignInLimiter(config.loginRateLimit) };
 }
 
@@ -345,7 +343,10 @@ function poolMetrics(config: Config, core: PoolCore, fleet: FleetMember | null, 
     sessionsByCountry: () => pool.sessionsByCountry(),
     routableCount: () => pool.placement().routable.length,
     exitCounts: () =>
-      exits ? { inUse: exits.assignedCount(), banned: exits.bans.list(Date.now()).length, eligible: exits.eligibleCount(), catalog: exits.catalog.size } : null,
+      exits ? { inUse: exits.assignedCount(), banned: exits.bans.list(Date.now()).length, eligible: exits.eligibleCount(), catalog: exits.catalog.size, bansMade: exits.bans.made } : null,
+    minRoutable: () => routableFloorFor(config.minRoutable, pool.instanceIds().length),
+    ...(core.durable ? { stateWriteFailures: () => core.durable?.counters.failures ?? 0 } : {}),
+    ...(fleet ? { fleet: () => ({ nodes: fleet.view().nodes.length, redisReachable: fleet.redisReachable }) } : {}),
     workerRestarts: () => workers.restarts,
     workers: () =>
       workers.handles().flatMap((h) => {
@@ -356,6 +357,8 @@ function poolMetrics(config: Config, core: PoolCore, fleet: FleetMember | null, 
     ...(fleet ? { node: fleet.node } : {}),
   });
   pool.on('destination-fault', () => metrics.failuresBlamedOnDestination.inc());
+  pool.on('failure-reported', (kind, scored) => metrics.failureReported(kind, scored));
+  pool.on('quarantined', (_id, cause) => metrics.quarantined(cause));
   pool.on('country-refused', (countries, reason) => metrics.countryRefused(countries, reason));
   return metrics;
 }

@@ -1,3 +1,4 @@
+import { constants as fsConstants } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import path from 'node:path';
 import { ADMIN_PASSWORD_BCRYPT_COST, hashAdminPassword } from '../../shared/auth/admin-password.js';
@@ -8,6 +9,7 @@ import { digestTokenSecret } from '../../shared/auth/token-format.js';
 import type { CreatedToken, TokenRecord, TokenSource } from '../../shared/auth/token-record.js';
 import { validateTokenName, type TokenCreateRequest } from '../../shared/auth/token-request.js';
 import type { Config } from '../../shared/config/config.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 import { childLogger, type Logger } from '../../shared/logger.js';
 import { writeFileAtomic, type AtomicWriteFileSystem } from './atomic-write.js';
 import {
@@ -79,6 +81,17 @@ export interface TokenRevocation {
   persisted: Promise<void>;
 }
 
+/**
+ * Credentials generated at open and not yet in auth.json: they reach the file (and the log) only
+ * once the start has succeeded (`commitGenerated`), so a start that fails leaves no credentials
+ * that were never shown, and the next start generates and shows its own.
+ */
+interface PendingGenerated {
+  generated: GeneratedCredentials;
+  /** Whether auth.json holds them already (a token issued or a save made before the commit). */
+  saved: boolean;
+}
+
 /** What does not change for the life of a store (the admin credentials change only by restart). */
 interface FixedCredentials {
   /** The stored digest (null while ADMIN_PASSWORD is set). */
@@ -125,6 +138,15 @@ export class AuthStore {
   private readonly log: Logger;
   private readonly now: () => number;
   private readonly fileSystem: AtomicWriteFileSystem | undefined;
+  private pending: PendingGenerated | null = null;
+  /** The admin password digest auth.json held when this store last read or wrote it. */
+  private diskPasswordHash: string | null;
+  /**
+   * The digest this store writes: its own, until a save finds that auth.json holds another one
+   * than it last saw there (`exitpool reset-admin-password` wrote it while the service ran, for
+   * the next start): from then on that one, so no save of this service undoes it.
+   */
+  private passwordHashToKeep: string | null;
 
   private constructor(parts: {
     file: string;
@@ -144,12 +166,15 @@ export class AuthStore {
     this.log = parts.log;
     this.now = parts.now;
     this.fileSystem = parts.fileSystem;
+    this.diskPasswordHash = parts.fixed.storedPasswordHash;
+    this.passwordHashToKeep = parts.fixed.storedPasswordHash;
   }
 
   /**
-   * Reads auth.json (creating it on first boot), applies ADMIN_PASSWORD, and returns the store
-   * with any cleartext generated at this start. Throws AuthStoreCorruptError for an unusable
-   * file (never touching it) and AuthStorePersistError when a needed save fails.
+   * Reads auth.json, applies ADMIN_PASSWORD, and returns the store with any cleartext generated
+   * at this start. Credentials generated here reach auth.json only by `commitGenerated()`, once
+   * the start has succeeded. Throws AuthStoreCorruptError for an unusable file (never touching
+   * it) and AuthStorePersistError when DATA_DIR cannot be written or a needed save fails.
    */
   static async open(options: AuthStoreOptions): Promise<{ store: AuthStore; generated: GeneratedCredentials }> {
     const { config } = options;
@@ -213,13 +238,21 @@ export class AuthStore {
       effectivePasswordHash = hash;
     }
 
-    if (changed) {
+    const generatedAny = generated.adminPassword !== null || generated.proxyToken !== null;
+    if (generatedAny) {
+      // Written at the commit; that it can be written is known now, before anything starts.
+      try {
+        await fsp.access(config.dataDir, fsConstants.W_OK);
+      } catch (e) {
+        throw new AuthStorePersistError(file, e);
+      }
+    } else if (changed) {
       try {
         await writeFileAtomic(file, serializeAuthFile(contents), { mode: AUTH_FILE_MODE, fileSystem: options.fileSystem });
       } catch (e) {
         throw new AuthStorePersistError(file, e);
       }
-      log.info(existing === null ? 'created credential store' : 'updated credential store', { file });
+      log.info('updated credential store', { file });
     }
 
     const signingKey = deriveSigningKey(
@@ -242,7 +275,41 @@ export class AuthStore {
       now,
       fileSystem: options.fileSystem,
     });
+    if (generatedAny) {
+      store.pending = { generated, saved: false };
+      // Not in auth.json yet: the digest a save should compare against is the file's own.
+      store.diskPasswordHash = existing === null ? null : existing.admin.passwordHash;
+    }
     return { store, generated };
+  }
+
+  /**
+   * The start succeeded: credentials generated at open are written to auth.json (if a save has
+   * not already) and printed, once. Never throws: when the file cannot be written the
+   * credentials still work until this process stops, which the error line says, and the next
+   * start generates others.
+   */
+  async commitGenerated(): Promise<void> {
+    const pending = this.pending;
+    if (pending === null) return;
+    this.pending = null;
+    let kept = pending.saved;
+    if (!kept) {
+      try {
+        await this.queue.run(() => this.save([...this.persistedTokens()]));
+        kept = true;
+        this.log.info('created credential store', { file: this.file });
+      } catch (e) {
+        this.log.error('the generated credentials could not be stored: they work until this process stops, and the next start generates others', {
+          file: this.file,
+          error: errorMessage(e),
+        });
+      }
+    }
+    const note = kept ? 'shown once; stored as a digest' : 'not stored: valid until this process stops';
+    const { adminPassword, proxyToken } = pending.generated;
+    if (adminPassword !== null) this.log.warn(`generated dashboard credentials (${note})`, { user: this.config.adminUser, password: adminPassword });
+    if (proxyToken !== null) this.log.warn(`generated proxy token (${note})`, { token: proxyToken.secret, id: proxyToken.id });
   }
 
   /** The current snapshots; the same frozen objects until the next change. */
@@ -345,7 +412,8 @@ export class AuthStore {
     for (const t of tokens.slice(0, MAX_STORED_TOKENS)) if (!this.memoryOnly.has(t.id)) this.tokens.set(t.id, t);
     this.changed();
     this.log.info('issued tokens replaced by the fleet’s', { tokens: Math.min(tokens.length, MAX_STORED_TOKENS) });
-    this.queue.coalesced(() => this.save([...this.persistedTokens()])).catch(() => undefined);
+    // Before the start has succeeded, the commit writes them with the generated credentials.
+    if (this.pending === null) this.queue.coalesced(() => this.save([...this.persistedTokens()])).catch(() => undefined);
     return this.snapshots();
   }
 
@@ -364,9 +432,10 @@ export class AuthStore {
   }
 
   private async save(tokens: StoredToken[]): Promise<void> {
+    const passwordHash = await this.passwordHashToWrite();
     const contents: AuthFileContents = {
       version: AUTH_FILE_VERSION,
-      admin: { passwordHash: this.fixed.storedPasswordHash },
+      admin: { passwordHash },
       tokens,
     };
     try {
@@ -376,6 +445,31 @@ export class AuthStore {
       this.log.error('could not save the credential store', { file: this.file, error: error.message });
       throw error;
     }
+    this.diskPasswordHash = passwordHash;
+    // Whatever was generated at open is in the file now.
+    if (this.pending !== null) this.pending.saved = true;
+  }
+
+  /**
+   * This store's password digest, unless auth.json holds another one than this store last saw
+   * there: `exitpool reset-admin-password` put it there for the next start, and a save of this
+   * running service must not undo it (this service goes on with its own until it restarts).
+   */
+  private async passwordHashToWrite(): Promise<string | null> {
+    let onDisk: string | null;
+    try {
+      const parsed = await readAuthFile(this.file, this.log);
+      if (parsed === null) return this.passwordHashToKeep;
+      onDisk = parsed.contents.admin.passwordHash;
+    } catch {
+      // Unreadable now: this save replaces it with what this store knows.
+      return this.passwordHashToKeep;
+    }
+    if (onDisk !== null && onDisk !== this.diskPasswordHash && onDisk !== this.passwordHashToKeep) {
+      this.log.info('auth.json holds an admin password digest set outside this service (reset-admin-password): kept for the next start', { file: this.file });
+      this.passwordHashToKeep = onDisk;
+    }
+    return this.passwordHashToKeep;
   }
 }
 

@@ -21,6 +21,7 @@ export interface ExitBan {
  */
 export class ExitBans {
   private readonly bans = new Map<string, ExitBan>();
+  private bansMade = 0;
 
   /** Bans (or extends the ban of) a relay, for everyone (`domain` '') or for one site; returns the ban now in force. */
   ban(relay: { fingerprint: string; address: string; nickname: string }, cause: BanCause, reason: string, now: number, ttlMs: number, domain = ''): ExitBan {
@@ -29,7 +30,13 @@ export class ExitBans {
     const until = Math.max(previous?.until ?? 0, now + ttlMs);
     const ban: ExitBan = { ...relay, domain, cause, reason, since: previous?.since ?? now, until };
     this.bans.set(key, ban);
+    this.bansMade += 1;
     return ban;
+  }
+
+  /** Bans made (or extended) by ban() since start: not those restored or applied from the fleet (pool_exit_bans_total). */
+  get made(): number {
+    return this.bansMade;
   }
 
   /** Puts back a ban read from the durable state; one that has ended meanwhile is dropped. */

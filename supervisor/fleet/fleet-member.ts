@@ -64,6 +64,8 @@ export class FleetMember {
   /** Live nodes (this one too) and their SOCKS listeners, as of the last renewal. */
   private addresses: ReadonlyMap<string, string> = new Map();
   private leaving = false;
+  /** Whether the last renewal reached Redis (pool_redis_reachable). */
+  private renewedLast = true;
   private readonly unreachable: ThrottledWarning;
   /** Which node owns each named session. */
   readonly sessions: FleetSessions;
@@ -200,6 +202,11 @@ export class FleetMember {
     this.addresses = addresses;
   }
 
+  /** Whether this node's last renewal reached Redis; true before the first. */
+  get redisReachable(): boolean {
+    return this.renewedLast;
+  }
+
   view(): FleetView {
     // Before the first renewal only this node is known (it is always among the live ones after).
     return { node: this.options.node, nodes: this.addresses.size === 0 ? [this.options.node] : [...this.addresses.keys()].sort() };
@@ -258,7 +265,11 @@ export class FleetMember {
       return this.running;
     }
     this.running = this.renewOnce()
-      .catch((error: unknown) => this.unreachable.note({ error: (error as Error).message }))
+      .then(() => void (this.renewedLast = true))
+      .catch((error: unknown) => {
+        this.renewedLast = false;
+        this.unreachable.note({ error: (error as Error).message });
+      })
       .finally(() => {
         this.running = null;
         if (this.again && !this.leaving) {

@@ -10,8 +10,14 @@ export interface MetricsSource {
   totals(): { requests: number; failures: number; bytesUp: number; bytesDown: number };
   sessionCount(): number;
   routableCount(): number;
-  /** The exit catalog's figures; null when exits are not assigned (PIN_EXIT_RELAY off). */
-  exitCounts?(): { inUse: number; banned: number; eligible: number; catalog: number } | null;
+  /** The exit catalog's figures; null when exits are not assigned (PIN_EXIT_RELAY off). `bansMade`: bans made here since start. */
+  exitCounts?(): { inUse: number; banned: number; eligible: number; catalog: number; bansMade?: number } | null;
+  /** MIN_ROUTABLE for the pool's size now: client reports never quarantine below it. */
+  minRoutable?(): number;
+  /** Writes of the durable state that failed since start; absent with STATE_STORE=none. */
+  stateWriteFailures?(): number;
+  /** On a node of a fleet: the live nodes it sees, and whether its last renewal reached Redis. */
+  fleet?(): { nodes: number; redisReachable: boolean };
   /** Sessions per country their username asked for. */
   sessionsByCountry?(): Map<string, number>;
   workerRestarts(): number;
@@ -22,6 +28,15 @@ export interface MetricsSource {
   /** NODE_NAME on a node of a fleet (STATE_STORE=redis://…): every sample carries it as `node`, so one Prometheus can scrape every pod. */
   node?: string;
 }
+
+/**
+ * prom-client's default metrics (process_*, nodejs_*) were exported under the prefix
+ * `pool_process_` until this release, which doubled it (`pool_process_process_cpu_seconds_total`).
+ * They are `pool_` + their own name now; the old names are exported too, with the same values,
+ * for one release (CHANGELOG, docs/operations.md).
+ */
+export const DEPRECATED_DEFAULT_METRICS_PREFIX = 'pool_process_';
+export const DEFAULT_METRICS_PREFIX = 'pool_';
 
 export interface WorkerSample {
   role: WorkerRole;
@@ -38,11 +53,15 @@ export interface WorkerSample {
  */
 export class PoolMetrics {
   readonly registry = new client.Registry();
+  /** prom-client's default metrics, apart, so that text() can also give them under their deprecated names. */
+  private readonly defaults = new client.Registry();
   readonly dialLatency: client.Histogram;
   readonly ipcRoundTrip: client.Histogram;
   readonly routeLeaseHits: client.Counter;
   readonly failuresBlamedOnDestination: client.Counter;
   private readonly countryRefusals: client.Counter;
+  private readonly quarantines: client.Counter;
+  private readonly failureReports: client.Counter;
   readonly connectionsRefused: client.Counter;
   readonly connectionsEvicted: client.Counter;
   /** The workers and their /proc figures, read once per scrape (text()) for every worker metric. */
@@ -50,8 +69,11 @@ export class PoolMetrics {
 
   constructor(private readonly source: MetricsSource) {
     const r = this.registry;
-    if (source.node !== undefined) r.setDefaultLabels({ node: source.node });
-    client.collectDefaultMetrics({ register: r, prefix: 'pool_process_' });
+    if (source.node !== undefined) {
+      r.setDefaultLabels({ node: source.node });
+      this.defaults.setDefaultLabels({ node: source.node });
+    }
+    client.collectDefaultMetrics({ register: this.defaults, prefix: DEFAULT_METRICS_PREFIX });
     const gauge = (name: string, help: string, labelNames: string[], collect: (g: client.Gauge) => void): void => {
       new client.Gauge({ name, help, labelNames, registers: [r], collect() { this.reset(); collect(this); } });
     };
@@ -61,9 +83,16 @@ export class PoolMetrics {
     gauge('pool_instances_routable', 'Instances that take traffic now', [], (g) => g.set(source.routableCount()));
     gauge('pool_instances_total', 'Instances in the pool', [], (g) => g.set(source.instanceViews().length));
     gauge('pool_instances_ready', 'Bootstrapped instances', [], (g) => g.set(source.instanceViews().filter((i) => i.ready).length));
-    gauge('pool_instance_bootstrap_percent', 'Bootstrap progress per instance', ['instance'], (g) => {
+    gauge('pool_instance_bootstrap_ratio', 'Bootstrap progress per instance, 0 to 1', ['instance'], (g) => {
+      for (const i of source.instanceViews()) g.set({ instance: String(i.id) }, i.bootstrap / 100);
+    });
+    gauge('pool_instance_bootstrap_percent', 'Deprecated (removed in the next release): pool_instance_bootstrap_ratio, which is 0 to 1', ['instance'], (g) => {
       for (const i of source.instanceViews()) g.set({ instance: String(i.id) }, i.bootstrap);
     });
+    if (source.minRoutable) {
+      const minRoutable = source.minRoutable.bind(source);
+      gauge('pool_min_routable', 'MIN_ROUTABLE as a number of instances for the pool size now: client reports never quarantine below it', [], (g) => g.set(minRoutable()));
+    }
     gauge('pool_instance_failure_score', 'Weighted failures in the window per instance', ['instance'], (g) => {
       for (const i of source.instanceViews()) g.set({ instance: String(i.id) }, i.health.failure_score);
     });
@@ -78,11 +107,23 @@ export class PoolMetrics {
     gauge('pool_sessions_by_country', 'Sessions whose username asked for a country, per country asked for (a session naming several counts under each)', ['country'], (g) => {
       for (const [country, n] of source.sessionsByCountry?.() ?? []) g.set({ country }, n);
     });
-    const exits = (): { inUse: number; banned: number; eligible: number; catalog: number } => source.exitCounts?.() ?? { inUse: 0, banned: 0, eligible: 0, catalog: 0 };
+    const exits = (): { inUse: number; banned: number; eligible: number; catalog: number; bansMade?: number } => source.exitCounts?.() ?? { inUse: 0, banned: 0, eligible: 0, catalog: 0 };
     gauge('pool_exits_in_use', 'Distinct exit relays assigned to instances', [], (g) => g.set(exits().inUse));
     gauge('pool_exits_banned', 'Exit relays banned (EXIT_BAN_TTL) after a quarantine, or unreachable', [], (g) => g.set(exits().banned));
     gauge('pool_exits_eligible', 'Exit relays an instance could be assigned now (usable, not banned, within TOR_EXIT_NODES when strict)', [], (g) => g.set(exits().eligible));
     gauge('pool_exits_catalog', 'Usable exit relays in the consensus', [], (g) => g.set(exits().catalog));
+    counter('pool_exit_bans_total', 'Exit bans made on this node (a quarantine for captcha, blocked or transport failures, an unreachable exit; a ban extended counts again; bans from other nodes of a fleet do not)', [], (c) =>
+      c.inc(exits().bansMade ?? 0),
+    );
+    if (source.stateWriteFailures) {
+      const failures = source.stateWriteFailures.bind(source);
+      counter('pool_state_write_failures_total', 'Writes of the durable state (STATE_STORE) that failed; the service serves from memory and retries every flush', [], (c) => c.inc(failures()));
+    }
+    if (source.fleet) {
+      const fleet = source.fleet.bind(source);
+      gauge('pool_fleet_nodes', 'Live nodes of the fleet this node sees (itself included), as of its last renewal', [], (g) => g.set(fleet().nodes));
+      gauge('pool_redis_reachable', '1 when the last renewal of this node reached Redis (STATE_STORE), 0 when it failed', [], (g) => g.set(fleet().redisReachable ? 1 : 0));
+    }
     counter('pool_instance_failures_total', 'Failures per instance by source (transport or client)', ['instance', 'source'], (c) => {
       for (const i of source.instanceViews()) {
         const l = source.lifetime(i.id);
@@ -161,6 +202,18 @@ export class PoolMetrics {
       labelNames: ['country', 'reason'],
       registers: [r],
     });
+    this.quarantines = new client.Counter({
+      name: 'pool_quarantines_total',
+      help: 'Instances quarantined, by cause (score, consecutive, probation, manual)',
+      labelNames: ['cause'],
+      registers: [r],
+    });
+    this.failureReports = new client.Counter({
+      name: 'pool_failure_reports_total',
+      help: 'Failure reports from clients (POST /api/sessions/{key}/failure), by kind and whether they were scored (beyond CLIENT_REPORT_BUDGET they are not)',
+      labelNames: ['kind', 'scored'],
+      registers: [r],
+    });
     this.failuresBlamedOnDestination = new client.Counter({
       name: 'pool_failures_blamed_on_destination_total',
       help: 'Refusals (unresolvable name, refused port) that failed the same way through another exit: counted as failed requests, not held against the exit',
@@ -173,12 +226,35 @@ export class PoolMetrics {
     for (const country of countries) this.countryRefusals.inc({ country, reason });
   }
 
+  /** An instance was quarantined. */
+  quarantined(cause: string): void {
+    this.quarantines.inc({ cause });
+  }
+
+  /** A client reported a failure; `scored` false beyond its CLIENT_REPORT_BUDGET. */
+  failureReported(kind: string, scored: boolean): void {
+    this.failureReports.inc({ kind, scored: String(scored) });
+  }
+
   async text(): Promise<{ contentType: string; text: string }> {
     this.workerSamples = this.source.workers().map((worker) => ({
       worker,
       labels: { role: worker.role, slot: String(worker.slot) },
       stats: readProcessStats(worker.pid),
     }));
-    return { contentType: this.registry.contentType, text: await this.registry.metrics() };
+    const defaults = await this.defaults.metrics();
+    return { contentType: this.registry.contentType, text: (await this.registry.metrics()) + defaults + underDeprecatedNames(defaults) };
   }
+}
+
+/**
+ * The default metrics' exposition again under their names before this release (`pool_` became
+ * `pool_process_`), each HELP saying what replaces it. The same samples, read once.
+ */
+export function underDeprecatedNames(exposition: string): string {
+  return exposition.replace(/^(# HELP |# TYPE )?pool_(\S*)(.*)$/gm, (_line, comment: string | undefined, rest: string, tail: string) => {
+    const name = `${DEPRECATED_DEFAULT_METRICS_PREFIX}${rest}`;
+    if (comment === '# HELP ') return `# HELP ${name} Deprecated (removed in the next release): ${DEFAULT_METRICS_PREFIX}${rest}.${tail}`;
+    return `${comment ?? ''}${name}${tail}`;
+  });
 }

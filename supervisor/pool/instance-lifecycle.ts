@@ -124,6 +124,7 @@ export class InstanceLifecycle {
     registry.add(entry);
     // A manual quarantine moves its sessions itself (instanceAction) and bans nothing.
     health.on('quarantine', (cause) => {
+      registry.emit('quarantined', id, cause);
       if (cause !== 'manual') verdicts.quarantined(id, cause);
     });
     health.on('audit', (e) => audit.record({ type: e.type, instance: id, message: e.message, details: e.details }));

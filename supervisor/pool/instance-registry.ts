@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Config } from '../../shared/config/index.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { ExitAssignments } from '../exits/exit-assignments.js';
+import type { FailureKind, QuarantineCause } from '../health/health-tracker.js';
 import { RouteLeases, type InvalidationSender } from '../routing/route-leases.js';
 import type { Session } from '../sessions/session.js';
 import { SessionTable, type Assignment, type Placement } from '../sessions/session-table.js';
@@ -25,6 +26,10 @@ export interface PoolEvents {
   'destination-fault': [];
   /** A connection asking for countries was refused (metrics, by country and reason). */
   'country-refused': [countries: readonly string[], reason: string];
+  /** A client reported a failure, scored or not (metrics). */
+  'failure-reported': [kind: FailureKind, scored: boolean];
+  /** An instance went into quarantine, by health or by hand (metrics). */
+  quarantined: [id: number, cause: QuarantineCause];
 }
 
 /** Where a worker dials an instance: its Unix socket when it has one. */

@@ -93,6 +93,7 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
     registry.on('instance-down', (id) => this.emit('instance-down', id));
     registry.on('destination-fault', () => this.emit('destination-fault'));
     registry.on('country-refused', (countries, reason) => this.emit('country-refused', countries, reason));
+    registry.on('quarantined', (id, cause) => this.emit('quarantined', id, cause));
     this.verdicts = new Verdicts({
       config,
       subjects: registry,
@@ -374,7 +375,9 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
 
   /** A client's report about a request through `key` (supervisor/verdicts). */
   reportFailure(key: string, kind: FailureKind, reason: string, reporter: Reporter, domain = ''): FailureResult {
-    return this.verdicts.reportFailure(key, kind, reason, reporter, domain);
+    const result = this.verdicts.reportFailure(key, kind, reason, reporter, domain);
+    this.emit('failure-reported', kind, result.scored);
+    return result;
   }
 
   deleteSession(key: string): null {

@@ -111,6 +111,13 @@ describe('management API end to end (pool of 3 on the private network)', functio
     expect(families.get('pool_instance_failure_kinds_total')?.type).to.equal('counter');
     expect(families.get('pool_instance_remediations_total')?.type).to.equal('counter');
     expect(families.get('pool_dial_latency_seconds')?.type).to.equal('histogram');
+    // What the alert rules read (deploy/prometheus): MIN_ROUTABLE's default 25% of 3 is 1; the
+    // report above counted as scored; the durable state (sqlite) has not failed.
+    expect(one('pool_min_routable')).to.equal(1);
+    expect(one('pool_failure_reports_total', { kind: 'other', scored: 'true' })).to.be.at.least(1);
+    expect(one('pool_state_write_failures_total')).to.equal(0);
+    expect(families.get('pool_exit_bans_total')?.type).to.equal('counter');
+    expect(families.get('pool_process_cpu_seconds_total')?.type).to.equal('counter');
     // Release clears the failure again so later tests start from a clean window.
     const released = await api.action(s.instance, 'release');
     expect(released.health.failure_score).to.equal(0);
@@ -143,7 +150,7 @@ describe('management API end to end (pool of 3 on the private network)', functio
     await pollUntil('the connection gone from pool_proxy_worker_connections', scrape, 10_000, { until: (f) => held(f) === 0 });
   });
 
-  it('serves every metric that the Grafana dashboard and the operations guide name', async () => {
+  it('serves every metric that the Grafana dashboard, the operations guide and the alert rules name', async () => {
     const families = parsePrometheusText((await api.metricsText()).text);
     // A histogram's series carry suffixes; the family is what the exposition declares.
     const family = (name: string): string => name.replace(/_(bucket|sum|count)$/, '');
@@ -152,9 +159,12 @@ describe('management API end to end (pool of 3 on the private network)', functio
     const sources: Record<string, string> = {
       'deploy/grafana-dashboard.json': fs.readFileSync(path.join(root, 'deploy', 'grafana-dashboard.json'), 'utf8'),
       'docs/operations.md': fs.readFileSync(path.join(root, 'docs', 'operations.md'), 'utf8'),
+      'deploy/prometheus/exitpool-rules.yaml': fs.readFileSync(path.join(root, 'deploy', 'prometheus', 'exitpool-rules.yaml'), 'utf8'),
     };
+    // Served by a node of a fleet only (STATE_STORE=redis://…): test/unit/pool-metrics.test.ts.
+    const fleetOnly = ['pool_fleet_nodes', 'pool_redis_reachable'];
     for (const [file, text] of Object.entries(sources)) {
-      const names = named(text).filter((n) => !n.endsWith('_')); // "pool_process_*" is a prefix
+      const names = named(text).filter((n) => !n.endsWith('_') && !fleetOnly.includes(n)); // "pool_process_*" is a prefix
       expect(names.length, `${file} names metrics`).to.be.at.least(5);
       for (const name of names) expect(families.has(name), `${file} names ${name}, which /metrics does not serve`).to.equal(true);
     }

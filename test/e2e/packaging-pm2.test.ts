@@ -9,6 +9,7 @@ import { serviceEnv } from '../support/fixtures/service.js';
 import { expectSessionKeptAcross, waitRoutable } from '../support/fixtures/packaged-service.js';
 import { servicePorts } from '../support/network/free-ports.js';
 import { sharedTestnet } from '../support/fixtures/testnet.js';
+import { pollUntil } from '../support/waiting.js';
 
 function pm2(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
   const bin = path.join(packageRoot(), 'node_modules', '.bin', 'pm2');
@@ -98,5 +99,34 @@ describe('packaging: under pm2 with ecosystem.config.cjs', function () {
     await pm2(['stop', 'exitpool'], env);
     expect(await waitAllGone([current, ...torPids], 30_000)).to.deep.equal([]);
     expect(isAlive(current)).to.equal(false);
+  });
+});
+
+/** The app's state as pm2 lists it. */
+async function pm2App(env: NodeJS.ProcessEnv): Promise<{ status: string; restarts: number; exitCode: number | undefined } | undefined> {
+  const app = (JSON.parse(await pm2(['jlist'], env)) as { name: string; pm2_env: { status: string; restart_time: number; exit_code?: number } }[]).find((a) => a.name === 'exitpool');
+  return app ? { status: app.pm2_env.status, restarts: app.pm2_env.restart_time, exitCode: app.pm2_env.exit_code } : undefined;
+}
+
+/** Issue 36: a start that cannot succeed as configured (exit 78) is not restarted by pm2. */
+describe('packaging: pm2 leaves a configuration error stopped (stop_exit_codes)', function () {
+  this.timeout(120_000);
+  const pm2Home = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-pm2-78-'));
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: pm2Home, PM2_HOME: pm2Home, DATA_DIR: path.join(pm2Home, 'data'), POOL_SIZE: 'not-a-number' };
+
+  after(async () => {
+    await pm2(['kill'], env).catch(() => undefined);
+    fs.rmSync(pm2Home, { recursive: true, force: true });
+  });
+
+  it('exits 78 once and stays stopped, with the reason in its log', async () => {
+    await pm2(['start', 'ecosystem.config.cjs'], env);
+    const stopped = await pollUntil('pm2 to see the exit', () => pm2App(env), 60_000, { intervalMs: 250, until: (a) => a !== undefined && a.status !== 'online' && a.status !== 'launching' });
+    // Long enough for pm2's restarts, had it any to make (it restarts at once, then with min_uptime's budget).
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const after = await pm2App(env);
+    expect(after, pm2Logs(pm2Home)).to.deep.include({ status: 'stopped', restarts: 0 });
+    expect(stopped?.exitCode ?? after?.exitCode).to.equal(78);
+    expect(pm2Logs(pm2Home)).to.include('POOL_SIZE: not an integer');
   });
 });

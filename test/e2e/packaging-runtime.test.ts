@@ -45,6 +45,11 @@ describe('packaging: the runtime install, run as a non-root user', function () {
     expect(fs.existsSync(path.join(target, 'node_modules', 'express'))).to.equal(true);
     expect(fs.existsSync(path.join(target, 'node_modules', 'mocha')), 'dev dependency installed').to.equal(false);
     expect(fs.existsSync(path.join(target, 'dist', 'test')), 'tests shipped').to.equal(false);
+    // The systemd unit's Documentation= names a file the install brings (the unit assumes /opt/exitpool).
+    const unit = fs.readFileSync(path.join(packageRoot(), 'deploy', 'exitpool.service'), 'utf8');
+    const documentation = /^Documentation=file:\/\/\/opt\/exitpool\/(\S+)$/m.exec(unit)?.[1];
+    expect(documentation, 'Documentation= a file under /opt/exitpool').to.be.a('string');
+    expect(fs.existsSync(path.join(target, documentation as string)), `${documentation} installed`).to.equal(true);
     const version = execFileSync(process.execPath, [path.join(target, 'bin', 'exitpool'), 'version']).toString().trim();
     expect(version).to.equal(JSON.parse(fs.readFileSync(path.join(packageRoot(), 'package.json'), 'utf8')).version);
   });

@@ -23,9 +23,10 @@ function defaultShutdownGraceMs(): number {
 describe('deploy files: stop timeouts agree with SHUTDOWN_GRACE', () => {
   const needed = defaultShutdownGraceMs() + WORKER_EXIT_MARGIN_MS + DEFAULT_STOP_GRACE_MS;
 
-  it('pm2 kill_timeout', () => {
-    const ecosystem = createRequire(import.meta.url)(path.join(repo, 'ecosystem.config.cjs')) as { apps: { kill_timeout: number }[] };
+  it('pm2 kill_timeout, and no restart loop on exit 78', () => {
+    const ecosystem = createRequire(import.meta.url)(path.join(repo, 'ecosystem.config.cjs')) as { apps: { kill_timeout: number; stop_exit_codes: number[] }[] };
     expect(ecosystem.apps[0]?.kill_timeout).to.be.above(needed);
+    expect(ecosystem.apps[0]?.stop_exit_codes).to.deep.equal([78]);
   });
 
   it('systemd TimeoutStopSec, and no restart loop on exit 78', () => {
