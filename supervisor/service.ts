@@ -17,6 +17,7 @@ import { DestinationBlame } from './exits/destination-blame.js';
 import { ExitAssignments } from './exits/exit-assignments.js';
 import { TorPoolInstance } from './pool/tor-pool-instance.js';
 import { checkTorBinary } from './startup/tor-binary-check.js';
+import { prepareDataDirectory } from './startup/data-directory.js';
 import type { FleetMember } from './fleet/fleet-member.js';
 import { StartupError } from './startup/startup-error.js';
 import { DurableState } from './state/durable-state.js';
@@ -75,6 +76,8 @@ export class Service {
       dataDir: config.dataDir,
     });
     if (config.authDisabled) log.warn('AUTH_DISABLED is on: the proxies and the API accept anyone');
+    // Before anything is written there: DATA_DIR 0700, its files 0600, or a refusal.
+    await prepareDataDirectory(config.dataDir, log);
 
     log.info('tor found', { version: await checkTorBinary(config.torBinary, options.torEnv) });
     const { store, generated } = await AuthStore.open({ config, log });

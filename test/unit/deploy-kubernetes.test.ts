@@ -159,11 +159,19 @@ describe('deploy/kubernetes: the manifests', () => {
       expect(ports).to.deep.equal({ socks: defaultOf('SOCKS_PORT'), http: defaultOf('HTTP_PORT'), api: defaultOf('API_PORT') });
       expect(container.readinessProbe.httpGet).to.deep.equal({ path: '/health', port: 'api' });
       expect(container.startupProbe.httpGet).to.deep.equal({ path: '/health', port: 'api' });
-      const data = container.volumeMounts.find((m) => m.mountPath === literal.DATA_DIR);
+      // DATA_DIR is a directory of the volume that the service makes itself (0700, its own): the
+      // volume's root belongs to root and its fsGroup, and others may list it.
+      const data = container.volumeMounts.find((m) => (literal.DATA_DIR ?? '').startsWith(`${m.mountPath}/`));
       expect(sts.spec.volumeClaimTemplates.map((v) => v.metadata.name)).to.include(data?.name);
+      expect(path.posix.dirname(literal.DATA_DIR ?? ''), 'directly inside the volume').to.equal(data?.mountPath);
       expect(sts.spec.template.metadata.annotations).to.include({ 'prometheus.io/scrape': 'true', 'prometheus.io/path': '/metrics', 'prometheus.io/port': String(defaultOf('API_PORT')) });
       expect(container.resources.requests).to.have.keys('cpu', 'memory');
       expect(container.resources.limits).to.have.keys('cpu', 'memory');
+    });
+
+    it('runs as a user of its own whose group the volume is given (fsGroup), changed once per volume, not at every mount', () => {
+      const security = (sts.spec.template.spec as unknown as { securityContext: Record<string, unknown> }).securityContext;
+      expect(security).to.include({ runAsNonRoot: true, fsGroup: security.runAsGroup, fsGroupChangePolicy: 'OnRootMismatch' });
     });
 
     it('gives a stopping pod the time the service needs (SHUTDOWN_GRACE, the workers, tor)', () => {
