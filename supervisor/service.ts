@@ -21,7 +21,7 @@ import { prepareDataDirectory } from './startup/data-directory.js';
 import type { FleetMember } from './fleet/fleet-member.js';
 import { StartupError } from './startup/startup-error.js';
 import { DurableState } from './state/durable-state.js';
-import { loadDurableState } from './state/load-durable-state.js';
+import { loadStoredSessions, openDurableState } from './state/load-durable-state.js';
 import { SqliteStateStore } from './state/sqlite-state-store.js';
 import { FORWARD_DIGEST_ENV } from '../shared/ipc/protocol.js';
 import { attachWorker, flushProxyAccounting, invalidateRouteLeases, probeDestinationThroughWorker, stateSnapshot } from './worker-ipc.js';
@@ -113,8 +113,10 @@ export class Service {
           ? new SqliteStateStore(config.dataDir)
           : null;
     let restored;
+    let storedSessions;
     try {
-      restored = durableStore ? await loadDurableState(durableStore, log) : null;
+      restored = durableStore ? await openDurableState(durableStore, log) : null;
+      storedSessions = durableStore ? await loadStoredSessions(durableStore, log, config.maxSessions) : null;
     } catch (error) {
       await fleet?.leave();
       throw error;
@@ -203,10 +205,11 @@ export class Service {
             durableStore,
             restored,
             { sessions: pool.sessions, exitOf: (id) => pool.instanceExit(id), exits, health: () => pool.persistableHealth(), audit, stats: pool.stats },
-            { poolSize: config.poolSize, holdSessionsOn: (ids) => pool.holdRestoredSessions(ids) },
+            { poolSize: config.poolSize },
             log,
           )
         : null;
+    if (durable && storedSessions) await durable.restoreSessions(storedSessions, (ids) => pool.holdRestoredSessions(ids));
 
     const load = new WorkerLoad();
     const metrics = new PoolMetrics({
