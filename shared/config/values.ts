@@ -166,7 +166,7 @@ export function tokenSecret(raw: string): string {
   const v = raw.trim();
   checkSecret(v, 0);
   if (!TOKEN_SHAPE.test(v)) {
-    throw new Error(`must be a token: tp_ followed by ${PROXY_TOKEN_MIN_LENGTH} to 128 letters, digits, - or _`);
+    throw new Error(`must be a token: tp_ followed by at least ${PROXY_TOKEN_MIN_LENGTH} (at most 128) letters, digits, - or _`);
   }
   return v;
 }

@@ -46,14 +46,18 @@ export class SqliteStateStore implements StateStore {
   /** Why the thread stopped, once it has: later requests fail at once instead of waiting. */
   private stopped: Error | null = null;
 
-  constructor(dataDir: string) {
+  /** `sqliteAvailable` stands in for this Node's answer in a test of an older Node. */
+  constructor(
+    dataDir: string,
+    private readonly options: { sqliteAvailable?: () => boolean } = {},
+  ) {
     this.location = path.join(path.resolve(dataDir), STATE_FILE_NAME);
   }
 
   /** The thread, started at the first request (DATA_DIR has been prepared by then). */
   private thread(): Worker {
     if (this.worker) return this.worker;
-    if (!sqliteAvailable()) {
+    if (!(this.options.sqliteAvailable ?? sqliteAvailable)()) {
       throw new StateOpenError({ kind: 'runtime', detail: `this Node (${process.version}) has no node:sqlite, which the SQLite state needs` });
     }
     const worker = new Worker(new URL('./sqlite-state-thread.js', import.meta.url), { workerData: { file: this.location } });

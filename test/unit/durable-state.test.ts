@@ -28,6 +28,7 @@ import { emptyBatch, emptyStoredState, readWholeState, SESSION_SLICE_ROWS, type 
 import { InvalidStoredRecord } from '../../supervisor/state/stored-value.js';
 import { expectStoreRoundTrip } from '../support/state/store-contract.js';
 import { STATE_V1_DIR } from '../support/state/state-fixture.js';
+import { StartupError } from '../../supervisor/startup/startup-error.js';
 
 const CAP = { 'audit-session': 3, 'audit-operator': 3, 'stats-fine': 900, 'stats-long': 1440 };
 const fp = (c: string): string => c.repeat(40).toUpperCase();
@@ -89,6 +90,20 @@ describe('durable state: the SQLite store', () => {
     expect(keys[keys.length - 1]).to.equal('s0');
     expect(slices[slices.length - 1]?.values.at(-1)).to.equal('v0 seen last');
     await store.close();
+  });
+
+  it('on a Node without node:sqlite, refuses the start naming that Node and what to run instead (not DATA_DIR or Redis)', async () => {
+    const d = dir();
+    const store = new SqliteStateStore(d, { sqliteAvailable: () => false });
+    let error: unknown;
+    await openDurableState(store, logger()).catch((e: unknown) => (error = e));
+    expect(error).to.be.instanceOf(StartupError);
+    expect((error as StartupError).setting).to.equal('STATE_STORE');
+    const message = (error as Error).message;
+    expect(message).to.include(`this Node (${process.version}) has no node:sqlite`);
+    expect(message).to.match(/Node 24 or later.*node_modules\/\.bin.*STATE_STORE=none/);
+    expect(message).to.not.match(/permission|Redis/);
+    expect(fs.readdirSync(d), 'nothing created').to.deep.equal([]);
   });
 
   for (const [name, spoil] of [
