@@ -18,7 +18,7 @@ import {
 export const STATE_FILE_NAME = 'state.db';
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
-type Success = Extract<ThreadReply, { ok: true; done: true }>;
+type Success = Extract<ThreadReply, { ok: true }>;
 
 /**
  * Whether this Node has node:sqlite (22.13 and later without a flag; this service needs 24).
@@ -40,7 +40,7 @@ export function sqliteAvailable(): boolean {
 export class SqliteStateStore implements StateStore {
   readonly location: string;
   private worker: Worker | null = null;
-  private readonly pending = new Map<number, { resolve: (r: Success) => void; reject: (e: Error) => void; onSlice?: (s: SessionRows) => void }>();
+  private readonly pending = new Map<number, { resolve: (r: Success) => void; reject: (e: Error) => void }>();
   private nextId = 0;
   private closed: Promise<void> | null = null;
   /** Why the thread stopped, once it has: later requests fail at once instead of waiting. */
@@ -64,10 +64,6 @@ export class SqliteStateStore implements StateStore {
     worker.on('message', (reply: ThreadReply) => {
       const waiter = this.pending.get(reply.id);
       if (!waiter) return;
-      if (!reply.done) {
-        waiter.onSlice?.(reply.slice);
-        return;
-      }
       this.pending.delete(reply.id);
       if (reply.ok) waiter.resolve(reply);
       else waiter.reject(reply.failure ? new StateOpenError(reply.failure) : new StateStoreError(reply.error));
@@ -86,12 +82,12 @@ export class SqliteStateStore implements StateStore {
     return worker;
   }
 
-  private ask(request: DistributiveOmit<ThreadRequest, 'id'>, onSlice?: (s: SessionRows) => void): Promise<Success> {
+  private ask(request: DistributiveOmit<ThreadRequest, 'id'>): Promise<Success> {
     const id = ++this.nextId;
     return new Promise<Success>((resolve, reject) => {
       if (this.stopped) throw this.stopped;
       const worker = this.thread();
-      this.pending.set(id, { resolve, reject, ...(onSlice ? { onSlice } : {}) });
+      this.pending.set(id, { resolve, reject });
       worker.postMessage({ ...request, id } as ThreadRequest);
     });
   }
@@ -107,8 +103,15 @@ export class SqliteStateStore implements StateStore {
     return state;
   }
 
+  /** One slice per request: each arrives, and is handled, as a task of its own. */
   async readSessions(onSlice: (rows: SessionRows) => void): Promise<number> {
-    return (await this.ask({ type: 'sessions' }, onSlice)).count ?? 0;
+    let from = 0;
+    for (;;) {
+      const slice = (await this.ask({ type: 'sessions', from })).sessions as { keys: string[]; values: string[]; more: boolean };
+      if (slice.keys.length > 0) onSlice({ keys: slice.keys, values: slice.values });
+      from += slice.keys.length;
+      if (!slice.more) return from;
+    }
   }
 
   async write(batch: StateBatch): Promise<void> {

@@ -29,15 +29,17 @@ export const VACUUM_FREE_PAGES = 256;
 
 export type ThreadRequest =
   | { id: number; type: 'open' }
-  | { id: number; type: 'sessions' }
+  /**
+   * One slice of the sessions, from the `from`-th oldest. Asked one at a time: the supervisor
+   * checks a slice before it asks for the next, so no burst of slices holds its event loop.
+   */
+  | { id: number; type: 'sessions'; from: number }
   | { id: number; type: 'write'; batch: StateBatch }
   | { id: number; type: 'close' };
 
 export type ThreadReply =
-  | { id: number; ok: true; done: true; opened?: OpenedRows; count?: number }
-  /** One slice of a `sessions` request; the request's last reply has `done: true`. */
-  | { id: number; ok: true; done: false; slice: { keys: string[]; values: string[] } }
-  | { id: number; ok: false; done: true; error: string; failure?: StateOpenFailure };
+  | { id: number; ok: true; opened?: OpenedRows; sessions?: { keys: string[]; values: string[]; more: boolean } }
+  | { id: number; ok: false; error: string; failure?: StateOpenFailure };
 
 export interface OpenedRows {
   records: { ns: string; key: string; value: string }[];
@@ -101,18 +103,22 @@ class StateThread {
     };
   }
 
-  /** Every session, oldest seen first, in slices of SESSION_SLICE_ROWS. */
-  sessions(send: (slice: { keys: string[]; values: string[] }) => void): number {
-    const statement: StatementSync = this.database().prepare('SELECT key, last_seen, value FROM sessions');
-    statement.setReturnArrays(true);
-    const rows = statement.all() as unknown as [string, number, string][];
-    // In JavaScript rather than ORDER BY: SQLite's sorter would spill 100,000 rows of JSON to temporary files.
-    rows.sort((a, b) => a[1] - b[1]);
-    for (let from = 0; from < rows.length; from += SESSION_SLICE_ROWS) {
-      const part = rows.slice(from, from + SESSION_SLICE_ROWS);
-      send({ keys: part.map((r) => r[0]), values: part.map((r) => r[2]) });
+  /** Every session, oldest seen first: read and ordered at the first slice, kept until the last is taken. */
+  private sessionRows: [string, number, string][] | null = null;
+
+  /** The SESSION_SLICE_ROWS sessions from the `from`-th oldest, and whether more follow. */
+  sessions(from: number): { keys: string[]; values: string[]; more: boolean } {
+    if (from === 0 || this.sessionRows === null) {
+      const statement: StatementSync = this.database().prepare('SELECT key, last_seen, value FROM sessions');
+      statement.setReturnArrays(true);
+      const rows = statement.all() as unknown as [string, number, string][];
+      // In JavaScript rather than ORDER BY: SQLite's sorter would spill 100,000 rows of JSON to temporary files.
+      this.sessionRows = rows.sort((a, b) => a[1] - b[1]);
     }
-    return rows.length;
+    const part = this.sessionRows.slice(from, from + SESSION_SLICE_ROWS);
+    const more = from + SESSION_SLICE_ROWS < this.sessionRows.length;
+    if (!more) this.sessionRows = null;
+    return { keys: part.map((r) => r[0]), values: part.map((r) => r[2]), more };
   }
 
   write(batch: StateBatch): void {
@@ -147,6 +153,7 @@ class StateThread {
   }
 
   close(): void {
+    this.sessionRows = null;
     this.db?.close();
     this.db = null;
     this.writes = null;
@@ -162,24 +169,22 @@ function serve(): void {
     try {
       switch (request.type) {
         case 'open':
-          reply = { id: request.id, ok: true, done: true, opened: thread.open() };
+          reply = { id: request.id, ok: true, opened: thread.open() };
           break;
-        case 'sessions': {
-          const count = thread.sessions((slice) => port.postMessage({ id: request.id, ok: true, done: false, slice } satisfies ThreadReply));
-          reply = { id: request.id, ok: true, done: true, count };
+        case 'sessions':
+          reply = { id: request.id, ok: true, sessions: thread.sessions(request.from) };
           break;
-        }
         case 'write':
           thread.write(request.batch);
-          reply = { id: request.id, ok: true, done: true };
+          reply = { id: request.id, ok: true };
           break;
         case 'close':
           thread.close();
-          reply = { id: request.id, ok: true, done: true };
+          reply = { id: request.id, ok: true };
           break;
       }
     } catch (error) {
-      reply = { id: request.id, ok: false, done: true, error: errorMessage(error), ...(error instanceof StateFileFailure ? { failure: error.failure } : {}) };
+      reply = { id: request.id, ok: false, error: errorMessage(error), ...(error instanceof StateFileFailure ? { failure: error.failure } : {}) };
     }
     port.postMessage(reply);
   });
