@@ -19,8 +19,9 @@ import { StateOpenError, type StateOpenFailure, type StateStore } from './state-
  */
 
 /** The setting to change, and the line that says why, for each failure. */
-function refusal(location: string, f: StateOpenFailure): StartupError {
-  const sqlite = !location.startsWith('redis');
+function refusal(store: StateStore, f: StateOpenFailure): StartupError {
+  const { location } = store;
+  const sqlite = store.backend === 'sqlite';
   const kept = 'it is left as it is';
   switch (f.kind) {
     case 'runtime':
@@ -57,7 +58,7 @@ function refusal(location: string, f: StateOpenFailure): StartupError {
 
 async function refuse(store: StateStore, error: unknown): Promise<never> {
   await store.close().catch(() => undefined);
-  if (error instanceof StateOpenError) throw refusal(store.location, error.failure);
+  if (error instanceof StateOpenError) throw refusal(store, error.failure);
   throw new StartupError('STATE_STORE', `the durable state at ${store.location} cannot be read (${errorMessage(error)})`);
 }
 

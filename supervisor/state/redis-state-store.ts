@@ -60,6 +60,7 @@ class CorruptRedisState extends Error {}
  * the writer retries the batch after a failure.
  */
 export class RedisStateStore implements StateStore {
+  readonly backend = 'redis';
   readonly location: string;
   private readonly redis: Redis;
   private readonly prefix: string;

@@ -63,7 +63,8 @@ const SQLITE = { PERM: 3, BUSY: 5, LOCKED: 6, NOMEM: 7, READONLY: 8, IOERR: 10, 
 /** Sorts an error of node:sqlite or of the file system into corrupt or one of the failures that keep the file. */
 function classify(error: unknown, file: string): CorruptStateFile | StateFileFailure {
   if (error instanceof CorruptStateFile || error instanceof StateFileFailure) return error;
-  const detail = `${file}: ${errorMessage(error)}`;
+  // The refusal names the file; this says what happened to it.
+  const detail = errorMessage(error);
   const errcode = (error as { errcode?: unknown }).errcode;
   if (typeof errcode === 'number') {
     switch (errcode & 0xff) {

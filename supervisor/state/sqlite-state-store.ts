@@ -38,6 +38,7 @@ export function sqliteAvailable(): boolean {
  * DATA_DIR. docs/architecture.md says why SQLite, and why Node's own binding.
  */
 export class SqliteStateStore implements StateStore {
+  readonly backend = 'sqlite';
   readonly location: string;
   private worker: Worker | null = null;
   private readonly pending = new Map<number, { resolve: (r: Success) => void; reject: (e: Error) => void }>();

@@ -66,6 +66,8 @@ export interface SessionRows {
 export const SESSION_SLICE_ROWS = 5000;
 
 export interface StateStore {
+  /** Which backend: a refusal names the setting to change (DATA_DIR for the file, STATE_STORE for Redis). */
+  readonly backend: 'sqlite' | 'redis';
   /** Where the state lives, for logs (a path, or a URL without its credentials). */
   readonly location: string;
   /**

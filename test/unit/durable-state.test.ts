@@ -443,6 +443,7 @@ describe('durable state: what each part restores', () => {
 
 describe('durable state: the writer', () => {
   class MemoryStore implements StateStore {
+    readonly backend = 'sqlite';
     readonly location = 'memory';
     batches: StateBatch[] = [];
     failNext = false;
