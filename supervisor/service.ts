@@ -20,10 +20,11 @@ import { WorkerLoad } from './metrics/worker-load.js';
 import { Pool } from './pool/pool.js';
 import { TorPoolInstance } from './pool/tor-pool-instance.js';
 import { checkTorBinary } from './startup/tor-binary-check.js';
+import { prepareDataDirectory } from './startup/data-directory.js';
 import { StartupError } from './startup/startup-error.js';
-import { DurableState, type RestoredState } from './state/durable-state.js';
-import { loadDurableState } from './state/load-durable-state.js';
-import { SqliteStateStore } from './state/sqlite-state-store.js';
+import { DurableState, type EarlyState, type StoredSessions } from './state/durable-state.js';
+import { loadStoredSessions, openDurableState, withoutSqliteRefusal } from './state/load-durable-state.js';
+import { SqliteStateStore, sqliteAvailable } from './state/sqlite-state-store.js';
 import type { StateStore } from './state/state-store.js';
 import { attachWorker, flushProxyAccounting, stateSnapshot } from './worker-ipc.js';
 import { WorkerPort } from './worker-port.js';
@@ -69,17 +70,22 @@ export class Service {
   ) {}
 
   /**
-   * The start-up, stage by stage. The order is the rules': a node takes its name's lease before
-   * it reads its state from Redis; the state is read before anything records (the audit trail
-   * and the session table go on from what it held); the pool is built before the workers (they
-   * ask it), which reach back to the workers through a port bound when they are forked; tors
-   * spawn before the workers fork, and the pool serves once the proxies listen. A stage that
-   * fails undoes what the stages before it began.
+   * The start-up, stage by stage. The order is the rules': DATA_DIR is made private before
+   * anything is written there; a node takes its name's lease before it reads its state from
+   * Redis; the state is read before anything records (the audit trail and the session table go
+   * on from what it held), but its sessions (the bulk of it) are read while the tors bootstrap;
+   * the pool is built before the workers (they ask it), which reach back to the workers through a
+   * port bound when they are forked; the pool serves once the proxies listen and the stored
+   * sessions are back. A stage that fails undoes what the stages before it began.
    */
   static async start(config: Config, options: ServiceOptions): Promise<Service> {
     const log = logger();
     announce(config, log);
+    // Before anything is written there: DATA_DIR 0700, its files 0600, or a refusal.
+    await prepareDataDirectory(config.dataDir, log);
     log.info('tor found', { version: await checkTorBinary(config.torBinary, options.torEnv) });
+    // Before credentials are generated: a start that cannot keep its state must not announce them.
+    if (config.stateStore === 'sqlite' && !sqliteAvailable()) throw withoutSqliteRefusal();
     const credentials = await openCredentials(config, log);
     const fleet = await joinFleet(config, log);
     const state = await loadState(config, fleet, log);
@@ -115,23 +121,28 @@ export class Service {
     workerPort.bind(workers);
     const auth = new AuthOperations(credentials.store, workers, core.audit, log);
     const undoState = async (): Promise<void> => {
+      await state?.sessions.catch(() => null);
       await core.durable?.close();
       await fleet?.leave();
     };
     if (fleet) await shareWithFleet(fleet, credentials.store, auth, core, log, undoState);
     wireWorkerNotices(core, workers, log);
+    // The tors bootstrap, and the workers fork, while the stored sessions are still being read.
     core.pool.start();
     try {
       await workers.start();
+      if (state && core.durable) await core.durable.restoreSessions(await state.sessions, (ids) => core.pool.holdRestoredSessions(ids));
     } catch (e) {
-      log.debug('workers failed to start; stopping what started', { error: errorMessage(e) });
+      log.debug('the start failed; stopping what started', { error: errorMessage(e) });
       await workers.stop(0);
       core.pool.beginShutdown();
+      await state?.sessions.catch(() => null);
       await core.durable?.close();
       await core.pool.stop();
       await fleet?.leave();
       throw e;
     }
+    // Until now placement() was empty: no connection could start a session over a stored one.
     core.pool.listenersUp();
     const service = new Service(config, core.pool, workers, core.audit, credentials.store, credentials.generated, log, core.durable, fleet);
     service.tickTimer = setInterval(() => service.tick(), TICK_MS);
@@ -220,10 +231,17 @@ async function joinFleet(config: Config, log: Logger): Promise<FleetMember | nul
 
 interface LoadedState {
   store: StateStore;
-  restored: RestoredState;
+  /** Everything but the sessions: what the pool needs before its first tor starts. */
+  early: EarlyState;
+  /** The sessions, read and checked while the tors bootstrap (a rejection is caught where it is awaited). */
+  sessions: Promise<StoredSessions>;
 }
 
-/** Read before anything records: the audit trail and the session table go on from what it held. */
+/**
+ * Read before anything records: the audit trail and the session table go on from what it held.
+ * The sessions (100,000 of them take seconds) are only started here: the start does not wait on
+ * them until the pool is about to serve.
+ */
 async function loadState(config: Config, fleet: FleetMember | null, log: Logger): Promise<LoadedState | null> {
   const url = fleetRedisUrl(config);
   const store: StateStore | null =
@@ -234,7 +252,11 @@ async function loadState(config: Config, fleet: FleetMember | null, log: Logger)
         : null;
   if (!store) return null;
   try {
-    return { store, restored: await loadDurableState(store, log) };
+    const early = await openDurableState(store, log);
+    const sessions = loadStoredSessions(store, log, config.maxSessions);
+    // Awaited later (restoreSessions, or the undoing of a failed start): never an unhandled rejection meanwhile.
+    sessions.catch(() => undefined);
+    return { store, early, sessions };
   } catch (error) {
     await fleet?.leave();
     throw error;
@@ -263,7 +285,7 @@ function assemblePool(config: Config, options: ServiceOptions, state: LoadedStat
       })
     : undefined;
   exits?.start();
-  const restoredHealth = state?.restored.health;
+  const restoredHealth = state?.early.health;
   const pool = new Pool({
     config,
     waitForListeners: true,
@@ -298,9 +320,9 @@ function assemblePool(config: Config, options: ServiceOptions, state: LoadedStat
   const durable = state
     ? DurableState.resume(
         state.store,
-        state.restored,
+        state.early,
         { sessions: pool.sessions, exitOf: (id) => pool.instanceExit(id), exits, health: () => pool.persistableHealth(), audit, stats: pool.stats },
-        { poolSize: config.poolSize, holdSessionsOn: (ids) => pool.holdRestoredSessions(ids) },
+        { poolSize: config.poolSize },
         log,
       )
     : null;

@@ -6,9 +6,11 @@ export interface ConfigProblem {
 
 export class ConfigError extends Error {
   constructor(readonly problems: readonly ConfigProblem[]) {
+    // One problem is one line (what a log line or `systemctl status` shows); several get a line each.
     super(
-      `invalid configuration (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n` +
-        problems.map((p) => `  ${p.variable}: ${p.message}`).join('\n'),
+      problems.length === 1
+        ? `invalid configuration: ${problems[0]?.variable}: ${problems[0]?.message}`
+        : `invalid configuration (${problems.length} problems):\n` + problems.map((p) => `  ${p.variable}: ${p.message}`).join('\n'),
     );
     this.name = 'ConfigError';
   }

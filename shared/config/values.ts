@@ -1,6 +1,7 @@
 import net from 'node:net';
 import os from 'node:os';
 import { parseDuration } from './duration.js';
+import { ADMIN_PASSWORD_MIN_LENGTH, checkSecret, PROXY_TOKEN_MIN_LENGTH, REDIS_PASSWORD_MIN_LENGTH, redisPassword, SIGNING_SECRET_MIN_LENGTH } from './secret-values.js';
 
 /** Value parsers shared by the variable table. Each throws a plain Error whose message names the problem. */
 
@@ -37,7 +38,11 @@ export function oneOf<T extends string>(values: readonly T[]): (raw: string) => 
   };
 }
 
-/** STATE_STORE: `sqlite`, `none`, or a `redis://` / `rediss://` URL (its credentials stay out of every log). */
+/**
+ * STATE_STORE: `sqlite`, `none`, or a `redis://` / `rediss://` URL (its credentials stay out of
+ * every log). A password in the URL is held to the secrets' rules (secret-values.ts); a URL
+ * without one is accepted (a Redis on a private network without requirepass).
+ */
 export function stateStore(raw: string): StateStoreSetting {
   const v = raw.trim();
   if (v.toLowerCase() === 'sqlite' || v.toLowerCase() === 'none') return v.toLowerCase() as 'sqlite' | 'none';
@@ -49,6 +54,8 @@ export function stateStore(raw: string): StateStoreSetting {
   }
   if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new Error('must be sqlite, none or a redis:// URL');
   if (url.hostname === '') throw new Error('the redis URL names no host');
+  const password = redisPassword(url);
+  if (password !== null) checkSecret(password, REDIS_PASSWORD_MIN_LENGTH, 'the Redis password in the URL');
   return v as `redis://${string}`;
 }
 
@@ -152,11 +159,22 @@ export function nonEmptyText(maxLength: number): (raw: string) => string {
   };
 }
 
+const TOKEN_SHAPE = new RegExp(`^tp_[A-Za-z0-9_-]{${PROXY_TOKEN_MIN_LENGTH},128}$`);
+
+/** PROXY_TOKEN: tp_ and at least PROXY_TOKEN_MIN_LENGTH characters, not a placeholder. */
 export function tokenSecret(raw: string): string {
   const v = raw.trim();
-  if (!/^tp_[A-Za-z0-9_-]{16,128}$/.test(v)) {
-    throw new Error('must be a token: tp_ followed by 16 to 128 letters, digits, - or _');
+  checkSecret(v, 0);
+  if (!TOKEN_SHAPE.test(v)) {
+    throw new Error(`must be a token: tp_ followed by at least ${PROXY_TOKEN_MIN_LENGTH} (at most 128) letters, digits, - or _`);
   }
+  return v;
+}
+
+/** ADMIN_PASSWORD: any text of ADMIN_PASSWORD_MIN_LENGTH to 1024 characters, not a placeholder. */
+export function adminPassword(raw: string): string {
+  const v = nonEmptyText(1024)(raw);
+  checkSecret(v, ADMIN_PASSWORD_MIN_LENGTH);
   return v;
 }
 
@@ -198,10 +216,11 @@ export function routableFloorFor(floor: RoutableFloor, size: number): number {
   return Math.max(1, Math.min(size, wanted));
 }
 
-/** SIGNING_SECRET: at least 32 characters, so it carries as much as the generated one. */
+/** SIGNING_SECRET: at least SIGNING_SECRET_MIN_LENGTH characters, so it carries about as much as the generated one; not a placeholder. */
 export function signingSecret(raw: string): string {
   const v = raw.trim();
-  if (v.length < 32) throw new Error('must be at least 32 characters (for example: openssl rand -base64 32)');
+  checkSecret(v, 0);
+  if (v.length < SIGNING_SECRET_MIN_LENGTH) throw new Error(`must be at least ${SIGNING_SECRET_MIN_LENGTH} characters (for example: openssl rand -base64 32)`);
   if (v.length > 1024) throw new Error('must be at most 1024 characters');
   if (/[\0-\x1f\x7f]/.test(v)) throw new Error('must not contain control characters');
   return v;

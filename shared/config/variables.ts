@@ -1,7 +1,9 @@
 import type { Config } from './config.js';
 import { DEFAULT_SESSION_MODES, MAX_POOL_SIZE, defaultProxyWorkers, resolveDataDir } from './config.js';
 import { LOG_LEVELS } from '../logger.js';
+import { ADMIN_PASSWORD_MIN_LENGTH, PLACEHOLDER_RULE, PROXY_TOKEN_MIN_LENGTH, REDIS_PASSWORD_MIN_LENGTH, SIGNING_SECRET_MIN_LENGTH } from './secret-values.js';
 import {
+  adminPassword,
   durationIn,
   hostList,
   signingSecret,
@@ -102,12 +104,12 @@ export const VARIABLES: readonly VariableDefinition[] = [
     description: 'An instance rotate first moves the sessions off the instance and answers once they have moved.' }),
   def({ name: 'ADMIN_USER', key: 'adminUser', defaultText: 'admin', parse: nonEmptyText(128),
     description: 'User name for the dashboard sign-in. Changing it invalidates every outstanding sign-in.' }),
-  def({ name: 'ADMIN_PASSWORD', key: 'adminPassword', defaultText: null, defaultDoc: 'generated on first boot', secret: true, parse: nonEmptyText(1024),
-    description: 'Dashboard password. Wins over the generated one at once, is never written to disk, and clears the stored digest.' }),
+  def({ name: 'ADMIN_PASSWORD', key: 'adminPassword', defaultText: null, defaultDoc: 'generated on first boot', secret: true, parse: adminPassword,
+    description: `Dashboard password, at least ${ADMIN_PASSWORD_MIN_LENGTH} characters. Wins over the generated one at once, is never written to disk, and clears the stored digest. ${PLACEHOLDER_RULE}` }),
   def({ name: 'PROXY_TOKEN', key: 'proxyToken', defaultText: null, defaultDoc: 'none (a token is generated on first boot)', secret: true, parse: tokenSecret,
-    description: 'An extra proxy-scoped token from configuration: verified like any token, never persisted, cannot be revoked through the API.' }),
+    description: `An extra proxy-scoped token from configuration: tp_ followed by ${PROXY_TOKEN_MIN_LENGTH} to 128 letters, digits, - or _ (an issued token has ${PROXY_TOKEN_MIN_LENGTH}). Verified like any token, never persisted, cannot be revoked through the API. ${PLACEHOLDER_RULE}` }),
   def({ name: 'SIGNING_SECRET', key: 'signingSecret', defaultText: null, defaultDoc: 'none (a random secret is kept in DATA_DIR/signing.key)', secret: true, parse: signingSecret,
-    description: 'Secret from which sign-in credentials are signed. When set, nothing in DATA_DIR suffices to forge a sign-in, so a copy of DATA_DIR (a backup, a volume snapshot) grants no admin access; changing it signs everyone out.' }),
+    description: `Secret from which sign-in credentials are signed, at least ${SIGNING_SECRET_MIN_LENGTH} characters (for example: openssl rand -base64 32). When set, nothing in DATA_DIR suffices to forge a sign-in, so a copy of DATA_DIR (a backup, a volume snapshot) grants no admin access; changing it signs everyone out. ${PLACEHOLDER_RULE}` }),
   def({ name: 'LOGIN_TTL', key: 'loginTtlMs', defaultText: '12h', parse: durationIn(MINUTE, 30 * DAY),
     description: 'Lifetime of a sign-in credential from POST /api/auth/login.' }),
   def({ name: 'LOGIN_RATE_LIMIT', key: 'loginRateLimit', defaultText: '10/5m', parse: rateLimit(5 * MINUTE),
@@ -124,9 +126,9 @@ export const VARIABLES: readonly VariableDefinition[] = [
   def({ name: 'INSTANCE_PORT_BASE', key: 'instancePortBase', defaultText: '19050', parse: integerIn(1024, 65535 - MAX_POOL_SIZE * 2),
     description: "Start of a loopback port block kept for the instances' fallback listeners. Each tor's SocksPort and control port are Unix sockets in its private data directory (DATA_DIR/tor/N, mode 0700), which no other user can reach; only when DATA_DIR is so deep that a socket path would pass 107 bytes does instance N listen on TCP base+2N (SOCKS) and base+2N+1 (control), where any local user could connect (a warning says so)." }),
   def({ name: 'DATA_DIR', key: 'dataDir', defaultText: './data', parse: (raw) => resolveDataDir(nonEmptyText(4096)(raw)),
-    description: 'State directory: auth.json and one tor DataDirectory per instance. Make it persistent to keep credentials.' }),
+    description: "State directory: auth.json, signing.key, state.db (STATE_STORE=sqlite) and one tor DataDirectory per instance. Make it persistent to keep credentials. At start it is created, or made, 0700, and the files the service keeps in it 0600, whatever the umask; a directory the service cannot make private (another user's, such as a volume's root) refuses the start, unless it is shared with the service's group on purpose: setgid, writable by that group, nothing for others (Kubernetes fsGroup). A subdirectory of such a volume works everywhere: the service creates it (docs/operations.md, \"The data directory\")." }),
   def({ name: 'STATE_STORE', key: 'stateStore', defaultText: 'sqlite', secret: true, parse: stateStore,
-    description: "The durable state: sessions (key, instance, exit, counters), each instance's exit and the exit bans, each instance's health and remediation ladder, the audit trail and the stats history. sqlite keeps them in DATA_DIR/state.db, written about once a second behind the request path, so a restart (or a crash of the service: at worst the last second is lost; docs/operations.md says what a power loss can take) keeps every session on its exit IP. A redis:// (or rediss://) URL keeps them in Redis instead, under the key prefix exitpool: (the URL's path names another: redis://host:6379/pool-a); a start refuses while that Redis cannot be reached. none starts every time from a clean slate. A state that cannot be read is moved aside (DATA_DIR/state.db.unusable-<time>, or Redis keys renamed exitpool:unusable-<time>:…) with an error in the log, and the service starts empty; credentials (auth.json) are never part of it." }),
+    description: `The durable state: sessions (key, instance, exit, counters), each instance's exit and the exit bans, each instance's health and remediation ladder, the audit trail and the stats history. sqlite keeps them in DATA_DIR/state.db, written about once a second behind the request path, so a restart (or a crash of the service: at worst the last second is lost; docs/operations.md says what a power loss can take) keeps every session on its exit IP. A redis:// (or rediss://) URL keeps them in Redis instead, under the key prefix exitpool: (the URL's path names another: redis://host:6379/pool-a); a start refuses while that Redis cannot be reached. none starts every time from a clean slate. A state written by an earlier release is migrated to this release's format. Only a state proven corrupt is moved aside (DATA_DIR/state.db.unusable-<time>, or Redis keys renamed exitpool:unusable-<time>:…), with an error in the log, and the service starts empty; one that cannot be read (permissions, an I/O error), another program's, or one a newer release wrote stops the start with one line (exit 78) and is left as it is (docs/operations.md, "Upgrading"). Credentials (auth.json) are never part of it. A password in the URL (redis://:password@host) must have at least ${REDIS_PASSWORD_MIN_LENGTH} characters; a password containing CHANGE-ME is refused.` }),
   def({ name: 'NODE_NAME', key: 'nodeName', defaultText: '', defaultDoc: 'the host name', parse: (raw) => nodeName(raw),
     description: "This node's name among the nodes that share one STATE_STORE=redis://… (docs/operations.md, \"Several nodes\"): it names the node's own state keys and its leases, and two running nodes cannot share it (the second refuses to start). Letters, digits, _, . and -, at most 64. Only read with a redis:// STATE_STORE." }),
   def({ name: 'NODE_LEASE', key: 'nodeLeaseMs', defaultText: '10s', parse: durationIn(2 * SECOND, 5 * MINUTE),

@@ -1,17 +1,29 @@
 import type { AuditEvent } from '../../shared/api/audit-event.js';
 import type { StatsSample } from '../../shared/api/views.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 import type { Logger } from '../../shared/logger.js';
 import { AUDIT_CAPACITY, auditClassOf, type AuditLog } from '../audit/audit-log.js';
 import type { ExitBan } from '../exits/exit-bans.js';
 import type { ExitAssignments, RestoredAssignment } from '../exits/exit-assignments.js';
 import type { HealthSnapshot } from '../health/health-snapshot.js';
 import type { SessionTable, RestoredSession } from '../sessions/session-table.js';
+import { setImmediate as nextTask } from 'node:timers/promises';
 import { FINE_SAMPLES, LONG_SAMPLES, type StatsHistory } from '../stats/stats-history.js';
 import { banKey, decodeAssignment, decodeBan, encodeAssignment, encodeBan } from './exit-records.js';
 import { decodeHealth, encodeHealth } from './health-records.js';
 import { decodeAuditEvent, decodeStatsSample, encodeAuditEvent, encodeStatsSample } from './ring-records.js';
 import { decodeSession, encodeSession, type StoredExit } from './session-records.js';
-import { batchIsEmpty, emptyBatch, type RecordNamespace, type RingNamespace, type StateBatch, type StateStore, type StoredState } from './state-store.js';
+import {
+  batchIsEmpty,
+  emptyBatch,
+  SESSION_SLICE_ROWS,
+  type RecordNamespace,
+  type RingNamespace,
+  type SessionRows,
+  type StateBatch,
+  type StateStore,
+  type StoredState,
+} from './state-store.js';
 
 /** Changes reach the store at most this long after they happen: what a kill -9 can lose. */
 export const STATE_FLUSH_MS = 1000;
@@ -37,16 +49,26 @@ export interface DurableParts {
   stats: StatsHistory;
 }
 
-/** What was read at start, checked, ready to hand to the parts. */
-export interface RestoredState {
-  sessions: RestoredSession[];
+/** What `open()` read, checked: everything but the sessions, ready to hand to the parts before the first tor starts. */
+export interface EarlyState {
   assignments: Map<number, RestoredAssignment>;
   bans: ExitBan[];
+  /** Each instance's health, by id: taken by the pool as it creates each instance (InstanceHealth.restore). */
   health: Map<number, HealthSnapshot>;
   audit: AuditEvent[];
   stats: { fine: StatsSample[]; long: StatsSample[] };
   /** Records that failed their checks and were left out, by namespace. */
   skipped: Partial<Record<RecordNamespace | RingNamespace, number>>;
+}
+
+/** The sessions, read and checked after the rest; ready for DurableState.restoreSessions. */
+export interface StoredSessions {
+  /** Oldest seen first, at most the limit they were read with (the newest of them). */
+  sessions: RestoredSession[];
+  /** Keys of sessions beyond the limit (MAX_SESSIONS was lowered): deleted with the first write. */
+  dropped: string[];
+  /** Records that failed their checks and were left out. */
+  skipped: number;
 }
 
 function decodeAll<T>(entries: Iterable<[string, string]>, decode: (key: string, value: string) => T, onSkip: () => void): T[] {
@@ -61,16 +83,15 @@ function decodeAll<T>(entries: Iterable<[string, string]>, decode: (key: string,
   return out;
 }
 
-/** Checks every stored record; one that fails is skipped and counted, never half-applied. */
-export function checkStoredState(stored: StoredState): RestoredState {
-  const skipped: RestoredState['skipped'] = {};
+/** Checks every stored record but the sessions; one that fails is skipped and counted, never half-applied. */
+export function checkEarlyState(stored: StoredState): EarlyState {
+  const skipped: EarlyState['skipped'] = {};
   const skip = (ns: RecordNamespace | RingNamespace) => () => {
     skipped[ns] = (skipped[ns] ?? 0) + 1;
   };
   const r = stored.records;
   const ring = (ns: RingNamespace) => stored.rings[ns].map((x): [string, string] => [String(x.seq), x.value]);
   return {
-    sessions: decodeAll(r.sessions, decodeSession, skip('sessions')),
     assignments: new Map(decodeAll(r['exit-assignments'], decodeAssignment, skip('exit-assignments')).map((a) => [a.instance, a.assignment])),
     bans: decodeAll(r['exit-bans'], decodeBan, skip('exit-bans')),
     health: new Map(decodeAll(r.health, decodeHealth, skip('health')).map((h) => [h.instance, h.snapshot])),
@@ -85,6 +106,36 @@ export function checkStoredState(stored: StoredState): RestoredState {
     skipped,
   };
 }
+
+/**
+ * Checks session records as they arrive, one slice at a time (each slice is its own task of the
+ * event loop), then keeps the newest `limit` in last-seen order. A record that fails its checks
+ * is skipped and counted.
+ */
+export class SessionChecker {
+  private readonly sessions: RestoredSession[] = [];
+  private skipped = 0;
+
+  add(rows: SessionRows): void {
+    rows.keys.forEach((key, i) => {
+      try {
+        this.sessions.push(decodeSession(key, rows.values[i] as string));
+      } catch {
+        this.skipped++;
+      }
+    });
+  }
+
+  finish(limit: number): StoredSessions {
+    // Already in order from a store that sorts (SQLite): the sort then only confirms it.
+    const all = this.sessions.sort((a, b) => a.lastSeen - b.lastSeen);
+    const keep = Math.max(0, all.length - Math.max(0, limit));
+    return { sessions: all.slice(keep), dropped: all.slice(0, keep).map((s) => s.key), skipped: this.skipped };
+  }
+}
+
+/** Sessions put back into the table per event-loop task: about as long as checking one slice. */
+const RESTORE_CHUNK = SESSION_SLICE_ROWS;
 
 /**
  * Appends the samples newer than `after` (their time is their seq); returns the newest time
@@ -128,32 +179,49 @@ export class DurableState {
   ) {}
 
   /**
-   * Puts what was restored into the parts, says so in the log, and starts writing. Health
-   * snapshots are the caller's to apply as instances are created; `holdSessionsOn` gets the
-   * instances restored sessions were on (they wait for them: Pool.holdRestoredSessions).
+   * Puts what `open()` restored into the parts (audit, stats, exit assignments and bans), says
+   * so in the log, and starts writing. Health snapshots are the caller's to apply as instances
+   * are created (EarlyState.health). The sessions follow with restoreSessions(), once read.
    */
-  static resume(store: StateStore, restored: RestoredState, parts: DurableParts, options: { poolSize: number; holdSessionsOn(instances: number[]): void }, log: Logger): DurableState {
+  static resume(store: StateStore, early: EarlyState, parts: DurableParts, options: { poolSize: number }, log: Logger): DurableState {
     // An instance the pool will not start (it was resized down) reserves no exit.
-    for (const id of [...restored.assignments.keys()]) if (id >= options.poolSize) restored.assignments.delete(id);
-    parts.audit.restore(restored.audit);
-    parts.stats.restore(restored.stats.fine, restored.stats.long);
-    parts.exits?.restore(restored.assignments, restored.bans);
-    const sessions = parts.sessions.restore(restored.sessions);
-    options.holdSessionsOn([...new Set(restored.sessions.map((s) => s.instance))]);
-    log.info('durable state restored', {
+    for (const id of [...early.assignments.keys()]) if (id >= options.poolSize) early.assignments.delete(id);
+    parts.audit.restore(early.audit);
+    parts.stats.restore(early.stats.fine, early.stats.long);
+    parts.exits?.restore(early.assignments, early.bans);
+    log.info('durable state restored (sessions follow)', {
       store: store.location,
-      sessions,
-      exits: restored.assignments.size,
-      bans: restored.bans.length,
-      health: restored.health.size,
-      audit: restored.audit.length,
+      exits: early.assignments.size,
+      bans: early.bans.length,
+      health: early.health.size,
+      audit: early.audit.length,
     });
     const durable = new DurableState(store, log.child({ component: 'state' }));
     durable.start(parts);
+    return durable;
+  }
+
+  /**
+   * Puts the sessions back into the table, oldest seen first, RESTORE_CHUNK at a time with the
+   * event loop free between chunks; `holdSessionsOn` gets the instances they were on (they wait
+   * for them: Pool.holdRestoredSessions). Before the proxies route anything: a key routed first
+   * keeps its new session and the stored one is dropped. Returns how many were restored.
+   */
+  async restoreSessions(stored: StoredSessions, holdSessionsOn: (instances: number[]) => void): Promise<number> {
+    const parts = this.parts;
+    if (!parts) throw new Error('restoreSessions before resume');
+    let restored = 0;
+    for (let from = 0; from < stored.sessions.length; from += RESTORE_CHUNK) {
+      if (from > 0) await nextTask();
+      restored += parts.sessions.restore(stored.sessions.slice(from, from + RESTORE_CHUNK));
+    }
+    holdSessionsOn([...new Set(stored.sessions.map((s) => s.instance))]);
     // Sessions the table did not take back (beyond MAX_SESSIONS, after it was lowered) go with
     // the first write: read and dropped at every start, they would keep the file at its peak.
-    for (const s of restored.sessions) if (!parts.sessions.get(s.key)) parts.sessions.markChanged(s.key);
-    return durable;
+    for (const key of stored.dropped) if (!parts.sessions.get(key)) parts.sessions.markChanged(key);
+    for (const s of stored.sessions) if (!parts.sessions.get(s.key)) parts.sessions.markChanged(s.key);
+    this.log.info('durable state: sessions restored', { store: this.store.location, sessions: restored, dropped: stored.dropped.length });
+    return restored;
   }
 
   /** Starts tracking and writing; what was restored counts as written. */
@@ -173,7 +241,7 @@ export class DurableState {
     const sessionKeys = parts.sessions.takeChanged();
     for (const key of sessionKeys) {
       const s = parts.sessions.get(key);
-      if (s) batch.puts.push({ ns: 'sessions', key, value: encodeSession(s, parts.exitOf(s.instance)) });
+      if (s) batch.puts.push({ ns: 'sessions', key, value: encodeSession(s, parts.exitOf(s.instance)), lastSeen: s.lastSeen });
       else batch.deletes.push({ ns: 'sessions', key });
     }
     if (parts.exits) {
@@ -234,7 +302,7 @@ export class DurableState {
         const now = Date.now();
         if (now - this.lastFailureLog >= WRITE_FAILURE_LOG_MS) {
           this.lastFailureLog = now;
-          this.log.error('writing the durable state failed; serving from memory and retrying every flush', { store: this.store.location, error: (error as Error).message });
+          this.log.error('writing the durable state failed; serving from memory and retrying every flush', { store: this.store.location, error: errorMessage(error) });
         }
       })
       .finally(() => {

@@ -162,7 +162,7 @@ describe('durable state across restarts (real service, private network)', functi
     ['garbage', (file: string) => fs.writeFileSync(file, 'this is not a database\n'.repeat(200))],
     ['truncated', (file: string) => fs.truncateSync(file, Math.floor(fs.statSync(file).size / 3))],
   ] as const) {
-    it(`moves a ${name} state file aside with an error line and starts empty, credentials untouched`, async () => {
+    it(`moves a ${name} (proven corrupt) state file aside with an error line and starts empty, credentials untouched`, async () => {
       const copy = fs.mkdtempSync(path.join(os.tmpdir(), `exitpool-${name}-`));
       try {
         fs.cpSync(dataDir, copy, { recursive: true });
@@ -172,7 +172,7 @@ describe('durable state across restarts (real service, private network)', functi
         const auth = fs.readFileSync(path.join(copy, 'auth.json'), 'utf8');
         const { svc, api } = await started(copy);
         running = svc;
-        expect(svc.output()).to.match(/the durable state file could not be used: moved aside/);
+        expect(svc.output()).to.match(/the durable state was proven corrupt: moved aside/);
         const aside = fs.readdirSync(copy).filter((f) => f.startsWith(`${STATE_FILE_NAME}.unusable-`) && !f.endsWith('-wal') && !f.endsWith('-shm'));
         expect(aside).to.have.length(1);
         expect(fs.readFileSync(path.join(copy, aside[0] as string)).length, 'kept as it was').to.be.greaterThan(0);
@@ -213,8 +213,9 @@ describe('durable state in Redis (STATE_STORE=redis://…, real service, private
   });
 
   it('keeps sessions on their exit IPs across a restart on another DATA_DIR (a new host), and keeps the Redis URL out of the logs', async () => {
-    const url = `redis://:s3cret-pass@127.0.0.1:${redis.port}/e2e`;
-    const redisPassword = 's3cret-pass';
+    // At least REDIS_PASSWORD_MIN_LENGTH characters: a shorter one is refused at start.
+    const redisPassword = 's3cret-pass-of-the-e2e';
+    const url = `redis://:${redisPassword}@127.0.0.1:${redis.port}/e2e`;
     // The test's redis has no password: requirepass makes the URL's credential real.
     const { Redis } = await import('ioredis');
     const admin = new Redis(redis.url);

@@ -4,6 +4,7 @@ import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 import os from 'node:os';
 import path from 'node:path';
 import { nodeList, nodeName } from '../../shared/config/values.js';
+import { ADMIN_PASSWORD_MIN_LENGTH, PROXY_TOKEN_MIN_LENGTH, REDIS_PASSWORD_MIN_LENGTH, SIGNING_SECRET_MIN_LENGTH } from '../../shared/config/secret-values.js';
 import {
   ConfigError,
   VARIABLES,
@@ -283,9 +284,9 @@ describe('configuration', () => {
       expect(loadConfig({ POOL_SIZE: '', ADMIN_PASSWORD: '' }).poolSize).to.equal(5);
     });
     it('keeps secrets out of what workers receive', () => {
-      const c = loadConfig({ ADMIN_PASSWORD: 'hunter22', PROXY_TOKEN: 'tp_abcdefghijklmnopqrstuv', SIGNING_SECRET: 'signing-secret-of-32-characters-or-more' });
+      const c = loadConfig({ ADMIN_PASSWORD: 'hunter22-hunter22', PROXY_TOKEN: 'tp_abcdefghijklmnopqrstuv', SIGNING_SECRET: 'signing-secret-of-32-characters-or-more' });
       const text = encodeWorkerConfig(c);
-      expect(text).not.to.contain('hunter22');
+      expect(text).not.to.contain('hunter22-hunter22');
       expect(text).not.to.contain('signing-secret-of-32');
       expect(text).not.to.contain('tp_abcdefghijklmnopqrstuv');
       expect(decodeWorkerConfig(text)).to.deep.equal(configForWorkers(c));
@@ -358,5 +359,56 @@ describe('configuration: TOR_EXIT_NODES lists (property)', () => {
   it('refuses what is neither a country, a fingerprint nor a nickname, naming the entry', () => {
     expect(() => nodeList('de,{germany}')).to.throw(/"\{germany\}"/);
     expect(() => nodeList('de, not a name')).to.throw(/"not a name"/);
+  });
+});
+
+describe('configuration: known secrets are refused', () => {
+  const redisUrl = (password: string): string => `redis://:${encodeURIComponent(password)}@127.0.0.1:6379/pool`;
+  // Each variable, how a value is given in it, its minimum, and a value that is long enough.
+  const secrets: { name: string; wrap: (v: string) => string; min: number; body: (n: number) => string }[] = [
+    { name: 'SIGNING_SECRET', wrap: (v) => v, min: SIGNING_SECRET_MIN_LENGTH, body: (n) => 's'.repeat(n) },
+    { name: 'ADMIN_PASSWORD', wrap: (v) => v, min: ADMIN_PASSWORD_MIN_LENGTH, body: (n) => 'p'.repeat(n) },
+    { name: 'PROXY_TOKEN', wrap: (v) => `tp_${v}`, min: PROXY_TOKEN_MIN_LENGTH, body: (n) => 't'.repeat(n) },
+    { name: 'STATE_STORE', wrap: redisUrl, min: REDIS_PASSWORD_MIN_LENGTH, body: (n) => 'r'.repeat(n) },
+  ];
+
+  for (const s of secrets) {
+    it(`${s.name}: accepts ${s.min} characters, refuses ${s.min - 1} naming the variable and the minimum (on one line)`, () => {
+      expect(() => loadConfig({ [s.name]: s.wrap(s.body(s.min)) })).to.not.throw();
+      const problems = problemsOf({ [s.name]: s.wrap(s.body(s.min - 1)) });
+      expect(problems.map((p) => p.variable)).to.deep.equal([s.name]);
+      expect(problems[0]?.message).to.include(String(s.min));
+      try {
+        loadConfig({ [s.name]: s.wrap(s.body(s.min - 1)) });
+      } catch (e) {
+        expect((e as Error).message.split('\n'), 'one problem is one line').to.have.length(1);
+        expect((e as Error).message).to.match(new RegExp(`^invalid configuration: ${s.name}: `));
+      }
+    });
+
+    for (const spelling of ['CHANGE-ME', 'change-me', 'ChangeMe', 'change_me', 'change me']) {
+      it(`${s.name}: refuses a long value containing the placeholder ${JSON.stringify(spelling)}, without repeating it`, () => {
+        const value = s.wrap(`${spelling}-${s.body(s.min)}`);
+        const problems = problemsOf({ [s.name]: value });
+        expect(problems.map((p) => p.variable)).to.deep.equal([s.name]);
+        expect(problems[0]?.message).to.match(/placeholder/);
+        expect(problems[0]?.message).to.not.include(s.body(s.min));
+      });
+    }
+  }
+
+  it('STATE_STORE: a Redis URL without a password is accepted, and sqlite and none have nothing to check', () => {
+    for (const v of ['redis://127.0.0.1:6379/pool', 'rediss://user@redis.internal/pool', 'sqlite', 'none']) expect(loadConfig({ STATE_STORE: v }).stateStore).to.equal(v);
+  });
+
+  it('STATE_STORE: the password is checked as the URL decodes it', () => {
+    // 16 characters once %-decoded, 18 as written: the decoded length counts.
+    expect(problemsOf({ STATE_STORE: `redis://:${'a'.repeat(14)}%2F%2F@h/pool` })).to.deep.equal([]);
+    expect(problemsOf({ STATE_STORE: `redis://:${'a'.repeat(13)}%2F%2F@h/pool` }).map((p) => p.variable)).to.deep.equal(['STATE_STORE']);
+  });
+
+  it('reports every known secret at once', () => {
+    const problems = problemsOf({ SIGNING_SECRET: 'CHANGE-ME-at-least-32-characters-long', ADMIN_PASSWORD: 'CHANGE-ME', PROXY_TOKEN: 'tp_CHANGE-ME-0000000000000000' });
+    expect(problems.map((p) => p.variable).sort()).to.deep.equal(['ADMIN_PASSWORD', 'PROXY_TOKEN', 'SIGNING_SECRET']);
   });
 });

@@ -133,14 +133,25 @@ describe('deploy/kubernetes: the manifests', () => {
         expect(env(secret)?.valueFrom?.secretKeyRef, secret).to.not.equal(undefined);
         expect(VARIABLES.find((d) => d.name === secret)?.secret, `${secret} is a secret setting`).to.equal(true);
       }
-      // The example Secret has every key the pods read, and its values parse.
+    });
+
+    it('the example Secret has every key the pods read, each a placeholder the service refuses (so a forgotten one stops the start)', () => {
       const example = objectsIn('secret.example.yaml')[0] as KubeObject & { stringData: Record<string, string> };
-      for (const e of container.env) {
-        const ref = e.valueFrom?.secretKeyRef;
-        if (!ref) continue;
-        expect(example.stringData, `secret key ${ref.key}`).to.have.property(ref.key);
-        expectValidSettings({ [e.name]: example.stringData[ref.key] as string }, 'secret.example.yaml');
+      const read = container.env.filter((e) => e.valueFrom?.secretKeyRef);
+      expect(read.map((e) => e.name).sort()).to.deep.equal(['ADMIN_PASSWORD', 'PROXY_TOKEN', 'SIGNING_SECRET', 'STATE_STORE']);
+      for (const e of read) {
+        const key = e.valueFrom?.secretKeyRef?.key as string;
+        expect(example.stringData, `secret key ${key}`).to.have.property(key);
+        const def = VARIABLES.find((d) => d.name === e.name);
+        expect(() => def?.parse(example.stringData[key] as string), `${e.name} from the example's ${key}`).to.throw(/placeholder/);
+        // With the placeholder replaced by a real secret of the same shape, the value is accepted:
+        // the refusal is the placeholder's, not the shape's.
+        const filled = (example.stringData[key] as string).replace(/CHANGE-ME[-A-Za-z0-9]*/, 'Xq7fP2sLm9Rt4vWz8Yb3Nc6Hd1Kg5Je0');
+        expect(() => def?.parse(filled), `${e.name} filled in`).to.not.throw();
       }
+      // The Redis server's own password (redis.yaml) is the same placeholder as the URL's.
+      expect(example.stringData['redis-password']).to.match(/CHANGE-ME/);
+      expect(example.stringData['state-store']).to.include(`:${example.stringData['redis-password']}@`);
     });
 
     it('exposes the service’s ports, probes /health on the API, keeps DATA_DIR on its own volume, and is scraped', () => {
@@ -148,11 +159,19 @@ describe('deploy/kubernetes: the manifests', () => {
       expect(ports).to.deep.equal({ socks: defaultOf('SOCKS_PORT'), http: defaultOf('HTTP_PORT'), api: defaultOf('API_PORT') });
       expect(container.readinessProbe.httpGet).to.deep.equal({ path: '/health', port: 'api' });
       expect(container.startupProbe.httpGet).to.deep.equal({ path: '/health', port: 'api' });
-      const data = container.volumeMounts.find((m) => m.mountPath === literal.DATA_DIR);
+      // DATA_DIR is a directory of the volume that the service makes itself (0700, its own): the
+      // volume's root belongs to root and its fsGroup, and others may list it.
+      const data = container.volumeMounts.find((m) => (literal.DATA_DIR ?? '').startsWith(`${m.mountPath}/`));
       expect(sts.spec.volumeClaimTemplates.map((v) => v.metadata.name)).to.include(data?.name);
+      expect(path.posix.dirname(literal.DATA_DIR ?? ''), 'directly inside the volume').to.equal(data?.mountPath);
       expect(sts.spec.template.metadata.annotations).to.include({ 'prometheus.io/scrape': 'true', 'prometheus.io/path': '/metrics', 'prometheus.io/port': String(defaultOf('API_PORT')) });
       expect(container.resources.requests).to.have.keys('cpu', 'memory');
       expect(container.resources.limits).to.have.keys('cpu', 'memory');
+    });
+
+    it('runs as a user of its own whose group the volume is given (fsGroup), changed once per volume, not at every mount', () => {
+      const security = (sts.spec.template.spec as unknown as { securityContext: Record<string, unknown> }).securityContext;
+      expect(security).to.include({ runAsNonRoot: true, fsGroup: security.runAsGroup, fsGroupChangePolicy: 'OnRootMismatch' });
     });
 
     it('gives a stopping pod the time the service needs (SHUTDOWN_GRACE, the workers, tor)', () => {
@@ -177,13 +196,22 @@ describe('deploy/compose: three nodes, Redis and HAProxy', () => {
     expect(new Set(nodes.map(([, s]) => s.environment?.NODE_NAME)).size).to.equal(3);
     expect(new Set(nodes.map(([, s]) => s.environment?.STATE_STORE)).size).to.equal(1);
     for (const [name, s] of nodes) {
-      const env = Object.fromEntries(Object.entries(s.environment ?? {}).map(([k, v]) => [k, v.replace(/\$\{REDIS_PASSWORD:-([^}]*)\}/g, '$1')]));
+      // What compose puts in for ${REDIS_PASSWORD:?…}: the operator's own password.
+      const env = Object.fromEntries(Object.entries(s.environment ?? {}).map(([k, v]) => [k, v.replace(/\$\{REDIS_PASSWORD:\?[^}]*\}/g, 'Xq7fP2sLm9Rt4vWz')]));
       expectValidSettings(env, name);
       expect(env.NODE_ADDRESS, 'the others reach it by its service name').to.equal(name);
       const seconds = Number(/^(\d+)s$/.exec(s.stop_grace_period ?? '')?.[1]);
       expect(seconds * 1000).to.be.above((defaultOf('SHUTDOWN_GRACE') as number) + WORKER_EXIT_MARGIN_MS + DEFAULT_STOP_GRACE_MS);
     }
     expect(compose.services.redis).to.not.equal(undefined);
+  });
+
+  it('has no default Redis password: every use of REDIS_PASSWORD requires it to be set', () => {
+    const text = fs.readFileSync(path.join(composeDir, 'compose.yaml'), 'utf8');
+    const uses = [...text.matchAll(/\$\{REDIS_PASSWORD([^}]*)\}/g)].map((m) => m[1] as string);
+    expect(uses.length, 'the nodes and the Redis server use it').to.be.at.least(2);
+    for (const use of uses) expect(use, 'compose refuses to run without it (${VAR:?message})').to.match(/^:\?/);
+    expect(text).to.not.match(/change-me/i);
   });
 
   it('balances the proxy ports over every node, and publishes on loopback only', () => {

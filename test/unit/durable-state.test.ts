@@ -14,16 +14,21 @@ import { restoreHealth, snapshotHealth } from '../../supervisor/health/health-sn
 import { initialHealthState, reduceHealth, type HealthMachineState } from '../../supervisor/health/health-machine.js';
 import { SessionTable } from '../../supervisor/sessions/session-table.js';
 import { StatsHistory } from '../../supervisor/stats/stats-history.js';
-import { checkStoredState, DurableState } from '../../supervisor/state/durable-state.js';
+import { checkEarlyState, DurableState, SessionChecker } from '../../supervisor/state/durable-state.js';
+import { loadStoredSessions, openDurableState } from '../../supervisor/state/load-durable-state.js';
 import { decodeAssignment, decodeBan, encodeAssignment, encodeBan } from '../../supervisor/state/exit-records.js';
 import { decodeHealth, encodeHealth } from '../../supervisor/state/health-records.js';
 import { decodeAuditEvent, decodeStatsSample } from '../../supervisor/state/ring-records.js';
 import { decodeSession, encodeSession } from '../../supervisor/state/session-records.js';
 import { SqliteStateStore, STATE_FILE_NAME } from '../../supervisor/state/sqlite-state-store.js';
-import { VACUUM_FREE_PAGES, WAL_AUTOCHECKPOINT_PAGES, WAL_SIZE_LIMIT_BYTES } from '../../supervisor/state/sqlite-state-thread.js';
-import { emptyBatch, emptyStoredState, type StateBatch, type StateStore, type StoredState } from '../../supervisor/state/state-store.js';
+import { STATE_FORMAT_VERSION } from '../../supervisor/state/sqlite-state-file.js';
+import { VACUUM_FREE_PAGES } from '../../supervisor/state/sqlite-state-thread.js';
+import { WAL_AUTOCHECKPOINT_PAGES, WAL_SIZE_LIMIT_BYTES } from '../../supervisor/state/sqlite-state-file.js';
+import { emptyBatch, emptyStoredState, readWholeState, SESSION_SLICE_ROWS, type SessionRows, type StateBatch, type StateStore, type StoredState } from '../../supervisor/state/state-store.js';
 import { InvalidStoredRecord } from '../../supervisor/state/stored-value.js';
 import { expectStoreRoundTrip } from '../support/state/store-contract.js';
+import { STATE_V1_DIR } from '../support/state/state-fixture.js';
+import { StartupError } from '../../supervisor/startup/startup-error.js';
 
 const CAP = { 'audit-session': 3, 'audit-operator': 3, 'stats-fine': 900, 'stats-long': 1440 };
 const fp = (c: string): string => c.repeat(40).toUpperCase();
@@ -55,7 +60,7 @@ describe('durable state: the SQLite store', () => {
   it('a batch that fails is rolled back whole', async () => {
     const d = dir();
     const store = new SqliteStateStore(d);
-    await store.load();
+    await store.open();
     const bad = emptyBatch(CAP);
     bad.puts.push({ ns: 'sessions', key: 'a', value: '1' });
     // A NULL value violates the schema: the put before it must not stay.
@@ -63,29 +68,70 @@ describe('durable state: the SQLite store', () => {
     let failed = false;
     await store.write(bad).catch(() => (failed = true));
     expect(failed).to.equal(true);
-    expect((await store.load()).records.sessions.size, 'the put before the failing one was rolled back').to.equal(0);
+    expect(await store.readSessions(() => undefined), 'the put before the failing one was rolled back').to.equal(0);
     await store.close();
+  });
+
+  it('hands the sessions over in slices of at most SESSION_SLICE_ROWS, oldest seen first, whatever order they were written in', async () => {
+    const d = dir();
+    const store = new SqliteStateStore(d);
+    await store.open();
+    const n = 2 * SESSION_SLICE_ROWS + 7;
+    const b = emptyBatch(CAP);
+    // Written newest first, and updated once: the order is by last seen, not by insertion.
+    for (let i = n - 1; i >= 0; i--) b.puts.push({ ns: 'sessions', key: `s${i}`, value: `v${i}`, lastSeen: 1000 + i });
+    b.puts.push({ ns: 'sessions', key: 's0', value: 'v0 seen last', lastSeen: 10_000_000 });
+    await store.write(b);
+    const slices: SessionRows[] = [];
+    expect(await store.readSessions((rows) => slices.push(rows))).to.equal(n);
+    expect(slices.map((x) => x.keys.length)).to.deep.equal([SESSION_SLICE_ROWS, SESSION_SLICE_ROWS, 7]);
+    const keys = slices.flatMap((x) => x.keys);
+    expect(keys.slice(0, 3)).to.deep.equal(['s1', 's2', 's3']);
+    expect(keys[keys.length - 1]).to.equal('s0');
+    expect(slices[slices.length - 1]?.values.at(-1)).to.equal('v0 seen last');
+    await store.close();
+  });
+
+  it('on a Node without node:sqlite, refuses the start naming that Node and what to run instead (not DATA_DIR or Redis)', async () => {
+    const d = dir();
+    const store = new SqliteStateStore(d, { sqliteAvailable: () => false });
+    let error: unknown;
+    await openDurableState(store, logger()).catch((e: unknown) => (error = e));
+    expect(error).to.be.instanceOf(StartupError);
+    expect((error as StartupError).setting).to.equal('STATE_STORE');
+    const message = (error as Error).message;
+    expect(message).to.include(`this Node (${process.version}) has no node:sqlite`);
+    expect(message).to.match(/Node 24 or later.*node_modules\/\.bin.*STATE_STORE=none/);
+    expect(message).to.not.match(/permission|Redis/);
+    expect(fs.readdirSync(d), 'nothing created').to.deep.equal([]);
   });
 
   for (const [name, spoil] of [
     ['garbage', (file: string) => fs.writeFileSync(file, Buffer.alloc(8192, 0x5a))],
-    ['another program’s database', (file: string) => new DatabaseSync(file).exec('CREATE TABLE records (x); INSERT INTO records VALUES (1);')],
     [
-      'a newer format version',
+      'a state file cut short (its second half lost)',
       (file: string) => {
+        fs.copyFileSync(path.join(STATE_V1_DIR, STATE_FILE_NAME), file);
+        fs.truncateSync(file, fs.statSync(file).size / 2);
+      },
+    ],
+    [
+      'a state file whose meta names no version',
+      (file: string) => {
+        fs.copyFileSync(path.join(STATE_V1_DIR, STATE_FILE_NAME), file);
         const db = new DatabaseSync(file);
-        db.exec("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL); INSERT INTO meta VALUES ('format', 'exitpool-state'), ('version', '99');");
+        db.exec("UPDATE meta SET value = 'one' WHERE key = 'version'");
         db.close();
       },
     ],
   ] as const) {
-    it(`moves ${name} aside and starts empty`, async () => {
+    it(`moves ${name} aside (proven corrupt), keeps it as it was, and starts empty`, async () => {
       const d = dir();
       const file = path.join(d, STATE_FILE_NAME);
       spoil(file);
       const before = fs.readFileSync(file);
       const store = new SqliteStateStore(d);
-      const s = await store.load();
+      const s = await readWholeState(store);
       expect(s.movedAside?.path).to.match(/state\.db\.unusable-/);
       expect(fs.readFileSync(s.movedAside?.path as string).equals(before), 'the file is kept as it was').to.equal(true);
       expect(s.records.sessions.size).to.equal(0);
@@ -93,6 +139,7 @@ describe('durable state: the SQLite store', () => {
       b.puts.push({ ns: 'sessions', key: 'k', value: 'v' });
       await store.write(b);
       await store.close();
+      expect(fs.statSync(file).mode & 0o777, 'the new file is private').to.equal(0o600);
     });
   }
 });
@@ -127,20 +174,23 @@ describe('durable state: the SQLite files stay bounded', () => {
     dirs.push(d);
     const file = path.join(d, STATE_FILE_NAME);
     const first = new SqliteStateStore(d);
-    await first.load();
+    await first.open();
     const peak = emptyBatch(CAP);
-    for (let i = 0; i < PEAK_SESSIONS; i++) peak.puts.push({ ns: 'sessions', key: `peak-${i}`, value: storedSession(`peak-${i}`, 1_000 + i) });
+    for (let i = 0; i < PEAK_SESSIONS; i++) peak.puts.push({ ns: 'sessions', key: `peak-${i}`, value: storedSession(`peak-${i}`, 1_000 + i), lastSeen: 1_000 + i });
     await first.write(peak);
     await first.close();
     const peakBytes = sizeOf(file);
     expect(peakBytes, 'the peak is well above the bounds (else the test shows nothing)').to.be.above(2 * (DB_BOUND_BYTES + WAL_BOUND_BYTES));
 
     const store = new SqliteStateStore(d);
-    const restored = checkStoredState(await store.load());
-    expect(restored.sessions).to.have.length(PEAK_SESSIONS);
+    const early = await openDurableState(store, logger());
+    const stored = await loadStoredSessions(store, logger(), MAX_SESSIONS);
+    expect([stored.sessions.length, stored.dropped.length], 'the newest MAX_SESSIONS kept, the rest dropped').to.deep.equal([MAX_SESSIONS, PEAK_SESSIONS - MAX_SESSIONS]);
+    expect(stored.sessions.map((x) => x.key).slice(-2)).to.deep.equal([`peak-${PEAK_SESSIONS - 2}`, `peak-${PEAK_SESSIONS - 1}`]);
     const sessions = new SessionTable({ maxSessions: MAX_SESSIONS, ttlMs: 3_600_000 });
     const parts = { sessions, exitOf: () => ({ ip: '127.21.0.1', fingerprint: fp('a') }), exits: undefined, health: () => new Map(), audit: new AuditLog(), stats: new StatsHistory() };
-    const durable = DurableState.resume(store, restored, parts, { poolSize: 4, holdSessionsOn: () => undefined }, logger());
+    const durable = DurableState.resume(store, early, parts, { poolSize: 4 }, logger());
+    expect(await durable.restoreSessions(stored, () => undefined)).to.equal(MAX_SESSIONS);
     let largest = { db: 0, wal: 0 };
     try {
       for (let i = 0; i < PEAK_SESSIONS; i++) {
@@ -161,7 +211,7 @@ describe('durable state: the SQLite files stay bounded', () => {
     expect(largest.wal, 'the WAL while running, at most').to.be.at.most(WAL_BOUND_BYTES);
     expect(sizeOf(file), 'the database once closed').to.be.at.most(DB_BOUND_BYTES);
     const reread = new SqliteStateStore(d);
-    expect((await reread.load()).records.sessions.size, 'what the table holds, no more').to.equal(MAX_SESSIONS);
+    expect((await readWholeState(reread)).records.sessions.size, 'what the table holds, no more').to.equal(MAX_SESSIONS);
     await reread.close();
   });
 
@@ -183,8 +233,9 @@ describe('durable state: the SQLite files stay bounded', () => {
     old.close();
 
     const store = new SqliteStateStore(d);
-    const loaded = await store.load();
+    const loaded = await readWholeState(store);
     expect(loaded.movedAside, 'an older file is ours: converted, not moved aside').to.equal(null);
+    expect(loaded.migrated, 'and migrated').to.deep.equal({ from: 1, to: STATE_FORMAT_VERSION });
     expect(loaded.warnings).to.deep.equal([]);
     expect(loaded.records.sessions.get('kept')).to.equal(storedSession('kept', 5));
     await store.close();
@@ -258,15 +309,21 @@ describe('durable state: stored records are checked field by field', () => {
     );
   });
 
-  it('checkStoredState keeps the good records and counts the bad ones by namespace', () => {
+  it('checkEarlyState and SessionChecker keep the good records and count the bad ones by namespace', () => {
     const stored = emptyStoredState();
-    stored.records.sessions.set('ok', encodeSession({ key: 'ok', id: 1, instance: 1, createdAt: 1, lastSeen: 1, requests: 0, failures: 0, bytesUp: 0, bytesDown: 0, active: 0, recentExits: [], domains: [] }, { ip: '', fingerprint: '' }));
-    stored.records.sessions.set('bad', '{"key":"bad"}');
     stored.records['exit-bans'].set('x', 'not json');
     stored.rings['audit-operator'].push({ seq: 1, value: '{}' });
-    const r = checkStoredState(stored);
-    expect(r.sessions.map((s) => s.key)).to.deep.equal(['ok']);
-    expect(r.skipped).to.deep.equal({ sessions: 1, 'exit-bans': 1, 'audit-operator': 1 });
+    expect(checkEarlyState(stored).skipped).to.deep.equal({ 'exit-bans': 1, 'audit-operator': 1 });
+    const session = (key: string, lastSeen: number): string =>
+      encodeSession({ key, id: 1, instance: 1, createdAt: 1, lastSeen, requests: 0, failures: 0, bytesUp: 0, bytesDown: 0, active: 0, recentExits: [], domains: [] }, { ip: '', fingerprint: '' });
+    const checker = new SessionChecker();
+    // Slices in any order; one record is not ours (its key is not the record's).
+    checker.add({ keys: ['late', 'bad'], values: [session('late', 30), '{"key":"bad"}'] });
+    checker.add({ keys: ['early', 'mid'], values: [session('early', 10), session('mid', 20)] });
+    const r = checker.finish(2);
+    expect(r.sessions.map((x) => x.key), 'the newest 2, oldest first').to.deep.equal(['mid', 'late']);
+    expect(r.dropped).to.deep.equal(['early']);
+    expect(r.skipped).to.equal(1);
   });
 });
 
@@ -386,11 +443,15 @@ describe('durable state: what each part restores', () => {
 
 describe('durable state: the writer', () => {
   class MemoryStore implements StateStore {
+    readonly backend = 'sqlite';
     readonly location = 'memory';
     batches: StateBatch[] = [];
     failNext = false;
-    load(): Promise<StoredState> {
+    open(): Promise<StoredState> {
       return Promise.resolve(emptyStoredState());
+    }
+    readSessions(): Promise<number> {
+      return Promise.resolve(0);
     }
     write(batch: StateBatch): Promise<void> {
       if (this.failNext) {

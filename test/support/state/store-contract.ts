@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { emptyBatch, type StateBatch, type StateStore } from '../../../supervisor/state/state-store.js';
+import { emptyBatch, readWholeState, type StateBatch, type StateStore } from '../../../supervisor/state/state-store.js';
 
 /** Rings small enough to see the trim. */
 export const CONTRACT_CAPACITY = { 'audit-session': 3, 'audit-operator': 3, 'stats-fine': 900, 'stats-long': 1440 };
@@ -11,7 +11,7 @@ export const CONTRACT_CAPACITY = { 'audit-session': 3, 'audit-operator': 3, 'sta
  */
 export async function expectStoreRoundTrip(open: () => StateStore): Promise<void> {
   const store = open();
-  expect((await store.load()).records.sessions.size).to.equal(0);
+  expect((await readWholeState(store)).records.sessions.size).to.equal(0);
   const b: StateBatch = emptyBatch(CONTRACT_CAPACITY);
   b.puts.push({ ns: 'sessions', key: 'a', value: '1' }, { ns: 'sessions', key: 'b', value: '2' }, { ns: 'health', key: '0', value: 'h0' });
   // Values with the separators a backend might use (a colon, a newline) must come back intact.
@@ -26,7 +26,7 @@ export async function expectStoreRoundTrip(open: () => StateStore): Promise<void
   await store.close();
 
   const again = open();
-  const s = await again.load();
+  const s = await readWholeState(again);
   expect([...s.records.sessions]).to.deep.equal([['b', '3']]);
   expect([...s.records.health]).to.deep.equal([['1', 'h1']]);
   expect(s.rings['audit-session'].map((r) => [r.seq, r.value]), 'the newest 3, oldest first').to.deep.equal([
