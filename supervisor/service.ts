@@ -20,7 +20,7 @@ import { WorkerLoad } from './metrics/worker-load.js';
 import { Pool } from './pool/pool.js';
 import { TorPoolInstance } from './pool/tor-pool-instance.js';
 import { checkTorBinary } from './startup/tor-binary-check.js';
-import { prepareDataDirectory } from './startup/data-directory.js';
+import { prepareDataDirectory } from './data-directory.js';
 import { StartupError } from './startup/startup-error.js';
 import { DurableState, type EarlyState, type StoredSessions } from './state/durable-state.js';
 import { loadStoredSessions, openDurableState, withoutSqliteRefusal } from './state/load-durable-state.js';

@@ -227,7 +227,7 @@ function convertToIncrementalVacuum(db: DatabaseSync): string | null {
 export function openStateFile(file: string, migrations: readonly SqliteMigration[] = SQLITE_MIGRATIONS): OpenedStateFile {
   let movedAside: OpenedStateFile['movedAside'] = null;
   try {
-    // The service prepared DATA_DIR before (supervisor/startup/data-directory.ts); a tool or a test may not have.
+    // The service prepared DATA_DIR before (supervisor/data-directory.ts); a tool or a test may not have.
     fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   } catch (error) {
     throw classify(error, path.dirname(file));

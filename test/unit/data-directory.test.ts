@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { judgeDataDirectory, prepareDataDirectory, type DirectoryVerdict } from '../../supervisor/startup/data-directory.js';
+import { judgeDataDirectory, prepareDataDirectory, type DirectoryVerdict } from '../../supervisor/data-directory.js';
 import { StartupError } from '../../supervisor/startup/startup-error.js';
 import { quietLogger } from '../support/fakes/quiet-logger.js';
 

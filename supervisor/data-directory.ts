@@ -1,11 +1,11 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { errorMessage } from '../../shared/errors/error-message.js';
-import type { Logger } from '../../shared/logger.js';
-import { AUTH_FILE_NAME } from '../auth/auth-file.js';
-import { SIGNING_SECRET_FILE_NAME } from '../auth/signing-secret-file.js';
-import { STATE_FILE_NAME } from '../state/sqlite-state-store.js';
-import { StartupError } from './startup-error.js';
+import { errorMessage } from '../shared/errors/error-message.js';
+import type { Logger } from '../shared/logger.js';
+import { AUTH_FILE_NAME } from './auth/auth-file.js';
+import { SIGNING_SECRET_FILE_NAME } from './auth/signing-secret-file.js';
+import { STATE_FILE_NAME } from './state/sqlite-state-store.js';
+import { StartupError } from './startup/startup-error.js';
 
 /**
  * DATA_DIR holds every session key (what separates one client's sessions from another's), the
