@@ -26,6 +26,7 @@ import { DurableState, type EarlyState, type StoredSessions } from './state/dura
 import { loadStoredSessions, openDurableState, withoutSqliteRefusal } from './state/load-durable-state.js';
 import { SqliteStateStore, sqliteAvailable } from './state/sqlite-state-store.js';
 import type { StateStore } from './state/state-store.js';
+import { partyResolver } from './verdicts/parties.js';
 import { attachWorker, flushProxyAccounting, stateSnapshot } from './worker-ipc.js';
 import { WorkerPort } from './worker-port.js';
 
@@ -90,7 +91,7 @@ export class Service {
     const fleet = await joinFleet(config, log);
     const state = await loadState(config, fleet, log);
     const workerPort = new WorkerPort(log);
-    const core = assemblePool(config, options, state, fleet, workerPort, log);
+    const core = assemblePool(config, options, state, fleet, credentials.store, workerPort, log);
     const load = new WorkerLoad();
     const metrics = poolMetrics(config, core, fleet, workerPort, load);
     const workers: WorkerManager = new WorkerManager({
@@ -272,7 +273,7 @@ interface PoolCore {
   durable: DurableState | null;
 }
 
-function assemblePool(config: Config, options: ServiceOptions, state: LoadedState | null, fleet: FleetMember | null, workers: WorkerPort, log: Logger): PoolCore {
+function assemblePool(config: Config, options: ServiceOptions, state: LoadedState | null, fleet: FleetMember | null, store: AuthStore, workers: WorkerPort, log: Logger): PoolCore {
   const audit = new AuditLog();
   const exits = config.pinExitRelay
     ? new ExitAssignments({
@@ -295,6 +296,7 @@ function assemblePool(config: Config, options: ServiceOptions, state: LoadedStat
     ...(exits ? { exits } : {}),
     ...(fleet ? { fleet: fleet.sessions } : {}),
     probeDestination: (probe) => workers.probeDestination(probe),
+    partyOf: partyResolver((id) => store.ownerOf(id)),
     createInstance: (id) => torPoolInstance(config, options, id, exits, log),
     createHealth: (id, instance) => {
       const health = new InstanceHealth({

@@ -189,8 +189,20 @@ export interface FailureResult {
   session: string;
   instance: number;
   kind: string;
-  /** false when the report was over its credential's CLIENT_REPORT_BUDGET: counted and audited, but weighing nothing. */
+  /** false when the report was over its credential's CLIENT_REPORT_BUDGET: counted and audited, but weighing nothing against the exit. */
   scored: boolean;
+  /**
+   * An addition of ours: the session left the reported exit, moved by the report itself (always
+   * tried, whatever the budget) or by the quarantine or site ban it caused. A client need not
+   * rotate it again. false: nowhere else to go (exit_note says why).
+   */
+  moved: boolean;
+  /** The exit the session leaves through now ('' while unknown). */
+  exit_ip: string;
+  /** false when the exit it moved to may be one of its recent exits (or it could not move). */
+  new_exit: boolean;
+  /** Why new_exit is false ('' when it is true). */
+  exit_note: string;
 }
 
 export interface PoolRotateResult {

@@ -66,6 +66,12 @@ export class LoginRateLimiter {
     return { allowed: true };
   }
 
+  /** Whether an attempt from `address` would be allowed now; counts nothing. */
+  wouldAllow(address: string, now: number = Date.now()): boolean {
+    const current = this.windows.get(rateLimitKey(address));
+    return current === undefined || now - current.startedAt >= this.limit.windowMs || current.attempts < this.limit.attempts;
+  }
+
   /** A correct sign-in clears the address's failures. */
   succeeded(address: string): void {
     this.windows.delete(rateLimitKey(address));

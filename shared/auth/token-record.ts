@@ -14,6 +14,8 @@ export interface TokenRecord {
   source: TokenSource;
   /** Unix seconds. */
   created_at: number;
+  /** An addition of ours: the party the token was issued to ('' for the operator's own): tokens of different owners are independent reporters. */
+  owner: string;
 }
 
 /** Only the creation response carries the secret; nothing keeps it afterwards. */

@@ -19,18 +19,37 @@ export function validateTokenName(name: unknown): string {
   return name;
 }
 
+/**
+ * Checks a token's owner: the party the operator issues it to (a customer, a team). Tokens of
+ * different owners are independent reporters (supervisor/verdicts: two of them can ban an exit
+ * for everyone); tokens without one are the operator's own. The same rules as a name.
+ */
+export function validateTokenOwner(owner: unknown): string {
+  if (typeof owner !== 'string') throw new AuthBadRequestError('owner must be a string');
+  if (owner === '') return '';
+  try {
+    return validateTokenName(owner);
+  } catch (e) {
+    if (e instanceof AuthBadRequestError) throw new AuthBadRequestError(e.message.replace(/^name/, 'owner'));
+    throw e;
+  }
+}
+
 export interface TokenCreateRequest {
   name: string;
   scope: Scope;
+  /** '' or absent: the operator's own token. */
+  owner?: string;
 }
 
-/** The body of POST /api/tokens: {name: string, scope: 'proxy' | 'admin'}. */
+/** The body of POST /api/tokens: {name: string, scope: 'proxy' | 'admin', owner?: string}. */
 export function parseTokenCreateBody(body: unknown): TokenCreateRequest {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new AuthBadRequestError('body must be a JSON object {name, scope}');
+    throw new AuthBadRequestError('body must be a JSON object {name, scope, owner?}');
   }
-  const { name, scope } = body as Record<string, unknown>;
+  const { name, scope, owner } = body as Record<string, unknown>;
   const validName = validateTokenName(name);
   if (!isScope(scope)) throw new AuthBadRequestError("scope must be 'proxy' or 'admin'");
-  return { name: validName, scope };
+  const validOwner = owner === undefined ? '' : validateTokenOwner(owner);
+  return { name: validName, scope, ...(validOwner === '' ? {} : { owner: validOwner }) };
 }

@@ -20,6 +20,16 @@ export interface Config {
   quarantineConsecutive: number;
   minRoutable: RoutableFloor;
   clientReportBudget: RateLimit;
+  /** Independent reporters whose reports ban an exit for everyone, within banReportWindowMs. */
+  banReporters: number;
+  banReportWindowMs: number;
+  /** Bans one credential's reports may bring about per window. */
+  clientBanBudget: RateLimit;
+  /** Floors of eligible exits below which client evidence never bans. */
+  minEligibleExits: RoutableFloor;
+  minEligibleExitsPerCountry: number;
+  /** Bans per hour above which the pool says so (audit, metric). */
+  banRateAlert: number;
   failureWindowMs: number;
   pinExitRelay: boolean;
   /** What two instances' exits must not share: relay, subnet (/24, /48) or family. */

@@ -151,4 +151,6 @@ export interface FailureOptions {
   occurredAt?: number;
   /** false: weigh it, but do not let it quarantine (the pool's routable floor, MIN_ROUTABLE). */
   mayQuarantine?: boolean;
+  /** A client's complaint about this site (reached through the instance's exit): a ban for the site settles it, and it alone. */
+  site?: string;
 }

@@ -107,9 +107,10 @@ export interface TransportFailureRecord {
   /** false for destinations the network refuses without blaming the exit (private, loopback). */
   scored: boolean;
   /**
-   * `host:port` of the destination, only when tor's refusal is about the destination (SOCKS
-   * reply 4, the name does not resolve or the host is unreachable; 5, the port refuses): the
-   * supervisor checks it through another exit before blaming this one (supervisor/exits).
+   * `host:port` of the destination, when the failure was about reaching it (tor refused the
+   * CONNECT, or the deadline passed while tor was working on it): the supervisor classifies the
+   * failure and checks the destination through another exit before blaming this one
+   * (supervisor/verdicts/failure-classes.ts).
    */
   destination?: string;
 }
@@ -148,6 +149,13 @@ export interface CloseRecord {
    * orders them by this, not by arrival.
    */
   endedAt: number;
+  /** The destination host the client named (a name or an IP literal, no port): which sites a session reached through which exit. */
+  host: string;
+  /**
+   * The credential that opened the connection: `token:<id>`, `address:<ip>` (AUTH_DISABLED),
+   * `fleet` (forwarded by another node) or `session-port`. Evidence is weighed per credential.
+   */
+  credential: string;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { BCRYPT_HASH_PATTERN } from '../../shared/auth/admin-password.js';
 import { AuthBadRequestError } from '../../shared/auth/errors.js';
 import { isScope, type Scope } from '../../shared/auth/principal.js';
-import { validateTokenName } from '../../shared/auth/token-request.js';
+import { validateTokenName, validateTokenOwner } from '../../shared/auth/token-request.js';
 import { SIGNING_SECRET_BYTES } from './signing-key.js';
 
 export const AUTH_FILE_NAME = 'auth.json';
@@ -22,6 +22,8 @@ export interface StoredToken {
   digest: string;
   /** Unix seconds. */
   createdAt: number;
+  /** The party it was issued to; absent for the operator's own (auth.json keeps no empty field). */
+  owner?: string;
 }
 
 /**
@@ -89,7 +91,7 @@ export function parseAuthFile(text: string): ParsedAuthFile {
 
 /** One token record, every field checked (auth.json's, and the fleet's in Redis); throws AuthFileShapeError naming `where`. */
 export function parseStoredToken(value: unknown, where: string): StoredToken {
-  const t = objectWithKeys(value, ['id', 'name', 'scope', 'digest', 'createdAt'], where);
+  const t = objectWithKeys(value, ['id', 'name', 'scope', 'digest', 'createdAt'], where, ['owner']);
   if (typeof t.id !== 'string' || !TOKEN_ID.test(t.id)) throw new AuthFileShapeError(`has a bad id in ${where}`);
   let name: string;
   try {
@@ -103,17 +105,24 @@ export function parseStoredToken(value: unknown, where: string): StoredToken {
   if (typeof t.createdAt !== 'number' || !Number.isSafeInteger(t.createdAt) || t.createdAt < 0) {
     throw new AuthFileShapeError(`has a bad createdAt in ${where}`);
   }
-  return { id: t.id, name, scope: t.scope, digest: t.digest, createdAt: t.createdAt };
+  let owner: string;
+  try {
+    owner = t.owner === undefined ? '' : validateTokenOwner(t.owner);
+  } catch (e) {
+    if (e instanceof AuthBadRequestError) throw new AuthFileShapeError(`has a bad owner in ${where}: ${e.message}`);
+    throw e;
+  }
+  return { id: t.id, name, scope: t.scope, digest: t.digest, createdAt: t.createdAt, ...(owner === '' ? {} : { owner }) };
 }
 
-/** Exactly these keys: an unknown key would be dropped by the next save, so it is refused instead. */
-function objectWithKeys(value: unknown, keys: readonly string[], where: string): Record<string, unknown> {
+/** Exactly these keys (and maybe the optional ones): an unknown key would be dropped by the next save, so it is refused instead. */
+function objectWithKeys(value: unknown, keys: readonly string[], where: string, optional: readonly string[] = []): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new AuthFileShapeError(`has the wrong shape: ${where} is not an object`);
   }
   const record = value as Record<string, unknown>;
   const present = Object.keys(record);
-  const unknown = present.filter((k) => !keys.includes(k));
+  const unknown = present.filter((k) => !keys.includes(k) && !optional.includes(k));
   if (unknown.length > 0) throw new AuthFileShapeError(`has the wrong shape: unknown field ${JSON.stringify(unknown[0])} in ${where}`);
   const missing = keys.filter((k) => !Object.hasOwn(record, k));
   if (missing.length > 0) throw new AuthFileShapeError(`has the wrong shape: field ${JSON.stringify(missing[0])} missing in ${where}`);

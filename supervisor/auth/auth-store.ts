@@ -7,7 +7,7 @@ import { AuthBadRequestError } from '../../shared/auth/errors.js';
 import { isScope, type Scope } from '../../shared/auth/principal.js';
 import { digestTokenSecret } from '../../shared/auth/token-format.js';
 import type { CreatedToken, TokenRecord, TokenSource } from '../../shared/auth/token-record.js';
-import { validateTokenName, type TokenCreateRequest } from '../../shared/auth/token-request.js';
+import { validateTokenName, validateTokenOwner, type TokenCreateRequest } from '../../shared/auth/token-request.js';
 import type { Config } from '../../shared/config/config.js';
 import { errorMessage } from '../../shared/errors/error-message.js';
 import { childLogger, type Logger } from '../../shared/logger.js';
@@ -339,6 +339,16 @@ export class AuthStore {
   }
 
   /**
+   * The party a token was issued to ('' for the operator's own: PROXY_TOKEN, the first-boot
+   * token, and every token issued without an owner); null for a token this node does not know.
+   */
+  ownerOf(id: string): string | null {
+    if (this.configToken?.id === id) return '';
+    const token = this.tokens.get(id);
+    return token === undefined ? null : (token.owner ?? '');
+  }
+
+  /**
    * POST /api/tokens. Resolves after auth.json holds the token (under AUTH_DISABLED: at once, memory only). Throws AuthBadRequestError (400),
    * TokenLimitError (409) or AuthStorePersistError (nothing changed).
    */
@@ -346,6 +356,7 @@ export class AuthStore {
     const name = validateTokenName(request.name);
     if (!isScope(request.scope)) throw new AuthBadRequestError("scope must be 'proxy' or 'admin'");
     const scope: Scope = request.scope;
+    const owner = validateTokenOwner(request.owner ?? '');
     return this.queue.run(async () => {
       if (this.tokens.size >= MAX_STORED_TOKENS) throw new TokenLimitError(MAX_STORED_TOKENS);
       const secret = generateTokenSecret();
@@ -357,6 +368,7 @@ export class AuthStore {
         scope,
         digest: digestTokenSecret(secret),
         createdAt: unixSeconds(this.now()),
+        ...(owner === '' ? {} : { owner }),
       };
       const source: TokenSource = this.config.authDisabled ? 'auth-disabled' : 'store';
       if (source === 'store') await this.save([...this.persistedTokens(), token]);
@@ -478,5 +490,5 @@ function unixSeconds(ms: number): number {
 }
 
 function toRecord(token: StoredToken, source: TokenSource): TokenRecord {
-  return { id: token.id, name: token.name, scope: token.scope, source, created_at: token.createdAt };
+  return { id: token.id, name: token.name, scope: token.scope, source, created_at: token.createdAt, owner: token.owner ?? '' };
 }

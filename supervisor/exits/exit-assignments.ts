@@ -93,6 +93,11 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   private readonly assigned = new Map<number, { relay: ExitRelay; distinct: boolean }>();
   /** Instances whose last request for an exit found none: the shortage the API reports. */
   private readonly shortage = new Map<number, string>();
+  /**
+   * Exits quarantined on one party's reports (supervisor/verdicts): not banned, but chosen only
+   * when nothing else qualifies, until the time given.
+   */
+  private readonly suspects = new Map<string, number>();
   private refreshing: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly now: () => number;
@@ -240,20 +245,25 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     const reserved = [...this.restored].filter(([other]) => other !== id).flatMap(([, r]) => this.catalog.get(r.fingerprint) ?? []);
     const taken = [...[...this.assigned].filter(([other]) => other !== id).map(([, a]) => a.relay), ...reserved];
     const nodes = this.options.exitNodes;
-    const choice = chooseExit({
-      exits: this.catalog.all(),
-      taken,
-      unit: this.options.unit,
-      excluded: (e) =>
-        this.bans.isBanned(e, now, options.avoid?.domains ?? []) ||
-        this.heldElsewhere.has(e.fingerprint) ||
-        avoidAddresses.has(e.address) ||
-        avoidBlocks.has(e.block) ||
-        (options.countries !== undefined && !options.countries.includes(e.country)) ||
-        (options.fresh && current !== undefined && e.fingerprint === current.fingerprint),
-      ...(nodes.length > 0 ? { preferred: (e: ExitRelay) => matchesNodeList(e, nodes), strict: this.options.strictNodes } : {}),
-      random: this.random,
-    });
+    const excluded = (e: ExitRelay): boolean =>
+      this.bans.isBanned(e, now, options.avoid?.domains ?? []) ||
+      this.heldElsewhere.has(e.fingerprint) ||
+      avoidAddresses.has(e.address) ||
+      avoidBlocks.has(e.block) ||
+      (options.countries !== undefined && !options.countries.includes(e.country)) ||
+      (options.fresh && current !== undefined && e.fingerprint === current.fingerprint);
+    const choose = (also: (e: ExitRelay) => boolean) =>
+      chooseExit({
+        exits: this.catalog.all(),
+        taken,
+        unit: this.options.unit,
+        excluded: (e) => excluded(e) || also(e),
+        ...(nodes.length > 0 ? { preferred: (e: ExitRelay) => matchesNodeList(e, nodes), strict: this.options.strictNodes } : {}),
+        random: this.random,
+      });
+    // A suspect exit only when no other qualifies.
+    const withoutSuspects = choose((e) => this.isSuspect(e.fingerprint, now));
+    const choice = withoutSuspects.ok ? withoutSuspects : choose(() => false);
     if (!choice.ok) {
       const note =
         this.catalog.size === 0
@@ -304,7 +314,14 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   banAssigned(id: number, cause: BanCause, reason: string, exitFingerprint: string, domain = ''): ExitBan | undefined {
     const relay = this.catalog.get(exitFingerprint) ?? this.assigned.get(id)?.relay;
     if (!relay) return undefined;
-    return this.banRelay(relay, cause, reason, this.options.banTtlMs, id, domain);
+    const ban = this.banRelay(relay, cause, reason, this.options.banTtlMs, id, domain);
+    // Banned for everyone: every instance still pinned to it needs another exit (a quarantined
+    // one gets it from its remediation; the pool skips it).
+    if (domain === '') {
+      const ids = this.assignedInstances(relay.fingerprint);
+      if (ids.length > 0) this.emit('exit-gone', ids);
+    }
+    return ban;
   }
 
   /** Whether an exit (by fingerprint or address) is banned for everyone or for one of `domains`. */
@@ -314,6 +331,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
 
   private banRelay(relay: ExitRelay, cause: BanCause, reason: string, ttlMs: number, id: number | null, domain = ''): ExitBan {
     const ban = this.bans.ban(relay, cause, reason, this.now(), ttlMs, domain);
+    this.suspects.delete(relay.fingerprint);
     this.emit('banned', ban);
     const scope = domain === '' ? '' : ` for ${domain}`;
     this.audit(id, `exit ${relay.nickname} (${relay.address}) banned${scope} until ${new Date(ban.until).toISOString()}: ${reason}`, {
@@ -324,6 +342,39 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
       until: new Date(ban.until).toISOString(),
     });
     return ban;
+  }
+
+  /**
+   * An exit quarantined on the reports of one party: chosen last until `until` (a ban needs
+   * independent reporters: supervisor/verdicts/README.md).
+   */
+  markSuspect(fingerprint: string, until: number): void {
+    this.suspects.set(fingerprint, Math.max(until, this.suspects.get(fingerprint) ?? 0));
+    const relay = this.catalog.get(fingerprint);
+    this.audit(null, `exit ${relay?.nickname ?? fingerprint} is suspect until ${new Date(until).toISOString()}: quarantined on one party's reports; chosen only when no other exit qualifies`, {
+      fingerprint,
+      reason: 'suspect',
+      until: new Date(until).toISOString(),
+    });
+  }
+
+  isSuspect(fingerprint: string, now: number = this.now()): boolean {
+    const until = this.suspects.get(fingerprint);
+    if (until === undefined) return false;
+    if (until > now) return true;
+    this.suspects.delete(fingerprint);
+    return false;
+  }
+
+  /**
+   * What banning `fingerprint` (for everyone, or for `domain`) would leave eligible: in the whole
+   * catalog and in its country (the floors of supervisor/verdicts/ban-guard.ts).
+   */
+  eligibleAfterBan(fingerprint: string, domain = ''): { catalog: number; eligible: number; country: string; eligibleInCountry: number } {
+    const relay = this.catalog.get(fingerprint);
+    const country = relay?.country ?? '';
+    const left = this.eligible(domain === '' ? [] : [domain]).filter((e) => e.fingerprint !== fingerprint && (relay === undefined || e.address !== relay.address));
+    return { catalog: this.catalog.size, eligible: left.length, country, eligibleInCountry: country === '' ? 0 : left.filter((e) => e.country === country).length };
   }
 
   /** Lifts a ban by hand; false when there was none. */
@@ -431,11 +482,12 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     return n;
   }
 
-  private eligible(): ExitRelay[] {
+  /** Usable exits that are not banned (for everyone, or for one of `domains`), not held by another node, within a strict TOR_EXIT_NODES. */
+  private eligible(domains: readonly string[] = []): ExitRelay[] {
     const now = this.now();
     const nodes = this.options.exitNodes;
     const strict = nodes.length > 0 && this.options.strictNodes;
-    return this.catalog.all().filter((e) => !this.bans.isBanned(e, now) && !this.heldElsewhere.has(e.fingerprint) && (!strict || matchesNodeList(e, nodes)));
+    return this.catalog.all().filter((e) => !this.bans.isBanned(e, now, domains) && !this.heldElsewhere.has(e.fingerprint) && (!strict || matchesNodeList(e, nodes)));
   }
 
   assignedInstances(fingerprint: string): number[] {

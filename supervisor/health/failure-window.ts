@@ -6,6 +6,8 @@ interface WindowEntry {
   readonly at: number;
   readonly kind: FailureKind;
   readonly weight: number;
+  /** The site a client's complaint named (its ban settles the entry); undefined for everything else. */
+  readonly site?: string;
   /** Order of arrival, so a success can mark where the current run of failures begins. */
   readonly seq: number;
 }
@@ -63,9 +65,9 @@ export class FailureWindow {
   }
 
   /** `occurredAt`: when the failure happened, if earlier than `at` (when it was learnt). */
-  add(at: number, kind: FailureKind, occurredAt: number = at): FailureWindow {
+  add(at: number, kind: FailureKind, occurredAt: number = at, site?: string): FailureWindow {
     const weight = this.rules.weights[kind];
-    const entry: WindowEntry = { at, kind, weight, seq: this.nextSeq };
+    const entry: WindowEntry = { at, kind, weight, seq: this.nextSeq, ...(site === undefined ? {} : { site }) };
     const blames = kind !== 'rate_limited';
     return new FailureWindow(
       this.windowMs,
@@ -116,6 +118,28 @@ export class FailureWindow {
 
   cleared(): FailureWindow {
     return FailureWindow.empty(this.windowMs, this.rules);
+  }
+
+  /**
+   * Without the complaints about `site` (a ban for that site answered them): every other entry,
+   * the pool's own transport evidence included, stays, with its place in the current run.
+   */
+  withoutSite(site: string): FailureWindow {
+    const kept = [...this.entries].filter((e) => e.site !== site);
+    if (kept.length === this.entries.size) return this;
+    let entries = PersistentQueue.empty<WindowEntry>();
+    let blaming = 0;
+    let rateLimited = 0;
+    let consecutive = 0;
+    for (const e of kept) {
+      entries = entries.push(e);
+      if (e.kind === 'rate_limited') rateLimited += e.weight;
+      else {
+        blaming += e.weight;
+        if (e.seq > this.runStartSeq) consecutive += 1;
+      }
+    }
+    return new FailureWindow(this.windowMs, this.rules, entries, blaming, rateLimited, consecutive, this.runStartSeq, this.nextSeq, this.lastBlamingAt);
   }
 
   /** Oldest first, with whether each is part of the current run (the durable state writes them). */

@@ -47,7 +47,7 @@ export type HealthEvent =
    * mayQuarantine=false: weigh it, but it must not take the instance out of service (the pool's
    * routable floor, MIN_ROUTABLE, for evidence that depends on the client).
    */
-  | { type: 'failure'; kind: FailureKind; source: FailureSource; scored: boolean; occurredAt?: number; mayQuarantine?: boolean }
+  | { type: 'failure'; kind: FailureKind; source: FailureSource; scored: boolean; occurredAt?: number; mayQuarantine?: boolean; site?: string }
   /** endedAt: when the successful connection ended; a success older than the latest failure resets nothing. */
   | { type: 'success'; endedAt?: number }
   /** Time passed: the window slides. */
@@ -55,10 +55,11 @@ export type HealthEvent =
   | { type: 'manualQuarantine' }
   | { type: 'release' }
   /**
-   * The failures in the window have been answered without taking the instance out of service (a
-   * site ban: every complaint named one site, whose sessions left): they weigh nothing more.
+   * The complaints about one site have been answered without taking the instance out of service
+   * (a ban for that site; the sessions that reached it left): they weigh nothing more. Every other
+   * failure in the window stays.
    */
-  | { type: 'windowSettled' }
+  | { type: 'siteSettled'; site: string }
   | { type: 'rotationStarted' }
   | { type: 'rotationEnded' }
   /** The executor's wait is over and the rung's action starts. */
@@ -204,7 +205,7 @@ function onFailure(
   // Out of service (starting, quarantined, remediating): late failures of connections opened
   // before are counted but weigh nothing; the window is cleared before the instance serves again.
   if (!isRoutableState(s.state)) return counted;
-  const window = s.window.add(now, event.kind, Math.min(now, event.occurredAt ?? now));
+  const window = s.window.add(now, event.kind, Math.min(now, event.occurredAt ?? now), event.site);
   const next: HealthMachineState = { ...counted, window, state: s.state === 'healthy' ? 'degraded' : s.state };
   if (event.mayQuarantine === false) return next;
   if (s.state === 'probation') {
@@ -270,8 +271,12 @@ function step(s: HealthMachineState, event: HealthEvent, now: number, config: He
       return { state: quarantine(s, 'manual', now, config, effects), effects };
     case 'release':
       return { state: released(s, effects), effects };
-    case 'windowSettled':
-      return { state: isRoutableState(s.state) ? { ...s, window: s.window.cleared() } : s, effects };
+    case 'siteSettled': {
+      if (!isRoutableState(s.state)) return { state: s, effects };
+      const window = s.window.withoutSite(event.site);
+      // Degraded only while something is left to weigh.
+      return { state: { ...s, window, state: s.state === 'degraded' && window.isEmpty ? 'healthy' : s.state }, effects };
+    }
     case 'rotationStarted':
       return { state: { ...s, rotating: true }, effects };
     case 'rotationEnded':

@@ -35,8 +35,8 @@ export interface HealthTracker extends EventEmitter<HealthEvents> {
   failure(kind: FailureKind, source: FailureSource, scored: boolean, now: number, options?: FailureOptions): void;
   /** Whether this failure would take the instance out of service now (nothing changes). */
   wouldQuarantine(kind: FailureKind, source: FailureSource, scored: boolean, now: number): boolean;
-  /** The window's failures were answered without a quarantine (a site ban): they weigh nothing more. */
-  settleWindow(now: number): void;
+  /** The complaints about `site` were answered without a quarantine (a site ban): they weigh nothing more; the rest stays. */
+  settleSite(site: string, now: number): void;
   /** endedAt: when the successful connection ended; it resets the failure run only if after the latest failure. */
   success(now: number, endedAt?: number): void;
   tick(now: number): void;

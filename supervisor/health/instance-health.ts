@@ -145,9 +145,9 @@ export class InstanceHealth extends EventEmitter<HealthEvents> implements Health
     return this.s.state !== 'quarantined' && reduceHealth(this.s, { type: 'failure', kind, source, scored }, now, this.config).state.state === 'quarantined';
   }
 
-  /** The window's failures have been answered without a quarantine (a site ban): they weigh nothing more. */
-  settleWindow(now: number): void {
-    this.dispatch({ type: 'windowSettled' }, now);
+  /** The complaints about `site` have been answered without a quarantine (a site ban): they weigh nothing more; the rest stays. */
+  settleSite(site: string, now: number): void {
+    this.dispatch({ type: 'siteSettled', site }, now);
   }
 
   /** endedAt: when the connection ended (it may be reported a batch later). */

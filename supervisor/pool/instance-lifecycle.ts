@@ -286,7 +286,8 @@ export class InstanceLifecycle {
   private moveToNewExits(ids: readonly number[]): void {
     for (const id of ids) {
       const e = this.deps.registry.entry(id);
-      if (!e || !e.instance.ready() || e.retiring) continue;
+      // A quarantined instance gets its new exit from the remediation ladder.
+      if (!e || !e.instance.ready() || e.retiring || !e.health.routable()) continue;
       this.rotateInstance(e, 'exit_gone').catch((err: unknown) => this.deps.log.warn('replacing an exit that left the consensus failed', { instance: id, error: errorMessage(err) }));
     }
   }

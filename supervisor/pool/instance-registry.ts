@@ -38,7 +38,7 @@ export function socksOf(i: PoolInstance): SocksEndpoint {
 }
 
 /** Why sessions leave an instance (the audit's `reason`). */
-export type MoveReason = 'rotate' | 'drain' | 'quarantine' | 'site_ban' | 'retired' | 'unroutable';
+export type MoveReason = 'rotate' | 'drain' | 'quarantine' | 'site_ban' | 'report' | 'retired' | 'unroutable';
 
 export interface RegistryDeps {
   config: Config;
@@ -214,7 +214,7 @@ export class InstanceRegistry extends EventEmitter<PoolEvents> implements Verdic
 
   moveSessionsOff(id: number, move: VerdictMove): void {
     const e = this.entries.get(id);
-    if (e) this.moveOff(e, move.reason, undefined, move.reason === 'site_ban' ? move.domain : undefined);
+    if (e) this.moveOff(e, move.reason, undefined, move.reason === 'site_ban' ? { domain: move.domain, keys: move.keys } : undefined);
   }
 
   // ---- the exits instances leave through ----
@@ -264,18 +264,19 @@ export class InstanceRegistry extends EventEmitter<PoolEvents> implements Verdic
 
   /**
    * Moves the sessions of `e` to other instances (all of them, or for a site ban only those that
-   * used the site, to exits not banned for it), audits each move and drops the leases it made
-   * stale. A move that blames the exit (quarantine, site ban) prefers instances on another exit.
+   * reached or reported the site, to exits not banned for it), audits each move and drops the
+   * leases it made stale. A move that blames the exit (quarantine, site ban, report) prefers
+   * instances on another exit.
    */
-  moveOff(e: PoolEntry, reason: MoveReason, leavingIp = e.instance.exit().exitIp, siteDomain?: string): Assignment[] {
+  moveOff(e: PoolEntry, reason: MoveReason, leavingIp = e.instance.exit().exitIp, site?: { domain: string; keys: ReadonlySet<string> }): Assignment[] {
     // Shutting down, every instance stops: its sessions stay where they are, so that the durable
     // state restarts each on the instance (and the exit) it had.
     if (this.shuttingDown) return [];
-    const blamesExit = reason === 'quarantine' || reason === 'site_ban';
+    const blamesExit = reason === 'quarantine' || reason === 'site_ban' || reason === 'report';
     const placement = blamesExit
-      ? this.targets(e.instance.id, [leavingIp].filter((ip) => ip !== ''), siteDomain === undefined ? [] : [siteDomain]).placement
+      ? this.targets(e.instance.id, [leavingIp].filter((ip) => ip !== ''), site === undefined ? [] : [site.domain]).placement
       : this.placement();
-    const moved = this.sessions.moveOff(e.instance.id, placement, reason, siteDomain === undefined ? undefined : (s) => s.domains.includes(siteDomain));
+    const moved = this.sessions.moveOff(e.instance.id, placement, reason, site === undefined ? undefined : (s) => site.keys.has(s.key));
     for (const a of moved) {
       this.noteLeftExit(a.key, leavingIp);
       this.auditAssignment(a);

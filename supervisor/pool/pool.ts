@@ -13,6 +13,7 @@ import { viewOf } from '../sessions/session.js';
 import type { SessionTable } from '../sessions/session-table.js';
 import { StatsHistory } from '../stats/stats-history.js';
 import type { Reporter } from '../verdicts/client-evidence.js';
+import type { PartyOf } from '../verdicts/parties.js';
 import { Verdicts } from '../verdicts/verdicts.js';
 import type { FleetSessions } from '../fleet/fleet-sessions.js';
 import { FleetRouting } from '../fleet/fleet-routing.js';
@@ -25,6 +26,7 @@ import type { PoolEntry } from './pool-entry.js';
 import type { PoolInstance } from './pool-instance.js';
 import { instanceViewOf, poolSummaryOf } from './pool-views.js';
 import { SessionRotation } from './session-rotation.js';
+import { isFreshExit } from './exit-freshness.js';
 
 export type { PoolEvents };
 
@@ -49,6 +51,8 @@ export interface PoolDeps {
   probeDestination?: (probe: DestinationProbe) => Promise<DestinationProbeResult | null>;
   /** Which node owns each named session, on a node of a fleet (supervisor/fleet); absent on a node of its own. */
   fleet?: FleetSessions;
+  /** Who stands behind a credential (supervisor/verdicts/parties.ts); absent: every credential is a party of its own. */
+  partyOf?: PartyOf;
 }
 
 const noSuchInstance = (id: number): ExitpoolError => new ExitpoolError('EXITPOOL_NO_SUCH_INSTANCE', `no instance ${id}`);
@@ -103,6 +107,7 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
       now,
       ...(exits ? { exits } : {}),
       ...(deps.probeDestination ? { probeDestination: deps.probeDestination } : {}),
+      ...(deps.partyOf ? { partyOf: deps.partyOf } : {}),
       onDestinationFault: () => registry.emit('destination-fault'),
     });
     this.ledger = new ConnectionLedger(registry, this.stats, this.verdicts, now);
@@ -373,11 +378,33 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
     return this.rotation.rotate(key, newnym);
   }
 
-  /** A client's report about a request through `key` (supervisor/verdicts). */
-  reportFailure(key: string, kind: FailureKind, reason: string, reporter: Reporter, domain = ''): FailureResult {
-    const result = this.verdicts.reportFailure(key, kind, reason, reporter, domain);
-    this.emit('failure-reported', kind, result.scored);
-    return result;
+  /**
+   * A client's report about a request through `key`: the verdicts weigh it (supervisor/verdicts),
+   * and the session leaves the reported exit at once, with the sessions its credential sent
+   * through that exit, whatever the report's budget (it harms no one else).
+   */
+  async reportFailure(key: string, kind: FailureKind, reason: string, reporter: Reporter, domain = ''): Promise<FailureResult> {
+    const v = this.verdicts.reportFailure(key, kind, reason, reporter, domain);
+    this.emit('failure-reported', kind, v.scored);
+    let moved = false;
+    let newExit = false;
+    let note = '';
+    const s = this.sessions.get(key);
+    if (s && s.instance === v.instance) {
+      const outcome = await this.rotation.moveReported(key).catch(() => null);
+      moved = outcome?.moved ?? false;
+      newExit = outcome?.result.new_exit ?? false;
+      note = outcome?.result.exit_note ?? 'the session went away meanwhile';
+    } else if (s) {
+      // The quarantine or site ban the report caused moved it already.
+      moved = true;
+      const exit = this.registry.entry(s.instance)?.instance.exit();
+      newExit = exit !== undefined && isFreshExit(exit, { addresses: s.recentExits, domains: s.domains }, this.registry.bannedFor);
+      if (!newExit) note = `no instance on an exit outside the session's last ${this.deps.config.exitHistory} exits: moved to one that may repeat an exit`;
+    }
+    for (const other of v.move.slice(1)) if (this.sessions.get(other)?.instance === v.instance) this.rotation.moveAlong(other);
+    const now = this.sessions.get(key);
+    return { session: v.session, instance: v.instance, kind: v.kind, scored: v.scored, moved, exit_ip: now ? this.registry.exitIpOf(now.instance) : '', new_exit: newExit, exit_note: note };
   }
 
   deleteSession(key: string): null {

@@ -36,9 +36,49 @@ const noSuchSession = (): ExitpoolError => new ExitpoolError('EXITPOOL_NO_SUCH_S
 export class SessionRotation {
   constructor(private readonly deps: SessionRotationDeps) {}
 
+  /** POST /api/sessions/{key}/rotate: a new exit for the session, its instance rotated when it has nowhere else to go. */
   async rotate(key: string, newnym: boolean): Promise<SessionRotateResult> {
+    const outcome = await this.move(key, { newnym, inPlace: true, reason: 'rotate' });
+    return outcome.result;
+  }
+
+  /**
+   * A client's report moves its own session to a fresh exit, as a rotation would, but never
+   * rotates its instance in place: that would change the exit of every other session on it.
+   * With nowhere to go the session stays, and the answer says so.
+   */
+  async moveReported(key: string): Promise<{ moved: boolean; result: SessionRotateResult }> {
+    return this.move(key, { newnym: false, inPlace: false, reason: 'report' });
+  }
+
+  /**
+   * Moves another session the reporting credential sent through the reported exit: to the
+   * freshest routable instance there is now, without waiting for an idle one to be given an exit.
+   */
+  moveAlong(key: string): boolean {
+    const { registry, audit } = this.deps;
+    const s = registry.sessions.get(key);
+    if (!s) return false;
+    const vacated = s.instance;
+    const leavingIp = registry.exitIpOf(vacated);
+    const targets = registry.targets(vacated, [...s.recentExits, leavingIp].filter((ip) => ip !== ''), [...s.domains], s);
+    const moved = registry.sessions.rotate(key, targets.placement, 'report');
+    if (!moved) return false;
+    registry.noteLeftExit(key, leavingIp);
+    audit.record({
+      type: 'assignment',
+      session: key,
+      instance: moved.to,
+      message: `session moved from instance ${moved.from} to ${moved.to}: its credential reported a failure through that exit`,
+      details: { from: moved.from, to: moved.to, new_exit: targets.fresh, reason: 'report' },
+    });
+    return true;
+  }
+
+  private async move(key: string, how: { newnym: boolean; inPlace: boolean; reason: 'rotate' | 'report' }): Promise<{ moved: boolean; result: SessionRotateResult }> {
     const { registry, lifecycle, config, audit, log } = this.deps;
     const { sessions, exits } = registry;
+    const { newnym } = how;
     const s = sessions.get(key);
     if (!s) throw noSuchSession();
     const vacated = s.instance;
@@ -55,21 +95,24 @@ export class SessionRotation {
     // The session may have been deleted or moved while a fresh exit was being assigned.
     if (sessions.get(key) !== s) throw noSuchSession();
     let note = '';
-    const moved = sessions.rotate(key, targets.placement);
+    const moved = sessions.rotate(key, targets.placement, how.reason);
     if (moved) {
       registry.noteLeftExit(key, leavingIp);
       if (!targets.fresh) note = `no instance on an exit outside the session's last ${config.exitHistory} exits: moved to one that may repeat an exit`;
+      const what = how.reason === 'report' ? 'moved after its failure report' : 'rotated';
       audit.record({
-        type: 'rotate',
+        type: how.reason === 'report' ? 'assignment' : 'rotate',
         session: key,
         instance: moved.to,
-        message: `session rotated from instance ${moved.from} to ${moved.to}${note ? ` (${note})` : ''}`,
-        details: { from: moved.from, to: moved.to, newnym, new_exit: targets.fresh },
+        message: `session ${what} from instance ${moved.from} to ${moved.to}${note ? ` (${note})` : ''}`,
+        details: { from: moved.from, to: moved.to, newnym, new_exit: targets.fresh, reason: how.reason },
       });
       const old = registry.entry(vacated);
       if (newnym && old?.instance.ready()) {
         lifecycle.rotateInstance(old, 'session', { session: key }).catch((err: unknown) => log.warn('newnym after session rotate failed', { instance: vacated, error: errorMessage(err) }));
       }
+    } else if (!how.inPlace) {
+      note = 'no other instance can take the session: it stays on its exit (a rotation would give its instance a new exit, moving every session on it)';
     } else {
       // Nowhere else to go: the session stays and its instance gets a new exit (or circuit) instead.
       const e = registry.entry(s.instance);
@@ -85,7 +128,7 @@ export class SessionRotation {
     }
     const e = registry.entry(s.instance) as PoolEntry;
     const { exit_ip, exit_confirmed } = exitFieldsOf(e.instance.exit());
-    return { session: key, instance: s.instance, exit_ip, exit_confirmed, new_exit: note === '', exit_note: note };
+    return { moved: moved !== null, result: { session: key, instance: s.instance, exit_ip, exit_confirmed, new_exit: note === '', exit_note: note } };
   }
 
   /**

@@ -11,7 +11,7 @@ export interface Placement {
   fits?: (s: Session, instance: number) => boolean;
 }
 
-export type AssignReason = 'new' | 'unroutable' | 'rotate' | 'drain' | 'quarantine' | 'site_ban' | 'deleted' | 'retired' | 'rebalance' | 'params';
+export type AssignReason = 'new' | 'unroutable' | 'rotate' | 'drain' | 'quarantine' | 'site_ban' | 'report' | 'deleted' | 'retired' | 'rebalance' | 'params';
 
 /**
  * Whether `s` was moved off `instance` by a quarantine: its exit was reported burnt there, so
@@ -251,14 +251,14 @@ export class SessionTable {
     this.changed?.add(key);
   }
 
-  /** Moves one session to another routable instance; null when there is nowhere else to go. */
-  rotate(key: string, placement: Placement): Assignment | null {
+  /** Moves one session to another routable instance (its client asked: a rotation, or a report); null when there is nowhere else to go. */
+  rotate(key: string, placement: Placement, reason: 'rotate' | 'report' = 'rotate'): Assignment | null {
     const s = this.sessions.get(key);
     if (!s) return null;
     const others = placement.routable.filter((i) => i !== s.instance);
     const to = this.pick({ ...placement, routable: others, lastResort: null }, s.instance, s);
     if (to === null) return null;
-    return this.move(s, to, 'rotate');
+    return this.move(s, to, reason);
   }
 
   /** Moves every session off an instance (drain, quarantine, retire), or those `only` selects (a site ban). */

@@ -2,16 +2,17 @@ import type { Logger } from '../../shared/logger.js';
 import { LoginRateLimiter } from '../../shared/auth/login-rate-limiter.js';
 import type { RateLimit, RoutableFloor } from '../../shared/config/values.js';
 import { routableFloorFor } from '../../shared/config/values.js';
-import type { FailureReporter, TransportFailureRecord } from '../../shared/ipc/protocol.js';
+import type { FailureReporter } from '../../shared/ipc/protocol.js';
 import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
 
 /**
  * Guards against one client taking the pool out of service with evidence it controls: failure
  * reports it sends, and failures of destinations it chooses (closed ports, names that do not
- * resolve). Two independent guards:
+ * resolve) that a check blamed on the exit. Two guards:
  *
- * - a budget of scored reports per credential (CLIENT_REPORT_BUDGET): beyond it, reports are
- *   answered, counted and audited, but weigh nothing;
+ * - a budget of scored reports per credential (CLIENT_REPORT_BUDGET), which those destination
+ *   failures spend too: beyond it, reports are answered, counted and audited, but weigh nothing
+ *   (they still move the reporter's own session);
  * - a floor of routable instances (MIN_ROUTABLE): such evidence never quarantines an instance
  *   when that would leave fewer routable. The proxy's own evidence that a tor is unreachable
  *   (it could not even reach the instance's SOCKS port) is not the client's, and still does.
@@ -33,16 +34,6 @@ export function reporterKey(r: Reporter): string {
   }
 }
 
-/**
- * A transport failure whose cause can be the destination the client chose: tor answered the
- * CONNECT with a refusal (unreachable, refused, TTL expired), the CONNECT timed out, or the
- * destination broke the stream. `dial` (the instance's SOCKS port could not be reached or
- * spoke nonsense) is the instance's own fault whatever the client asked for.
- */
-export function dependsOnClient(failure: TransportFailureRecord | undefined): boolean {
-  return failure !== undefined && failure.kind !== 'dial';
-}
-
 export class ReportBudget {
   // A fixed window per key with bounded memory: the same counter the sign-in limit uses.
   private readonly windows: LoginRateLimiter;
@@ -56,7 +47,12 @@ export class ReportBudget {
 
   /** Spends one scored report of `reporter`; false when its budget for this window is gone. */
   take(reporter: Reporter): boolean {
-    return this.windows.attempt(reporterKey(reporter), this.now()).allowed;
+    return this.takeCredential(reporterKey(reporter));
+  }
+
+  /** The same for a connection's credential (`token:<id>`, `address:<ip>`): a failure of the destination it chose, blamed on the exit. */
+  takeCredential(credential: string): boolean {
+    return this.windows.attempt(credential, this.now()).allowed;
   }
 }
 

@@ -1,31 +1,37 @@
 import type { DestinationProbeResult } from '../../shared/ipc/protocol.js';
+import { probeOutcome } from './failure-classes.js';
 
 /** A destination that failed the same way through two exits is its own fault for this long. */
 export const DESTINATION_FAULT_TTL_MS = 10 * 60_000;
-/** Destinations remembered (known faulty, or being checked); past it, failures are scored as the SPEC says. */
+/** Destinations remembered (known faulty, or being checked); past it, failures are not judged (unknown). */
 export const MAX_TRACKED_DESTINATIONS = 1_000;
-/** Checks running at once; past it, failures are scored as the SPEC says. */
+/** Checks running at once; past it, failures are not judged (unknown): a flood of them can blame no exit. */
 export const MAX_CONCURRENT_PROBES = 4;
 
 /** Dials `destination` through an instance other than `except`; null when there is none to ask. */
 export type DestinationProber = (destination: { host: string; port: number }, except: number) => Promise<DestinationProbeResult | null>;
 
-/** What the judgement of one failure decided: scored against the exit, or the destination's fault. */
-export type Verdict = 'exit' | 'destination';
+/**
+ * What the judgement of one failure decided: the exit's fault (the destination works through
+ * another exit), the destination's (it fails the same way there), or unknown (no check could be
+ * made, or it answered otherwise): only `exit` ever counts against the exit.
+ */
+export type Verdict = 'exit' | 'destination' | 'unknown';
 
 interface Check {
   waiters: ((verdict: Verdict) => void)[];
 }
 
 /**
- * Who is to blame when tor refuses a destination (SOCKS reply 4: the name does not resolve or
- * the host is unreachable; 5: the port refuses). The SPEC scores an unresolvable name against
- * the instance; but when the same destination fails the same way through another exit, the
- * exit did nothing wrong. So before such a failure is scored, the destination is dialled once
- * through another routable instance: the same refusal there makes it the destination's fault
- * (remembered for DESTINATION_FAULT_TTL_MS, so later failures to it are not scored on any
- * exit and cost no new check); a success there, or no other instance to ask, scores it as the
- * SPEC says. One check per destination at a time; bounded memory and concurrency.
+ * Who is to blame when a connection failed on its way to the destination (supervisor/verdicts/
+ * failure-classes.ts): the destination is dialled once through another routable instance on
+ * another exit. The same failure there makes it the destination's fault (remembered for
+ * DESTINATION_FAULT_TTL_MS, so later failures to it cost no new check); a success there makes it
+ * the exit's; anything else, or no check at all (no other instance, MAX_CONCURRENT_PROBES running,
+ * MAX_TRACKED_DESTINATIONS remembered), is unknown and blames nobody. This departs from the SPEC's
+ * "hostnames that fail to resolve are scored normally" (docs/architecture.md, "Decisions"): a
+ * client chooses its destinations, so its failures alone must not burn an exit. One check per
+ * destination and outcome at a time; bounded memory and concurrency.
  */
 export class DestinationBlame {
   private readonly faulty = new Map<string, number>();
@@ -36,9 +42,12 @@ export class DestinationBlame {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Decides (now, or once the check answers) and calls `decided` exactly once. */
-  judge(destination: string, socksReply: number, instance: number, decided: (verdict: Verdict) => void): void {
-    const key = `${destination}#${socksReply}`;
+  /**
+   * Decides (now, or once the check answers) and calls `decided` exactly once. `outcome` is the
+   * failure's (`reply:N` or `timeout`, failure-classes.ts).
+   */
+  judge(destination: string, outcome: string, instance: number, decided: (verdict: Verdict) => void): void {
+    const key = `${destination}#${outcome}`;
     const until = this.faulty.get(key);
     if (until !== undefined) {
       if (until > this.now()) return decided('destination');
@@ -52,7 +61,7 @@ export class DestinationBlame {
     const target = parseDestination(destination);
     if (!target || this.checks.size >= MAX_CONCURRENT_PROBES || this.faulty.size + this.checks.size >= MAX_TRACKED_DESTINATIONS) {
       this.expire();
-      return decided('exit');
+      return decided('unknown');
     }
     const check: Check = { waiters: [decided] };
     this.checks.set(key, check);
@@ -62,8 +71,12 @@ export class DestinationBlame {
       for (const w of check.waiters) w(verdict);
     };
     this.probe(target, instance).then(
-      (result) => settle(result !== null && !result.ok && result.socksReply === socksReply ? 'destination' : 'exit'),
-      () => settle('exit'),
+      (result) => {
+        if (result === null) return settle('unknown');
+        const seen = probeOutcome(result);
+        settle(seen === 'ok' ? 'exit' : seen === outcome ? 'destination' : 'unknown');
+      },
+      () => settle('unknown'),
     );
   }
 

@@ -1,4 +1,3 @@
-import type { FailureResult } from '../../shared/api/views.js';
 import type { Config } from '../../shared/config/index.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
 import type { CloseRecord, DestinationProbe, DestinationProbeResult } from '../../shared/ipc/protocol.js';
@@ -6,52 +5,94 @@ import type { Logger } from '../../shared/logger.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { ExitAssignments } from '../exits/exit-assignments.js';
 import type { FailureKind, QuarantineCause } from '../health/health-tracker.js';
+import { failureWeights } from '../health/weights.js';
 import type { SessionTable } from '../sessions/session-table.js';
-import { dependsOnClient, ReportBudget, reporterKey, RoutableFloorGuard, type Reporter } from './client-evidence.js';
+import { BanGuard } from './ban-guard.js';
+import { ReportBudget, reporterKey, RoutableFloorGuard, type Reporter } from './client-evidence.js';
 import { DestinationBlame } from './destination-blame.js';
+import { ExitComplaints, type Complaint } from './exit-complaints.js';
+import { classifyFailure } from './failure-classes.js';
+import type { PartyOf } from './parties.js';
 import { PendingSuccesses } from './pending-successes.js';
-import { SiteComplaints } from './site-complaints.js';
 import type { JudgedInstance, VerdictSubjects } from './verdict-subjects.js';
+import { VisitLog } from './visit-log.js';
 
 /** Sites a session remembers from its reports. */
 const MAX_SESSION_DOMAINS = 5;
+const HOUR_MS = 3_600_000;
+
+export type VerdictsConfig = Pick<
+  Config,
+  | 'clientReportBudget'
+  | 'minRoutable'
+  | 'failureWindowMs'
+  | 'quarantineFailures'
+  | 'banReporters'
+  | 'banReportWindowMs'
+  | 'clientBanBudget'
+  | 'minEligibleExits'
+  | 'minEligibleExitsPerCountry'
+  | 'banRateAlert'
+>;
 
 export interface VerdictsDeps {
-  config: Pick<Config, 'clientReportBudget' | 'minRoutable' | 'failureWindowMs'>;
+  config: VerdictsConfig;
   subjects: VerdictSubjects;
   sessions: SessionTable;
   audit: AuditLog;
   log: Logger;
   now: () => number;
+  /** Who stands behind a credential (parties.ts); absent: every credential is its own party. */
+  partyOf?: PartyOf;
   /** The exit catalog, assignments and bans (PIN_EXIT_RELAY); absent: nothing is banned. */
   exits?: ExitAssignments;
-  /** Dials a destination through an instance (a proxy worker does); absent: refusals are scored as the SPEC says. */
+  /** Dials a destination through an instance (a proxy worker does); absent: destination-dependent failures are never judged. */
   probeDestination?: (probe: DestinationProbe) => Promise<DestinationProbeResult | null>;
   /** A failure was found to be the destination's fault (metrics). */
   onDestinationFault?: () => void;
 }
 
+/** What a client's report decided; the pool carries out the moves (its own session first). */
+export interface ReportVerdict {
+  session: string;
+  /** The instance the report was charged to: the one the session was on. */
+  instance: number;
+  kind: FailureKind;
+  /** Within the reporter's CLIENT_REPORT_BUDGET: weighed against the exit. */
+  scored: boolean;
+  /** Sessions to move off the reported exit: the reported one, then the others its credential used through that exit. */
+  move: string[];
+}
+
 const noSuchSession = (): ExitpoolError => new ExitpoolError('EXITPOOL_NO_SUCH_SESSION', 'no such session');
 
 /**
- * The one place that decides what evidence does (README.md here): a client's failure report,
- * a connection's outcome, a destination's check. It weighs them on the instance's health, and
- * when health leaves service on them, decides what the exit earned: a ban for everyone, a ban
- * for one site, or nothing. Nothing else bans an exit for its reputation.
+ * The one place that decides what evidence earns (README.md here): a client's failure report,
+ * a connection's outcome, a destination's check. Evidence is weighed on the instance's health;
+ * what the exit earns (a ban for one site, a ban for everyone, suspicion, nothing) is decided
+ * here, from independent parties, within budgets and floors. Nothing else bans an exit for its
+ * reputation.
  */
 export class Verdicts {
   private readonly reportBudget: ReportBudget;
   private readonly floor: RoutableFloorGuard;
+  private readonly banGuard: BanGuard;
   private readonly pendingSuccesses = new PendingSuccesses();
-  private readonly complaints = new SiteComplaints();
-  /** The kind of each instance's latest scored failure: whether a quarantine it leads to burns the exit. */
+  private readonly complaints = new ExitComplaints();
+  private readonly visits = new VisitLog();
+  /** The kind of each instance's latest scored failure: whether a quarantine it leads to casts suspicion on the exit. */
   private readonly lastFailureKind = new Map<number, FailureKind>();
-  /** A destination refusal is checked through another exit before it counts against this one. */
+  /** A destination failure is checked through another exit before it counts against this one. */
   private readonly blame: DestinationBlame | null;
+  private readonly partyOf: PartyOf;
+  private banRateAlertedAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly deps: VerdictsDeps) {
-    this.reportBudget = new ReportBudget(deps.config.clientReportBudget, deps.now);
-    this.floor = new RoutableFloorGuard(deps.config.minRoutable, deps.log);
+    const { config } = deps;
+    this.reportBudget = new ReportBudget(config.clientReportBudget, deps.now);
+    this.floor = new RoutableFloorGuard(config.minRoutable, deps.log);
+    this.banGuard = new BanGuard(config.clientBanBudget, { minEligibleExits: config.minEligibleExits, minEligibleExitsPerCountry: config.minEligibleExitsPerCountry }, deps.now);
+    this.partyOf = deps.partyOf ?? ((credential) => credential);
     const probe = deps.probeDestination;
     this.blame = probe
       ? new DestinationBlame(async ({ host, port }, except) => {
@@ -59,105 +100,136 @@ export class Verdicts {
           return socks === null ? null : probe({ socks, host, port });
         }, deps.now)
       : null;
+    // Every ban this node makes counts towards the hourly rate (BAN_RATE_ALERT), whoever made it.
+    deps.exits?.on('banned', () => this.countBan());
   }
 
+  // ---- a client's report ----
+
   /**
-   * A client's report about a request through `key`. Scored only within the reporter's budget
-   * (CLIENT_REPORT_BUDGET), and never quarantines below the routable floor (MIN_ROUTABLE).
+   * A client's report about a request through `key`. It always moves the reporter's own session
+   * (and the sessions its credential used through the same exit): that harms no one else, so it
+   * is not budgeted. What it does to others (weight on the instance, a share in a ban) is budgeted
+   * per credential and bounded by the floors.
    */
-  reportFailure(key: string, kind: FailureKind, reason: string, reporter: Reporter, domain = ''): FailureResult {
-    const { sessions, subjects, audit } = this.deps;
+  reportFailure(key: string, kind: FailureKind, reason: string, reporter: Reporter, domain = ''): ReportVerdict {
+    const { sessions, subjects, audit, config } = this.deps;
     const s = sessions.get(key);
     if (!s) throw noSuchSession();
-    // The report is charged to the instance the session is on now; a quarantine it causes moves
-    // the session at once, so read the instance first or the echo and the audit name the new one.
+    // Read the instance first: a quarantine the report causes moves the session at once.
     const instance = s.instance;
     const e = subjects.judged(instance);
     const now = this.deps.now();
+    const credential = reporterKey(reporter);
+    const exit = e ? exitIdOf(e, this.deps.exits) : '';
     s.failures += 1;
     this.pendingSuccesses.reported(instance, key, now);
     const scored = this.reportBudget.take(reporter);
+    // A site counts only when the session reached it through the exit it blames.
+    const siteSeen = domain !== '' && exit !== '' && this.visits.visited(key, exit, domain, now - config.banReportWindowMs);
     audit.record({
       type: 'instance',
       instance,
       session: key,
       message: `failure reported on instance ${instance}: ${kind}${reason ? ` (${reason})` : ''}${scored ? '' : ' (not scored: over CLIENT_REPORT_BUDGET)'}`,
-      details: { kind, reason, scored, reporter: reporterKey(reporter), ...(domain !== '' ? { domain } : {}) },
+      details: { kind, reason, scored, reporter: reporterKey(reporter), ...(domain !== '' ? { domain, site_seen: siteSeen } : {}) },
     });
     if (domain !== '') s.domains = [...s.domains.filter((d) => d !== domain), domain].slice(-MAX_SESSION_DOMAINS);
     sessions.markChanged(key);
-    if (e && scored) {
-      this.lastFailureKind.set(instance, kind);
-      if (kind === 'captcha' || kind === 'blocked') this.complaints.add(instance, { domain, at: now });
+    // Who else this credential sent through the exit (read before anything moves).
+    const others = exit === '' ? [] : this.visits.sessionsUsing(credential, exit, now - config.failureWindowMs).filter((k) => k !== key && sessions.get(k)?.instance === instance);
+    if (e) {
+      if (scored) this.lastFailureKind.set(instance, kind);
+      const complaint = scored && exit !== '' && (kind === 'captcha' || kind === 'blocked');
+      if (complaint) {
+        this.complaints.add(exit, { party: this.partyOf(credential), credential, kind, weight: failureWeights(config.quarantineFailures)[kind], domain: siteSeen ? domain : '', at: now });
+      }
+      // A complaint the site ban answers is weighed without quarantining; the ban settles it.
+      const siteBan = complaint && siteSeen ? this.siteBanPermitted(exit, domain, now) : null;
+      e.health.failure(kind, 'client', scored, now, {
+        mayQuarantine: siteBan === null && this.clientEvidenceMayQuarantine(instance),
+        ...(siteSeen ? { site: domain } : {}),
+      });
+      if (siteBan) this.banForSite(e, exit, kind as 'captcha' | 'blocked', domain, siteBan.credentials, now);
+      if (complaint) this.considerBanForEveryone(e, exit, kind as 'captcha' | 'blocked', now);
     }
-    const siteComplaint = domain !== '' && (kind === 'captcha' || kind === 'blocked');
-    if (e && scored && siteComplaint && this.onlySiteComplaining(instance, domain, now) && e.health.wouldQuarantine(kind, 'client', scored, now)) {
-      // Every complaint named this one site: the exit is burnt for it, not for everyone. Its
-      // sessions that use the site leave; the instance stays in service for the others.
-      e.health.failure(kind, 'client', scored, now, { mayQuarantine: false });
-      this.burntForSite(e, kind as 'captcha' | 'blocked', domain);
-    } else if (e) e.health.failure(kind, 'client', scored, now, { mayQuarantine: this.clientEvidenceMayQuarantine(instance) });
-    return { session: key, instance, kind, scored };
+    return { session: key, instance, kind, scored, move: [key, ...others] };
   }
+
+  // ---- connections (the ledger's ConnectionOutcomes) ----
 
   /** A connection that worked: a session's success waits SUCCESS_REPORT_GRACE_MS for a report about it. */
   connectionSucceeded(r: CloseRecord, now: number): void {
+    this.recordVisit(r);
     if (r.key !== null) this.pendingSuccesses.hold(r.instance, r.key, Math.min(now, r.endedAt));
     else this.deps.subjects.judged(r.instance)?.health.success(now, r.endedAt);
   }
 
   /**
-   * A failed connection's weight on its instance. A refusal tor made about the destination is
-   * first checked through another exit (DestinationBlame): if it fails the same way there, it
-   * is the destination's fault and counts as a failed request only.
+   * A failed connection, by what it is evidence of (failure-classes.ts): the tor process's own
+   * failure is scored; one that depends on the client's destination is scored only once the
+   * destination was checked through another exit and works there, and then on the connection's
+   * credential's budget; the rest (excused, the destination's, unknown) are counted, never scored.
    */
   connectionFailed(r: CloseRecord): void {
-    const failure = r.failure;
-    const apply = (scored: boolean): void => {
+    this.recordVisit(r);
+    const weigh = (scored: boolean, dependsOnClient: boolean): void => {
       const e = this.deps.subjects.judged(r.instance);
       if (!e) return;
       if (scored) this.lastFailureKind.set(r.instance, 'transport');
-      const mayQuarantine = !dependsOnClient(failure) || this.clientEvidenceMayQuarantine(r.instance);
+      const mayQuarantine = !dependsOnClient || this.clientEvidenceMayQuarantine(r.instance);
       e.health.failure('transport', 'transport', scored, this.deps.now(), { occurredAt: r.endedAt, mayQuarantine });
     };
-    const blame = this.blame;
-    if (blame && failure?.destination !== undefined && failure.socksReply !== undefined && failure.scored) {
-      blame.judge(failure.destination, failure.socksReply, r.instance, (verdict) => {
-        if (verdict === 'destination') this.deps.onDestinationFault?.();
-        apply(verdict === 'exit');
-      });
-      return;
+    const cls = classifyFailure(r.failure);
+    switch (cls.kind) {
+      case 'tor':
+        return weigh(true, false);
+      case 'excused':
+      case 'unknown':
+        return weigh(false, false);
+      case 'destination': {
+        if (!this.blame) return weigh(false, false);
+        this.blame.judge(cls.destination, cls.outcome, r.instance, (verdict) => {
+          if (verdict === 'destination') this.deps.onDestinationFault?.();
+          // Blamed on the exit: the client chose the destination, so it spends its credential's budget.
+          weigh(verdict === 'exit' && this.reportBudget.takeCredential(r.credential), true);
+        });
+        return;
+      }
     }
-    apply(failure?.scored ?? true);
   }
 
+  // ---- health's own verdicts ----
+
   /**
-   * Health moved an instance to quarantine on its own (scoring): its sessions move at once, and
-   * an exit burnt by captchas, blocks or a run of transport failures is banned for EXIT_BAN_TTL.
+   * Health took an instance out of service on its own scoring: its sessions move at once. An
+   * exit burnt by captchas or blocks is banned for everyone only on independent parties' word
+   * (considerBanForEveryone, at each report); quarantined on one party's word, it is suspect for
+   * BAN_REPORT_WINDOW: chosen only when no other exit qualifies, and any other party's complaint
+   * within it can ban it.
    */
   quarantined(id: number, cause: Exclude<QuarantineCause, 'manual'>): void {
     const e = this.deps.subjects.judged(id);
     if (!e) return;
     const kind = this.lastFailureKind.get(id);
     const exits = this.deps.exits;
-    const fingerprint = exitFingerprintOf(e, exits);
-    if (exits && (kind === 'captcha' || kind === 'blocked' || kind === 'transport') && fingerprint !== '') {
-      const domain = kind === 'transport' ? '' : this.complaints.soleDomain(id, this.deps.now() - this.deps.config.failureWindowMs);
-      exits.banAssigned(id, kind, `instance ${id} quarantined (${cause}) after ${kind} failures${domain ? ` on ${domain}` : ''}`, fingerprint, domain);
+    const fingerprint = fingerprintOf(e, exits);
+    if (exits && (kind === 'captcha' || kind === 'blocked') && fingerprint !== '' && !exits.bannedFor({ fingerprint, address: e.instance.exit().exitIp }, [])) {
+      exits.markSuspect(fingerprint, this.deps.now() + this.deps.config.banReportWindowMs);
+      this.deps.log.info('exit quarantined on one party’s reports: suspect, not banned', { instance: id, cause, fingerprint });
     }
-    this.complaints.clear(id);
     this.deps.subjects.moveSessionsOff(id, { reason: 'quarantine' });
   }
 
-  /** The operator released the instance: its complaints are forgiven. */
+  /** The operator released the instance: the complaints about its exit are forgiven. */
   released(id: number): void {
-    this.complaints.clear(id);
+    const e = this.deps.subjects.judged(id);
+    if (e) this.complaints.clear(exitIdOf(e, this.deps.exits));
   }
 
   /** The instance left the pool. */
   forgetInstance(id: number): void {
     this.pendingSuccesses.forgetInstance(id);
-    this.complaints.clear(id);
     this.lastFailureKind.delete(id);
   }
 
@@ -171,6 +243,18 @@ export class Verdicts {
     this.floor.flush();
   }
 
+  /** Bans in the last hour (pool_exit_bans_last_hour). */
+  bansLastHour(): number {
+    return this.banGuard.bansLastHour();
+  }
+
+  /** Whether the bans of the last hour are above BAN_RATE_ALERT. */
+  banRateExceeded(): boolean {
+    return this.banGuard.bansLastHour() > this.deps.config.banRateAlert;
+  }
+
+  // ---- the rules ----
+
   /** Whether evidence the client controls may take instance `id` out of service (MIN_ROUTABLE). */
   private clientEvidenceMayQuarantine(id: number): boolean {
     const { subjects } = this.deps;
@@ -178,27 +262,107 @@ export class Verdicts {
     return this.floor.allows(subjects.routableCount(), subjects.poolSize(), id);
   }
 
-  private onlySiteComplaining(id: number, domain: string, now: number): boolean {
-    return this.complaints.soleDomain(id, now - this.deps.config.failureWindowMs) === domain;
+  /**
+   * A ban for one site is earned by complaints naming it (from sessions that reached it through
+   * this exit) whose weight reaches QUARANTINE_FAILURES, within the complaining credentials'
+   * CLIENT_BAN_BUDGET and the eligible-exit floors for that site. Null when not earned or withheld.
+   */
+  private siteBanPermitted(exit: string, domain: string, now: number): { credentials: string[] } | null {
+    const { config, exits } = this.deps;
+    if (!exits) return null;
+    const since = now - config.failureWindowMs;
+    if (this.complaints.siteWeight(exit, domain, since) < config.quarantineFailures) return null;
+    const credentials = [...new Set(this.complaints.recent(exit, since).filter((c) => c.domain === domain).map((c) => c.credential))];
+    const permitted = this.banGuard.permits(credentials, exits.eligibleAfterBan(exit, domain));
+    if (!permitted.ok) {
+      this.withheld(exit, domain, permitted.why);
+      return null;
+    }
+    return { credentials };
   }
 
   /**
-   * Captcha or blocked reports that would have quarantined the instance all named one site: the
-   * exit is banned for that site (EXIT_BAN_TTL), the sessions that reported it move to exits not
-   * banned for it, and the window's failures are settled, so the exit keeps serving the rest.
+   * Complaints that all named one site: the exit is banned for that site (EXIT_BAN_TTL); the
+   * sessions that reached the site through it, and those that reported it, move to exits not
+   * banned for it; only that site's complaints are settled, so every other piece of evidence (the
+   * pool's own included) stays, and the exit keeps serving the rest.
    */
-  private burntForSite(e: JudgedInstance, kind: 'captcha' | 'blocked', domain: string): void {
+  private banForSite(e: JudgedInstance, exit: string, kind: 'captcha' | 'blocked', domain: string, credentials: readonly string[], now: number): void {
+    const { exits, config, sessions, subjects } = this.deps;
     const id = e.instance.id;
-    const exits = this.deps.exits;
-    const fingerprint = exitFingerprintOf(e, exits);
-    if (exits && fingerprint !== '') exits.banAssigned(id, kind, `instance ${id}: ${kind} reports on ${domain} alone`, fingerprint, domain);
-    this.complaints.clear(id);
-    e.health.settleWindow(this.deps.now());
-    this.deps.subjects.moveSessionsOff(id, { reason: 'site_ban', domain });
+    const fingerprint = fingerprintOf(e, exits);
+    if (!exits || fingerprint === '') return;
+    exits.banAssigned(id, kind, `instance ${id}: ${kind} reports on ${domain}`, fingerprint, domain);
+    this.banGuard.spend(credentials);
+    this.complaints.settleSite(exit, domain);
+    e.health.settleSite(domain, now);
+    const since = now - config.banReportWindowMs;
+    const keys = new Set([...this.visits.sessionsVisiting(exit, domain, since), ...sessions.keysOn(id).filter((k) => sessions.get(k)?.domains.includes(domain))]);
+    subjects.moveSessionsOff(id, { reason: 'site_ban', domain, keys });
+  }
+
+  /**
+   * A ban for everyone is earned by complaints from BAN_REPORTERS independent parties within
+   * BAN_REPORT_WINDOW that do not all name one site (that is a site's matter), within the
+   * complaining credentials' CLIENT_BAN_BUDGET and the eligible-exit floors. The instances on it
+   * move to other exits (ExitAssignments: exit-gone).
+   */
+  private considerBanForEveryone(e: JudgedInstance, exit: string, kind: 'captcha' | 'blocked', now: number): void {
+    const { exits, config } = this.deps;
+    const fingerprint = fingerprintOf(e, exits);
+    if (!exits || fingerprint === '' || exits.bannedFor({ fingerprint, address: e.instance.exit().exitIp }, [])) return;
+    const recent = this.complaints.recent(exit, now - config.banReportWindowMs);
+    const byParty = new Map<string, Complaint>();
+    for (const c of recent) byParty.set(c.party, c);
+    if (byParty.size < config.banReporters) return;
+    const sites = new Set(recent.map((c) => c.domain));
+    if (sites.size === 1 && !sites.has('')) return;
+    const credentials = [...byParty.values()].map((c) => c.credential);
+    const permitted = this.banGuard.permits(credentials, exits.eligibleAfterBan(fingerprint));
+    if (!permitted.ok) return this.withheld(exit, '', permitted.why);
+    const id = e.instance.id;
+    exits.banAssigned(id, kind, `${byParty.size} independent reporters (${[...byParty.keys()].join(', ')}) within BAN_REPORT_WINDOW`, fingerprint, '');
+    this.banGuard.spend(credentials);
+    this.complaints.clear(exit);
+  }
+
+  private withheld(exit: string, domain: string, why: string): void {
+    this.deps.audit.record({
+      type: 'exit',
+      instance: null,
+      message: `ban of exit ${exit}${domain === '' ? '' : ` for ${domain}`} withheld: ${why}`,
+      details: { fingerprint: exit, domain, reason: 'ban_withheld', why },
+    });
+  }
+
+  private countBan(): void {
+    const lastHour = this.banGuard.counted();
+    const now = this.deps.now();
+    if (lastHour <= this.deps.config.banRateAlert || now - this.banRateAlertedAt < HOUR_MS) return;
+    this.banRateAlertedAt = now;
+    this.deps.audit.record({
+      type: 'exit',
+      instance: null,
+      message: `${lastHour} exit bans in the last hour, more than BAN_RATE_ALERT (${this.deps.config.banRateAlert}): are sites blocking the pool, or is a client reporting in bulk?`,
+      details: { reason: 'ban_rate', bans_last_hour: lastHour, threshold: this.deps.config.banRateAlert },
+    });
+  }
+
+  private recordVisit(r: CloseRecord): void {
+    if (r.key === null || r.host === '') return;
+    const e = this.deps.subjects.judged(r.instance);
+    if (!e) return;
+    const exit = exitIdOf(e, this.deps.exits);
+    if (exit !== '') this.visits.record(r.key, { host: r.host, exit, credential: r.credential, at: r.endedAt });
   }
 }
 
 /** The relay an instance leaves through: the one traffic confirmed, else its assignment. */
-function exitFingerprintOf(e: JudgedInstance, exits: ExitAssignments | undefined): string {
+function fingerprintOf(e: JudgedInstance, exits: ExitAssignments | undefined): string {
   return e.instance.exit().exitFingerprint || exits?.current(e.instance.id) || '';
+}
+
+/** An exit as evidence is filed under: its relay's fingerprint, else (tor's own choice, unpinned) its address. */
+function exitIdOf(e: JudgedInstance, exits: ExitAssignments | undefined): string {
+  return fingerprintOf(e, exits) || e.instance.exit().exitIp;
 }

@@ -109,7 +109,7 @@ describe('API authentication endpoints', function () {
       const list = r.json() as Record<string, unknown>[];
       expect(list[0]).to.include({ name: 'PROXY_TOKEN', scope: 'proxy', source: 'config' });
       expect(list.slice(1).map((t) => t.source)).to.deep.equal(['store', 'store']);
-      for (const t of list) expect(t).to.have.keys(['id', 'name', 'scope', 'source', 'created_at']);
+      for (const t of list) expect(t).to.have.keys(['id', 'name', 'scope', 'source', 'created_at', 'owner']);
       expect(r.text).to.not.contain('tp_');
     });
 

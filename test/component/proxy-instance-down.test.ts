@@ -17,7 +17,7 @@ import { FakeRouter, RecordingEvents, capturingLogger, grantedRoute } from '../s
 import { waitFor } from '../support/waiting.js';
 
 const TOKEN = 'tp_0123456789abcdefghijkl';
-const credentials: CredentialPolicy = { required: true, check: (_user, password) => (password === TOKEN ? { ok: true } : { ok: false }) };
+const credentials: CredentialPolicy = { required: true, check: (_user, password) => (password === TOKEN ? { ok: true, credential: 'token:test' } : { ok: false }) };
 const FROZEN = 1;
 const HEALTHY = 2;
 

@@ -108,7 +108,7 @@ describe('auth store', () => {
     const { proxy, api } = store.snapshots();
     expect(TokenVerifier.fromSnapshot(proxy).verify(token.secret)).to.deep.equal({ id: token.id, scope: 'proxy' });
     expect(await new LoginChecker(api).check('admin', generated.adminPassword!)).to.equal(true);
-    expect(store.listTokens()).to.deep.equal([{ id: token.id, name: token.name, scope: 'proxy', source: 'store', created_at: token.created_at }]);
+    expect(store.listTokens()).to.deep.equal([{ id: token.id, name: token.name, scope: 'proxy', source: 'store', created_at: token.created_at, owner: '' }]);
     expect(JSON.stringify(store.listTokens())).not.to.include(token.secret);
   });
 

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { routableFloor, routableFloorFor } from '../../shared/config/values.js';
-import { dependsOnClient, ReportBudget, RoutableFloorGuard } from '../../supervisor/verdicts/client-evidence.js';
+import { ReportBudget, RoutableFloorGuard } from '../../supervisor/verdicts/client-evidence.js';
+import { classifyFailure } from '../../supervisor/verdicts/failure-classes.js';
 import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 import { quietLogger } from '../support/fakes/quiet-logger.js';
 
@@ -17,10 +18,24 @@ describe('client evidence guards (report budget, routable floor)', () => {
     expect(budget.take(alice), 'a new window').to.equal(true);
   });
 
-  it("tells the client's destination failures from the instance's own", () => {
-    expect(dependsOnClient(undefined)).to.equal(false);
-    expect(dependsOnClient({ kind: 'dial', scored: true })).to.equal(false);
-    for (const kind of ['socks_refused', 'timeout', 'reset'] as const) expect(dependsOnClient({ kind, scored: true }), kind).to.equal(true);
+  it("tells the instance's own failures from the client's destination's, and what cannot be told", () => {
+    expect(classifyFailure({ kind: 'dial', scored: true })).to.deep.equal({ kind: 'tor' });
+    expect(classifyFailure({ kind: 'timeout', scored: true }), 'a deadline before tor answered its handshake').to.deep.equal({ kind: 'tor' });
+    expect(classifyFailure({ kind: 'timeout', scored: true, destination: 'a.example:443' })).to.deep.equal({ kind: 'destination', destination: 'a.example:443', outcome: 'timeout' });
+    for (const reply of [1, 4, 5, 6]) {
+      expect(classifyFailure({ kind: 'socks_refused', socksReply: reply, scored: true, destination: 'a.example:80' }), `reply ${reply}`).to.deep.equal({ kind: 'destination', destination: 'a.example:80', outcome: `reply:${reply}` });
+      expect(classifyFailure({ kind: 'socks_refused', socksReply: reply, scored: true }), `reply ${reply} with nothing to check`).to.deep.equal({ kind: 'unknown' });
+    }
+    for (const reply of [2, 3, 7, 8]) expect(classifyFailure({ kind: 'socks_refused', socksReply: reply, scored: true, destination: 'a.example:80' }), `reply ${reply}`).to.deep.equal({ kind: 'excused' });
+    expect(classifyFailure({ kind: 'socks_refused', socksReply: 4, scored: false, destination: '10.0.0.1:80' }), 'a private destination').to.deep.equal({ kind: 'excused' });
+    expect(classifyFailure({ kind: 'reset', scored: true }), 'a tunnel broken mid-way').to.deep.equal({ kind: 'unknown' });
+  });
+
+  it('spends a connection credential’s budget like its reports', () => {
+    const budget = new ReportBudget({ attempts: 2, windowMs: 60_000 }, () => 0);
+    expect(budget.take({ kind: 'token', id: 'alice' })).to.equal(true);
+    expect(budget.takeCredential('token:alice')).to.equal(true);
+    expect(budget.takeCredential('token:alice'), 'one budget for reports and blamed destination failures').to.equal(false);
   });
 
   it('reads MIN_ROUTABLE and resolves it for a pool size', () => {

@@ -65,21 +65,36 @@ function captchas(r: Rig, n: number): void {
 }
 
 describe('health: instance health', () => {
-  it('tells whether a failure would quarantine without changing anything, and settles a window without a quarantine', () => {
+  it('tells whether a failure would quarantine without changing anything, and settles one site’s complaints without a quarantine', () => {
     const r = rig();
-    captchas(r, 1);
+    r.h.failure('captcha', 'client', true, r.clock.now(), { site: 'shop.example' });
     const before = r.h.view();
     // The second captcha in the window reaches QUARANTINE_FAILURES' weight for captchas.
     expect(r.h.wouldQuarantine('captcha', 'client', true, r.clock.now())).to.equal(true);
     expect(r.h.wouldQuarantine('captcha', 'client', false, r.clock.now()), 'an unscored failure').to.equal(false);
     expect(r.h.view()).to.deep.equal(before);
     expect(r.quarantines).to.deep.equal([]);
-    r.h.failure('captcha', 'client', true, r.clock.now(), { mayQuarantine: false });
+    r.h.failure('captcha', 'client', true, r.clock.now(), { mayQuarantine: false, site: 'shop.example' });
     expect(r.h.view().state).to.equal('degraded');
-    r.h.settleWindow(r.clock.now());
+    r.h.settleSite('shop.example', r.clock.now());
     expect(r.h.view()).to.include({ state: 'healthy', failures_in_window: 0 });
     expect(r.h.wouldQuarantine('captcha', 'client', true, r.clock.now()), 'the window starts again').to.equal(false);
     expect(r.quarantines).to.deep.equal([]);
+  });
+
+  it('keeps everything but the settled site’s complaints: the pool’s own evidence and other sites stay', () => {
+    const r = rig();
+    r.h.failure('transport', 'transport', true, r.clock.now());
+    r.h.failure('captcha', 'client', true, r.clock.now(), { mayQuarantine: false, site: 'shop.example' });
+    r.h.failure('blocked', 'client', true, r.clock.now(), { mayQuarantine: false, site: 'news.example' });
+    const before = r.h.view();
+    r.h.settleSite('shop.example', r.clock.now());
+    const after = r.h.view();
+    expect(after.failures_in_window).to.equal(before.failures_in_window - 1);
+    expect(after.consecutive_failures).to.equal(before.consecutive_failures - 1);
+    expect(after.state).to.equal('degraded');
+    r.h.settleSite('unknown.example', r.clock.now());
+    expect(r.h.view()).to.deep.equal(after);
   });
 
   it('fits the pool’s HealthTracker interface', () => {

@@ -203,7 +203,7 @@ describe('docs/openapi.yaml', () => {
         const { pool, audit } = poolRig(env);
         const r = pool.route({ key: 'alice', named: true, listener: 'socks' }, 0);
         if (!r.ok) throw new Error('not routed');
-        pool.recordCloses([{ key: 'alice', session: pool.sessions.get('alice')?.id ?? null, instance: r.instance, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 12, endedAt: 0 }], 0);
+        pool.recordCloses([{ key: 'alice', session: pool.sessions.get('alice')?.id ?? null, instance: r.instance, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 12, endedAt: 0, host: 'example.test', credential: 'token:t' }], 0);
         pool.tick();
         expectConforms(doc, 'PoolSummary', pool.summary());
         for (const v of pool.instanceViews()) expectConforms(doc, 'Instance', v);
@@ -211,7 +211,7 @@ describe('docs/openapi.yaml', () => {
         const one = pool.sessionView('alice');
         expectConforms(doc, 'Session', one);
         expect('session_port' in one).to.equal('SESSION_PORT_BASE' in env);
-        expectConforms(doc, 'FailureResult', pool.reportFailure('alice', 'captcha', 'a challenge page', { kind: 'token', id: 'test' }));
+        expectConforms(doc, 'FailureResult', await pool.reportFailure('alice', 'captcha', 'a challenge page', { kind: 'token', id: 'test' }));
         expectConforms(doc, 'SessionRotateResult', await pool.rotateSession('alice', true));
         expectConforms(doc, 'Instance', await pool.instanceAction(0, 'drain'));
         expectConforms(doc, 'PoolRotateResult', pool.rotatePool());

@@ -92,8 +92,8 @@ describe('pool', () => {
     const inst = routed(pool.route(socks('k'), 3));
     pool.recordCloses(
       [
-        { key: 'k', session: pool.sessions.get('k')?.id ?? null, instance: inst, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 100, endedAt: 0 },
-        { key: 'k', session: pool.sessions.get('k')?.id ?? null, instance: inst, bytesUp: 1, bytesDown: 0, ok: false, failure: { kind: 'dial', scored: false }, latencyMs: null, endedAt: 0 },
+        { key: 'k', session: pool.sessions.get('k')?.id ?? null, instance: inst, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 100, endedAt: 0, host: 'example.test', credential: 'token:t' },
+        { key: 'k', session: pool.sessions.get('k')?.id ?? null, instance: inst, bytesUp: 1, bytesDown: 0, ok: false, failure: { kind: 'dial', scored: false }, latencyMs: null, endedAt: 0, host: 'example.test', credential: 'token:t' },
       ],
       3,
     );
@@ -107,111 +107,51 @@ describe('pool', () => {
     expect(h.failures).to.deep.equal([{ kind: 'transport', source: 'transport', scored: false, mayQuarantine: true }]);
   });
 
-  it('scores client reports within the credential budget only; beyond it they are counted and audited', () => {
+  it('scores client reports within the credential budget only; beyond it they are counted and audited; every one moves the session', async () => {
     const { pool, health, audit } = rig({ CLIENT_REPORT_BUDGET: '2/1m' });
-    const inst = routed(pool.route(socks('k'), 1));
+    routed(pool.route(socks('k'), 1));
     const token = { kind: 'token', id: 'scraper' } as const;
-    const answers = [1, 2, 3].map(() => pool.reportFailure('k', 'captcha', '', token));
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push(await pool.reportFailure('k', 'captcha', '', token));
     expect(answers.map((a) => a.scored)).to.deep.equal([true, true, false]);
-    expect(health.get(inst)!.failures.map((f) => f.scored)).to.deep.equal([true, true, false]);
-    const reports = audit.recent(10).filter((e) => e.message.startsWith('failure reported'));
+    expect(answers.map((a) => a.moved), 'within its budget or not, the reporter’s session leaves').to.deep.equal([true, true, true]);
+    const charged = [...health.values()].flatMap((h) => h.failures.filter((f) => f.source === 'client').map((f) => f.scored));
+    expect(charged.sort()).to.deep.equal([false, true, true]);
+    const reports = audit.recent(20).filter((e) => e.message.startsWith('failure reported'));
     expect(reports).to.have.length(3);
     expect(reports[0]!.details).to.include({ scored: false, reporter: 'token:scraper' });
     // Another credential has a budget of its own.
-    const other = pool.reportFailure('k', 'captcha', '', { kind: 'sign-in', user: 'admin' });
+    const other = await pool.reportFailure('k', 'captcha', '', { kind: 'sign-in', user: 'admin' });
     expect(other.scored).to.equal(true);
   });
 
-  it('never lets client evidence quarantine below MIN_ROUTABLE; the instance’s own dial failures still may', () => {
+  it('never lets client evidence quarantine below MIN_ROUTABLE; the instance’s own dial failures still may', async () => {
     const { pool, health } = rig({ MIN_ROUTABLE: '2' });
     for (const h of health.values()) h.state = 'healthy';
-    const inst = routed(pool.route(socks('k'), 1));
+    const inst = routed(pool.route(socks('k0'), 1));
+    // A new key on `inst` for each report: a report moves its own session off the instance.
+    let n = 1;
+    const onInst = (): string => {
+      for (;;) {
+        const key = `k${n++}`;
+        if (routed(pool.route(socks(key), 1)) === inst) return key;
+      }
+    };
     const others = [...health.keys()].filter((id) => id !== inst);
     // 4 routable, floor 2: a client report may quarantine.
-    pool.reportFailure('k', 'captcha', '', { kind: 'token', id: 't' });
+    await pool.reportFailure(onInst(), 'captcha', '', { kind: 'token', id: 't' });
     expect(health.get(inst)!.failures.at(-1)!.mayQuarantine).to.equal(true);
     health.get(others[0]!)!.state = 'quarantined';
     health.get(others[1]!)!.state = 'quarantined';
     // 2 routable: quarantining one more would leave 1.
-    pool.reportFailure('k', 'captcha', '', { kind: 'token', id: 't' });
+    await pool.reportFailure(onInst(), 'captcha', '', { kind: 'token', id: 't' });
     expect(health.get(inst)!.failures.at(-1)!.mayQuarantine).to.equal(false);
-    const close = (failure: { kind: 'dial' | 'socks_refused'; scored: boolean }) =>
-      pool.recordCloses([{ key: null, session: null, instance: inst, bytesUp: 0, bytesDown: 0, ok: false, failure, latencyMs: null, endedAt: 0 }], 1);
-    close({ kind: 'socks_refused', scored: true });
-    expect(health.get(inst)!.failures.at(-1)!.mayQuarantine, 'a destination the client chose').to.equal(false);
+    const close = (failure: { kind: 'dial' | 'socks_refused'; scored: boolean; socksReply?: number; destination?: string }) =>
+      pool.recordCloses([{ key: null, session: null, instance: inst, bytesUp: 0, bytesDown: 0, ok: false, failure, latencyMs: null, endedAt: 0, host: 'example.test', credential: 'token:t' }], 1);
+    close({ kind: 'socks_refused', socksReply: 4, scored: true, destination: 'example.test:80' });
+    expect(health.get(inst)!.failures.at(-1), 'a destination nobody could check is scored against nobody').to.include({ scored: false });
     close({ kind: 'dial', scored: true });
-    expect(health.get(inst)!.failures.at(-1)!.mayQuarantine, 'the instance itself is unreachable').to.equal(true);
-  });
-
-  it('burns an exit for one site when only that site complained: its reporters leave, the instance keeps serving the rest', () => {
-    const { pool, health, audit } = rig();
-    for (const h of health.values()) h.state = 'healthy';
-    const keys = ['s0', 's1', 's2', 's3', 's4'];
-    const placed = keys.map((k) => ({ k, inst: routed(pool.route(socks(k), 0)) }));
-    const shared = placed.find((p) => placed.filter((q) => q.inst === p.inst).length === 2)!.inst;
-    const [reporter, bystander] = placed.filter((p) => p.inst === shared).map((p) => p.k) as [string, string];
-    const h = health.get(shared)!;
-    const token = { kind: 'token', id: 't' } as const;
-    // Below the threshold a site's report is scored like any other.
-    pool.reportFailure(reporter, 'captcha', '', token, 'shop.example');
-    expect(h.failures.at(-1)!.mayQuarantine).to.equal(true);
-    // The report that would quarantine: every complaint named shop.example.
-    h.quarantinesNext = true;
-    pool.reportFailure(reporter, 'captcha', '', token, 'shop.example');
-    expect(h.failures.at(-1)!.mayQuarantine, 'the instance stays in service').to.equal(false);
-    expect(h.settled).to.equal(1);
-    expect(pool.sessionView(reporter).instance, 'the reporter left').to.not.equal(shared);
-    expect(pool.sessionView(bystander).instance, 'the others stay on the exit').to.equal(shared);
-    const moves = audit.recent(50).filter((e) => e.type === 'assignment' && e.details.reason === 'site_ban');
-    expect(moves.map((e) => e.session)).to.deep.equal([reporter]);
-    // Two sites complaining make the exit everyone's problem: the report may quarantine.
-    h.quarantinesNext = false;
-    pool.reportFailure(bystander, 'captcha', '', token, 'a.example');
-    h.quarantinesNext = true;
-    pool.reportFailure(bystander, 'blocked', '', token, 'b.example');
-    expect(h.failures.at(-1)!.mayQuarantine).to.equal(true);
-    expect(h.settled).to.equal(1);
-    // And so does a report that names no site.
-    pool.reportFailure(bystander, 'captcha', '', token);
-    expect(h.failures.at(-1)!.mayQuarantine).to.equal(true);
-    expect(h.settled).to.equal(1);
-  });
-
-  it('bans the exit a quarantine blames: after captcha, blocked or a run of transport failures, never after rate_limited', () => {
-    const bans: { instance: number; cause: string; fingerprint: string; domain: string }[] = [];
-    // Only what a quarantine asks of the assignments: the exit it blames, and the ban.
-    const exits = {
-      current: (id: number) => `FP${id}`,
-      banAssigned: (instance: number, cause: string, _reason: string, fingerprint: string, domain: string) => bans.push({ instance, cause, fingerprint, domain }),
-      assignment: () => null,
-      shortageOf: () => '',
-      release: () => undefined,
-      stop: () => undefined,
-      on: () => undefined,
-    } as unknown as ExitAssignments;
-    const { pool, health } = fakePool({}, { readyAll: true, exits });
-    for (const h of health.values()) h.state = 'healthy';
-    const token = { kind: 'token', id: 't' } as const;
-    // As the health machine tells it: a quarantine on its own scoring.
-    const quarantineAfter = (kind: 'captcha' | 'blocked' | 'rate_limited' | 'transport'): number => {
-      const key = `k-${kind}`;
-      const inst = routed(pool.route(socks(key), 0));
-      if (kind === 'transport') {
-        pool.recordCloses([{ key: null, session: null, instance: inst, bytesUp: 0, bytesDown: 0, ok: false, failure: { kind: 'dial', scored: true }, latencyMs: null, endedAt: 0 }], 1);
-      } else pool.reportFailure(key, kind, '', token);
-      health.get(inst)!.emit('quarantine', 'score');
-      return inst;
-    };
-    const captcha = quarantineAfter('captcha');
-    const blocked = quarantineAfter('blocked');
-    const transport = quarantineAfter('transport');
-    expect(bans).to.deep.equal([
-      { instance: captcha, cause: 'captcha', fingerprint: `FP${captcha}`, domain: '' },
-      { instance: blocked, cause: 'blocked', fingerprint: `FP${blocked}`, domain: '' },
-      { instance: transport, cause: 'transport', fingerprint: `FP${transport}`, domain: '' },
-    ]);
-    quarantineAfter('rate_limited');
-    expect(bans, 'rate_limited blames the request rate, not the exit').to.have.length(3);
+    expect(health.get(inst)!.failures.at(-1), 'the instance itself is unreachable').to.include({ scored: true, mayQuarantine: true });
   });
 
   it('rebalances displaced sessions when quarantined instances come back', async () => {
@@ -219,7 +159,7 @@ describe('pool', () => {
     for (const h of health.values()) h.state = 'healthy';
     for (let i = 0; i < 40; i++) {
       const inst = routed(pool.route(socks(`s${i}`), 1));
-      pool.recordCloses([{ key: `s${i}`, session: pool.sessions.get(`s${i}`)?.id ?? null, instance: inst, bytesUp: 0, bytesDown: 0, ok: true, latencyMs: 1, endedAt: 0 }], 1);
+      pool.recordCloses([{ key: `s${i}`, session: pool.sessions.get(`s${i}`)?.id ?? null, instance: inst, bytesUp: 0, bytesDown: 0, ok: true, latencyMs: 1, endedAt: 0, host: 'example.test', credential: 'token:t' }], 1);
     }
     pool.tick();
     const ids = [...health.keys()];
@@ -257,7 +197,7 @@ describe('pool', () => {
     expect(view()).to.include({ active: 2, requests: 0, failures: 0 });
     expect(pool.summary().totals).to.deep.equal({ requests: 0, failures: 0, bytes_up: 0, bytes_down: 0 });
     expect(health.get(inst)!.failures).to.deep.equal([]);
-    pool.recordCloses([{ key: 'k', session: pool.sessions.get('k')?.id ?? null, instance: inst, bytesUp: 1, bytesDown: 2, ok: true, latencyMs: 5, endedAt: 0 }], 1);
+    pool.recordCloses([{ key: 'k', session: pool.sessions.get('k')?.id ?? null, instance: inst, bytesUp: 1, bytesDown: 2, ok: true, latencyMs: 5, endedAt: 0, host: 'example.test', credential: 'token:t' }], 1);
     expect(view()).to.include({ active: 1, requests: 1 });
     // One connection is still open on worker 1: its death forgets exactly that one.
     pool.workerGone(1);
@@ -561,7 +501,7 @@ describe('pool: session parameters from the username', () => {
   it('resets what a newer username with parameters leaves out to its default, and audits the move it causes as reason params', async () => {
     const { pool, audit } = countries();
     const closeAll = (r: RouteResult): void => {
-      if (r.ok) pool.recordCloses([{ key: 'k', session: r.session, instance: r.instance, bytesUp: 1, bytesDown: 1, ok: true, latencyMs: 1, endedAt: 0 }], 0);
+      if (r.ok) pool.recordCloses([{ key: 'k', session: r.session, instance: r.instance, bytesUp: 1, bytesDown: 1, ok: true, latencyMs: 1, endedAt: 0, host: 'example.test', credential: 'token:t' }], 0);
     };
     const first = await pool.route(withParams('k', { countries: ['de'], mode: 'rotating', lifetimeMs: 60_000 }), 0);
     expect(first.ok && first.lease, 'rotating: never leased').to.equal(false);
@@ -600,7 +540,7 @@ describe('pool: session parameters from the username', () => {
       if (!r.ok) throw new Error('refused');
       expect(r.lease).to.equal(false);
       seen.push(r.instance);
-      pool.recordCloses([{ key: 'rot', session: r.session, instance: r.instance, bytesUp: 1, bytesDown: 1, ok: true, latencyMs: 1, endedAt: 0 }], 0);
+      pool.recordCloses([{ key: 'rot', session: r.session, instance: r.instance, bytesUp: 1, bytesDown: 1, ok: true, latencyMs: 1, endedAt: 0, host: 'example.test', credential: 'token:t' }], 0);
     }
     for (let i = 1; i < seen.length; i++) expect(seen[i], `connection ${i}`).to.not.equal(seen[i - 1]);
     expect(pool.sessionView('rot').requests).to.equal(8);

@@ -53,6 +53,7 @@ function setup(decisions: RouteDecision[], dials: ((r: RouteGranted) => RouteDia
     clientGone: gone,
     release: (r) => released.push(r),
     accounting: new ConnectionAccounting(events, 'socks'),
+    evidence: { host: TARGET.host, credential: () => 'token:t' },
     instanceDown: signal,
     dialMs: 1000,
     log: quietLogger(),

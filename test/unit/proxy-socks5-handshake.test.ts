@@ -6,7 +6,7 @@ import { Socks5ServerHandshake, type HandshakeAuthMode, type HandshakeStep } fro
 import { encodeGreeting, encodeRequest, encodeUserPasswordRequest, type Socks5Target } from '../../workers/proxy/socks5-protocol.js';
 
 const VALID_TOKEN = 'tp_valid';
-const tokenCheck: CredentialCheck = (_user, password) => (password === VALID_TOKEN ? { ok: true } : { ok: false });
+const tokenCheck: CredentialCheck = (_user, password) => (password === VALID_TOKEN ? { ok: true, credential: 'token:test' } : { ok: false });
 const target: Socks5Target = { type: 'domain', host: 'example.com', port: 443 };
 
 function run(mode: HandshakeAuthMode, input: Buffer, check: CredentialCheck = tokenCheck): HandshakeStep[] {

@@ -238,6 +238,29 @@ describe('route leases: session parameters in the username', () => {
     expect(instanceOf(await p)).to.equal(1);
   });
 
+  it('refuses an ip: key that is not the connection’s own address, decoded or raw, with or without parameters', async () => {
+    const sup = new ScriptedSupervisor();
+    const { router: r } = router(sup);
+    const off = new LeasedRouter({ ask: sup.ask, defaultSession: 'ip', onRoundTrip: () => undefined, log: quietLogger(), ...USERNAME_OPTIONS, usernameParams: false });
+    for (const [router_, username] of [
+      [r, 'ip:127.0.0.2'],
+      [r, 'ip:127.0.0.2-country-jp'],
+      [r, 'ip%3A127.0.0.2-mode-rotating'],
+      [off, 'ip:127.0.0.2'],
+    ] as const) {
+      const refused = await router_.route(socks(username, '10.0.0.1'));
+      expect(refused.ok === false && refused.reason, username).to.equal('bad_session_params');
+      expect(refused.ok === false && refused.detail, username).to.match(/ip:/);
+    }
+    expect(sup.asked, 'the supervisor is never asked').to.have.length(0);
+    // Its own address's key is the session DEFAULT_SESSION gives it anyway.
+    const own = r.route(socks('ip:10.0.0.1', '10.0.0.1'));
+    await tick();
+    expect(sup.asked[0]).to.deep.include({ key: 'ip:10.0.0.1', named: true });
+    sup.answer(grant(1, 'ip:10.0.0.1', 1));
+    expect(instanceOf(await own)).to.equal(1);
+  });
+
   it('leases per key and parameters: the same parameters or a plain key reuse it, other parameters ask again', async () => {
     const sup = new ScriptedSupervisor();
     const { router: r } = router(sup);
@@ -354,7 +377,7 @@ describe('route leases: the pool grants them and counts what they route', () => 
     expect(pool.sessionView('k').active).to.equal(3);
     pool.workerGone(2);
     expect(pool.sessionView('k').active).to.equal(2);
-    pool.recordCloses([1, 2].map(() => ({ key: 'k', session: r.session, instance: r.instance, bytesUp: 1, bytesDown: 1, ok: true, latencyMs: 1, endedAt: 0 })), 1);
+    pool.recordCloses([1, 2].map(() => ({ key: 'k', session: r.session, instance: r.instance, bytesUp: 1, bytesDown: 1, ok: true, latencyMs: 1, endedAt: 0, host: 'example.test', credential: 'token:t' })), 1);
     expect(pool.sessionView('k')).to.include({ active: 0, requests: 2 });
     pool.stop().catch(() => undefined);
   });
@@ -368,7 +391,7 @@ describe('route leases: the pool grants them and counts what they route', () => 
     const fresh = route(pool, 'k');
     expect(fresh.session).to.not.equal(old.session);
     pool.recordOpened([{ key: 'k', session: old.session as number, instance: old.instance }], 1);
-    pool.recordCloses([{ key: 'k', session: old.session, instance: old.instance, bytesUp: 5, bytesDown: 5, ok: true, latencyMs: 1, endedAt: 0 }], 1);
+    pool.recordCloses([{ key: 'k', session: old.session, instance: old.instance, bytesUp: 5, bytesDown: 5, ok: true, latencyMs: 1, endedAt: 0, host: 'example.test', credential: 'token:t' }], 1);
     expect(pool.sessionView('k')).to.include({ active: 1, requests: 0, bytes_up: 0 });
     pool.stop().catch(() => undefined);
   });

@@ -1,6 +1,6 @@
 import type { Logger } from '../../shared/logger.js';
 import { errorMessage } from '../../shared/errors/error-message.js';
-import { resolveSessionKey } from '../../shared/api/session-key.js';
+import { IP_SESSION_PREFIX, isAddressSessionKey, resolveSessionKey } from '../../shared/api/session-key.js';
 import { parseSessionUsername, SessionUsernameError, sessionParamsTag, type SessionParams } from '../../shared/api/session-username.js';
 import type { DefaultSessionMode } from '../../shared/config/index.js';
 import type { OpenedRoute, RouteInvalidation, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
@@ -51,6 +51,11 @@ export class LeasedRouter implements Router {
       if (!parsed.ok) return parsed.refusal;
       named = parsed.key;
       params = parsed.params;
+    }
+    // An address's session (DEFAULT_SESSION=ip) belongs to that address: no username reaches another's.
+    if (named !== null && req.listener !== 'session-port' && isAddressSessionKey(named) && named !== IP_SESSION_PREFIX + req.clientIp) {
+      this.o.onBadUsername('an ip: session key names another address', req.listener);
+      return { ok: false, reason: 'bad_session_params', detail: `session key: keys starting with ${IP_SESSION_PREFIX} are the sessions of client addresses (DEFAULT_SESSION=ip); name another key` };
     }
     // `named ??` first: a listener may make clientIp a lazy read, and a named key never needs it.
     const key = req.listener === 'session-port' ? null : (named ?? resolveSessionKey(null, req.clientIp, this.o.defaultSession));

@@ -40,7 +40,8 @@ export class ProxyCredentials {
         // Fail closed: before the first snapshot arrives nothing verifies.
         const outcome = this.verifier?.authenticateProxy(password) ?? { ok: false as const, reason: 'missing' as const };
         // The listener logs a refusal at warn ("credential refused"); it is never an audit event.
-        return outcome.ok ? { ok: true } : { ok: false };
+        if (!outcome.ok) return { ok: false };
+        return { ok: true, credential: outcome.principal.kind === 'token' ? `token:${outcome.principal.id}` : 'anonymous' };
       },
       isForwarded: (password) => {
         if (this.forwardDigest === null || password === null) return false;

@@ -71,6 +71,8 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
         ok: s.ok,
         latencyMs: failure && failure.kind !== 'socks_refused' ? null : s.latencyMs,
         endedAt: s.endedAt ?? Date.now(),
+        host: s.evidence.host,
+        credential: s.evidence.credential(),
       };
       if (failure) record.failure = failure;
       closes.push(record);

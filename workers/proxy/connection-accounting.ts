@@ -1,5 +1,5 @@
 import type { ListenerKind, TransportFailureRecord } from '../../shared/ipc/protocol.js';
-import type { ConnectionStats, ProxyEvents, RouteGranted } from './proxy-types.js';
+import type { ConnectionEvidence, ConnectionStats, ProxyEvents, RouteGranted } from './proxy-types.js';
 
 /** What a connection reports when it ends: the bytes it carried and whether the instance failed it. */
 export interface CloseReport {
@@ -24,6 +24,7 @@ export class OpenedConnection {
     private readonly events: ProxyEvents,
     private readonly listener: ListenerKind,
     readonly route: RouteGranted,
+    private readonly evidence: ConnectionEvidence,
   ) {
     events.connectionOpened(route, listener);
   }
@@ -39,6 +40,7 @@ export class OpenedConnection {
       latencyMs: report.latencyMs,
       durationMs: performance.now() - this.startedAt,
       ...(report.endedAt === undefined ? {} : { endedAt: report.endedAt }),
+      evidence: this.evidence,
     };
     this.events.connectionClosed(this.route, this.listener, stats);
   }
@@ -59,8 +61,8 @@ export class ConnectionAccounting {
     private readonly listener: ListenerKind,
   ) {}
 
-  opened(route: RouteGranted): OpenedConnection {
-    return new OpenedConnection(this.events, this.listener, route);
+  opened(route: RouteGranted, evidence: ConnectionEvidence): OpenedConnection {
+    return new OpenedConnection(this.events, this.listener, route, evidence);
   }
 
   released(route: RouteGranted): void {

@@ -6,9 +6,6 @@ import { isPrivateDestination } from './private-destination.js';
 import { ReplyCode, type Socks5Target } from './socks5-protocol.js';
 import type { SocksDialError } from './socks5-client.js';
 
-/** SOCKS replies in which tor speaks about the destination: host unreachable (includes a name that does not resolve), connection refused. */
-export const DESTINATION_REPLIES: ReadonlySet<number> = new Set([ReplyCode.HostUnreachable, ReplyCode.ConnectionRefused]);
-
 /** `host:port`, IPv6 literals bracketed; the host lower-cased (names are case-insensitive). */
 export function destinationOf(target: Socks5Target): string {
   const host = target.host.toLowerCase();
@@ -30,12 +27,18 @@ export function transportFailureOf(error: SocksDialError, target: Socks5Target):
     case 'refused': {
       const socksReply = error.replyCode ?? ReplyCode.GeneralFailure;
       const failure: TransportFailureRecord = { kind: 'socks_refused', socksReply, scored: !destinationExcused };
-      // The exit reached a verdict about the destination: the supervisor may find it is the destination's fault.
-      if (!destinationExcused && DESTINATION_REPLIES.has(socksReply)) failure.destination = destinationOf(target);
+      // Tor answered about reaching the destination: the supervisor judges whose fault it was
+      // (supervisor/verdicts/failure-classes.ts), checking the destination through another exit.
+      if (!destinationExcused) failure.destination = destinationOf(target);
       return failure;
     }
-    case 'timeout':
-      return { kind: 'timeout', scored: !(destinationExcused && error.phase === 'awaiting-reply') };
+    case 'timeout': {
+      // While tor works on the CONNECT the destination (or the exit) is slow; before that, tor itself is.
+      const reachingDestination = error.phase === 'awaiting-reply';
+      const failure: TransportFailureRecord = { kind: 'timeout', scored: !(destinationExcused && reachingDestination) };
+      if (reachingDestination && !destinationExcused) failure.destination = destinationOf(target);
+      return failure;
+    }
     case 'connect':
     case 'protocol':
     case 'closed':

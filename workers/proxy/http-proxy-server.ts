@@ -211,9 +211,11 @@ class HttpProxyConnection implements OwnedConnection {
     const { context, socket } = this;
     const keepAliveAfterError = head.keepAlive && head.framing.kind === 'none';
     const credentials = head.credentials;
+    let credential: string | null = null;
     if (context.deps.credentials.required) {
-      const verdict = credentials === null ? { ok: false } : context.deps.credentials.check(credentials.username, credentials.password);
-      if (!verdict.ok) {
+      const verdict = credentials === null ? ({ ok: false } as const) : context.deps.credentials.check(credentials.username, credentials.password);
+      if (verdict.ok) credential = verdict.credential;
+      else {
         context.credentialRefusals.note({
           listener: 'http',
           client: clientIpOf(socket.remoteAddress),
@@ -256,6 +258,7 @@ class HttpProxyConnection implements OwnedConnection {
       clientGone: () => socket.destroyed,
       release: (route) => this.accounting.released(route),
       accounting: this.accounting,
+      evidence: { host: target.host, credential: () => credential ?? `address:${clientIpOf(socket.remoteAddress)}` },
       instanceDown: context.deps.instanceDown,
       dialMs: context.timeouts.dialMs,
       log: context.log,

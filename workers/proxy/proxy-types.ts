@@ -54,7 +54,12 @@ export interface Router {
   route(request: RouteRequest): Promise<RouteDecision>;
 }
 
-export type CredentialCheck = (username: string | null, password: string | null) => { ok: true } | { ok: false };
+/**
+ * A proxy credential's check; a credential that passes is named by its `credential` id
+ * (`token:<id>`), which the connection's accounting carries to the supervisor (evidence is
+ * weighed per credential: supervisor/verdicts).
+ */
+export type CredentialCheck = (username: string | null, password: string | null) => { ok: true; credential: string } | { ok: false };
 
 export interface CredentialPolicy {
   /**
@@ -85,6 +90,20 @@ export interface ConnectionStats {
   durationMs: number;
   /** When the exchange finished (Date.now()), if earlier than the report of the close (a tunnel's first side to end). */
   endedAt?: number;
+  /** Who asked and where to (ConnectionEvidence). */
+  evidence: ConnectionEvidence;
+}
+
+/**
+ * What a connection tells the supervisor's verdicts about itself: the destination host the
+ * client named (a name or an IP literal, without the port), and the credential that opened it
+ * (`token:<id>`; `address:<ip>` under AUTH_DISABLED; `fleet` for a connection another node
+ * forwarded; `session-port` on a session port). The address is read when the connection ends
+ * (a getpeername call) only where it names the credential.
+ */
+export interface ConnectionEvidence {
+  host: string;
+  credential: () => string;
 }
 
 /**

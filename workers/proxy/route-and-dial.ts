@@ -3,7 +3,7 @@ import type { ConnectionAccounting, OpenedConnection } from './connection-accoun
 import { transportFailureOf } from './dial-failure.js';
 import { dialWatched, INSTANCE_DOWN_FAILURE, type InstanceDownSignal } from './instance-down.js';
 import type { ListenerKind, TransportFailureRecord } from '../../shared/ipc/protocol.js';
-import type { RouteDecision, RouteGranted, RouteRefusalReason } from './proxy-types.js';
+import type { ConnectionEvidence, RouteDecision, RouteGranted, RouteRefusalReason } from './proxy-types.js';
 import { SocksDialError, type DialedUpstream, type UpstreamAddress } from './socks5-client.js';
 import type { Socks5Target } from './socks5-protocol.js';
 
@@ -40,6 +40,8 @@ export interface RouteAndDialOptions {
   /** A granted route that will never be dialled (the client left first). */
   release(route: RouteGranted): void;
   accounting: ConnectionAccounting;
+  /** The destination and the credential, for the supervisor's verdicts. */
+  evidence: ConnectionEvidence;
   instanceDown: InstanceDownSignal | undefined;
   dialMs: number;
   log: Logger;
@@ -71,7 +73,7 @@ export async function routeAndDial(o: RouteAndDialOptions): Promise<RouteAndDial
       return { kind: 'client-gone' };
     }
     if (!decision.ok) return { kind: 'no-route', reason: decision.reason, ...(decision.detail === undefined ? {} : { detail: decision.detail }) };
-    const connection = o.accounting.opened(decision);
+    const connection = o.accounting.opened(decision, o.evidence);
     const dial = o.dial(decision);
     const outcome = await dialWatched(o.instanceDown, decision.instance, () => dial.abort(), () => dial.promise);
     if (outcome.ok) {

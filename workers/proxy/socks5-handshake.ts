@@ -56,6 +56,8 @@ export class Socks5ServerHandshake {
   private phase: Phase = 'greeting';
   private pending: Buffer = EMPTY;
   private sessionKey: string | null = null;
+  /** The credential that passed the check ('fleet' for a forwarded connection); null when none was required. */
+  private credentialId: string | null = null;
   /** The password was the fleet's forwarding secret (another node forwards one of this node's sessions). */
   private forwarded = false;
 
@@ -70,6 +72,11 @@ export class Socks5ServerHandshake {
   }
 
   /** Feeds client bytes; once a terminal step has been returned, further input is ignored. */
+  /** The credential that opened the connection, once authenticated; null when none was required. */
+  get credential(): string | null {
+    return this.credentialId;
+  }
+
   feed(chunk: Buffer): HandshakeStep[] {
     if (this.phase === 'done') return [];
     let buf = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
@@ -126,11 +133,16 @@ export class Socks5ServerHandshake {
     const password = parsed.value.password === '' ? null : parsed.value.password;
     // A session port serves its instance whoever asks: nothing is forwarded there.
     this.forwarded = this.mode !== 'ignored' && username !== null && this.isForwarded(password);
-    if (this.mode === 'required' && !this.forwarded && !this.check(username, password).ok) {
-      steps.push({ type: 'send', bytes: USER_PASSWORD_REFUSED });
-      steps.push({ type: 'close', refusal: { kind: 'credential-refused', usernamePresent: username !== null } });
-      this.phase = 'done';
-      return buf.length;
+    if (this.forwarded) this.credentialId = 'fleet';
+    else if (this.mode === 'required') {
+      const verdict = this.check(username, password);
+      if (!verdict.ok) {
+        steps.push({ type: 'send', bytes: USER_PASSWORD_REFUSED });
+        steps.push({ type: 'close', refusal: { kind: 'credential-refused', usernamePresent: username !== null } });
+        this.phase = 'done';
+        return buf.length;
+      }
+      this.credentialId = verdict.credential;
     }
     this.sessionKey = this.mode === 'ignored' ? null : username;
     steps.push({ type: 'send', bytes: USER_PASSWORD_ACCEPTED });

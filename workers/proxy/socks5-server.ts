@@ -210,6 +210,12 @@ class Socks5Connection implements OwnedConnection {
     });
   }
 
+  /** Who opened the connection (ConnectionEvidence): its token, else its address (AUTH_DISABLED), or its session port. */
+  private credential(): string {
+    if (this.context.pinnedInstanceId !== undefined) return 'session-port';
+    return this.handshake.credential ?? `address:${clientIpOf(this.socket.remoteAddress)}`;
+  }
+
   /** The connection will not reach its CONNECT: close the opened instance connection and hand the route back. */
   private abandonRoute(): void {
     if (this.abandoned) return;
@@ -251,6 +257,7 @@ class Socks5Connection implements OwnedConnection {
       clientGone: () => socket.destroyed,
       release: () => this.abandonRoute(),
       accounting: this.accounting,
+      evidence: { host: target.host, credential: () => this.credential() },
       instanceDown: context.deps.instanceDown,
       dialMs: context.timeouts.dialMs,
       log: context.log,

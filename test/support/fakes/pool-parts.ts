@@ -139,8 +139,10 @@ export class FakeHealth extends EventEmitter<HealthEvents> implements HealthTrac
   wouldQuarantine(): boolean {
     return this.quarantinesNext;
   }
-  settleWindow(): void {
+  settledSites: string[] = [];
+  settleSite(site: string): void {
     this.settled += 1;
+    this.settledSites.push(site);
   }
   success(): void {
     this.successes += 1;
@@ -190,7 +192,7 @@ export interface FakePool {
  * A pool of fakes configured by `env` on top of POOL_SIZE=4 and no spawn stagger; every
  * instance is ready unless `readyAll` is false.
  */
-export function fakePool(env: Record<string, string> = {}, options: { readyAll?: boolean } & Pick<PoolDeps, 'waitForListeners' | 'sendInvalidation' | 'now' | 'exits'> = {}): FakePool {
+export function fakePool(env: Record<string, string> = {}, options: { readyAll?: boolean } & Pick<PoolDeps, 'waitForListeners' | 'sendInvalidation' | 'now' | 'exits' | 'partyOf' | 'probeDestination'> = {}): FakePool {
   const instances = new Map<number, FakeInstance>();
   const health = new Map<number, FakeHealth>();
   const audit = new AuditLog();
@@ -202,6 +204,8 @@ export function fakePool(env: Record<string, string> = {}, options: { readyAll?:
     ...(options.sendInvalidation === undefined ? {} : { sendInvalidation: options.sendInvalidation }),
     ...(options.now === undefined ? {} : { now: options.now }),
     ...(options.exits === undefined ? {} : { exits: options.exits }),
+    ...(options.partyOf === undefined ? {} : { partyOf: options.partyOf }),
+    ...(options.probeDestination === undefined ? {} : { probeDestination: options.probeDestination }),
     createInstance: (id) => {
       const i = new FakeInstance(id);
       instances.set(id, i);

@@ -205,7 +205,7 @@ export class FakeSupervisorIpc {
     this.on('sessions.failure', ({ key, report }) => {
       const s = session(key);
       if (!s) return refuse('EXITPOOL_NO_SUCH_SESSION', 'no such session');
-      return { session: key, instance: s.instance, kind: report.kind, scored: true };
+      return { session: key, instance: s.instance, kind: report.kind, scored: true, moved: false, exit_ip: '', new_exit: false, exit_note: 'a fake supervisor moves nothing' };
     });
     this.on('sessions.delete', ({ key }) => {
       const before = d().sessions.length;
@@ -377,12 +377,12 @@ export function cannedData(): CannedData {
 
 /** Token operations over an in-memory list, for tests that do not need the real credential store. */
 export function cannedTokens(): TokenOperations {
-  const tokens: TokenRecord[] = [{ id: 'cfg0000000', name: 'PROXY_TOKEN', scope: 'proxy', source: 'config', created_at: 1_900_000_000 }];
+  const tokens: TokenRecord[] = [{ id: 'cfg0000000', name: 'PROXY_TOKEN', scope: 'proxy', source: 'config', created_at: 1_900_000_000, owner: '' }];
   let n = 0;
   return {
     list: () => tokens,
     create: async (request) => {
-      const record: TokenRecord = { id: `tok${++n}`, name: request.name, scope: request.scope, source: 'store', created_at: 1_900_000_000 };
+      const record: TokenRecord = { id: `tok${++n}`, name: request.name, scope: request.scope, source: 'store', created_at: 1_900_000_000, owner: request.owner ?? '' };
       tokens.push(record);
       return { ...record, secret: `tp_${'a'.repeat(21)}${n}` };
     },
