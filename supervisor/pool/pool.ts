@@ -7,6 +7,7 @@ import { ExitpoolError } from '../../shared/errors/catalogue.js';
 import { resolveSessionKey } from '../../shared/api/session-key.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import { RouteLeases, type InvalidationSender } from '../routing/route-leases.js';
+import { RecentRefusals } from '../routing/recent-refusals.js';
 import type { DestinationBlame } from '../exits/destination-blame.js';
 import type { ExitAssignments } from '../exits/exit-assignments.js';
 import type { QuarantineCause } from '../health/health-machine.js';
@@ -93,6 +94,8 @@ export interface PoolEvents {
 export class Pool extends EventEmitter<PoolEvents> {
   readonly sessions: SessionTable;
   readonly stats = new StatsHistory();
+  /** Each key's last refused route, briefly (GET /api/sessions/{key}/refusal). */
+  readonly refusals = new RecentRefusals(() => this.now());
   private readonly entries = new Map<number, PoolEntry>();
   /** Per worker slot: its open connections per session incarnation, forgotten if the worker dies. */
   private readonly openByWorker = new Map<number, Map<number, { key: string; count: number }>>();
@@ -213,7 +216,7 @@ export class Pool extends EventEmitter<PoolEvents> {
   route(p: RouteParams & { params?: undefined }, workerSlot: number): RouteResult;
   route(p: RouteParams, workerSlot: number): RouteResult | Promise<RouteResult>;
   route(p: RouteParams, workerSlot: number): RouteResult | Promise<RouteResult> {
-    return this.fleetRouting ? this.fleetRouting.route(p, workerSlot) : this.routeHere(p, workerSlot);
+    return this.refusals.note(p.key, this.fleetRouting ? this.fleetRouting.route(p, workerSlot) : this.routeHere(p, workerSlot));
   }
 
   /** Routes on this node's own instances. */
