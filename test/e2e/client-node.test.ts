@@ -10,7 +10,10 @@ import { Configuration, log as crawleeLog, LogLevel as CrawleeLogLevel, ProxyCon
 import { HttpCrawler } from '@crawlee/http';
 import axios from 'axios';
 import got from 'got';
-import { axiosThrough, ExitpoolCrawlee, ExitpoolSession, gotThrough, gotThroughHttpProxy, ProxyRefusedError, SocksReplyError, StillBlockedError } from '../../clients/node/src/index.js';
+import { ExitpoolSession, ProxyRefusedError, SocksReplyError, StillBlockedError, type RotateAnswer } from '../../clients/node/src/index.js';
+import { axiosThrough } from '../../clients/node/src/axios.js';
+import { ExitpoolCrawlee } from '../../clients/node/src/crawlee.js';
+import { gotThrough, gotThroughHttpProxy } from '../../clients/node/src/got.js';
 import { HealApi } from '../support/clients/api-client.js';
 import { captchaReportsOf, whileEveryExitServesCaptcha, whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
@@ -173,9 +176,9 @@ describe('Node client @exitpool/client (real service, private network)', functio
     const attempts = 3;
     class CountingSession extends ExitpoolSession {
       rotations = 0;
-      override async rotate(): Promise<void> {
+      override async rotate(): Promise<RotateAnswer> {
         this.rotations++;
-        await super.rotate();
+        return super.rotate();
       }
     }
     const s = new CountingSession({ key, token: TEST_PROXY_TOKEN, proxy: `http://127.0.0.1:${suite.svc.httpPort}`, api: `http://127.0.0.1:${suite.svc.apiPort}`, attempts });
