@@ -119,6 +119,13 @@ describe('Node client: the request loop (fake pool)', function () {
       expect(fake.rotations).to.have.length(1);
     });
 
+    it('a block met later on the same exit, after a report that moved nothing, is an event of its own: reported again', async () => {
+      const s = session('one-try', { attempts: 1 });
+      for (let i = 0; i < 2; i++) expect(await failureOf(s.fetch(`${SITE}/blocked`))).to.be.instanceOf(StillBlockedError);
+      expect(fake.reports).to.have.length(2);
+      expect(fake.rotations).to.deep.equal([]);
+    });
+
     it('a report that fails does not stop the loop: the session still moves and the request goes on', async () => {
       fake.reportStatus = 500;
       const failed: unknown[] = [];

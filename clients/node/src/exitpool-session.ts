@@ -62,13 +62,18 @@ const REFUSAL_CLOCK_SLACK_MS = 250;
 
 const SOCKS_REPLY_CODE = /^UND_ERR_SOCKS5_REPLY_(\d+)$/;
 
-/** One block event: reported once, for the session's exit generation it happened on. */
+/**
+ * One block event: blocks met on one exit of the session while its report (and the move after
+ * it) is in flight. Reported once; closed when its report is done and nobody asked for a move,
+ * so that a later block on the same exit is an event of its own.
+ */
 interface BlockEvent {
   generation: number;
   /** Resolves once the report was sent (or failed) and, when the pool moved the session, once that was taken in. */
   reported: Promise<void>;
   /** The move after it, once someone asked for another try. */
   moved?: Promise<void>;
+  closed: boolean;
 }
 
 /**
@@ -193,12 +198,15 @@ export class ExitpoolSession {
   async afterBlock(block: Block, generation: number, tryAgain: boolean, response: unknown, leftFrom = this.exit): Promise<void> {
     if (generation !== this.exitGeneration) return;
     let event = this.event;
-    if (event === null || event.generation !== generation) {
-      event = { generation, reported: this.reportAndTakeMove(block, generation, response) };
+    if (event === null || event.generation !== generation || event.closed) {
+      event = { generation, reported: this.reportAndTakeMove(block, generation, response), closed: false };
       this.event = event;
     }
     await event.reported;
-    if (!tryAgain || generation !== this.exitGeneration) return;
+    if (!tryAgain || generation !== this.exitGeneration) {
+      if (event.moved === undefined) event.closed = true;
+      return;
+    }
     event.moved ??= this.rotateAfter(block, generation, response, leftFrom);
     await event.moved;
   }

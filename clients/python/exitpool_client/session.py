@@ -86,12 +86,16 @@ class _Once:
 
 
 class _BlockEvent:
-    """One block met on one exit: reported once, moved once."""
+    """Blocks met on one exit of the session while its report (and the move after it) is in
+    flight: reported once, moved once; closed when its report is done and nobody asked for a
+    move, so that a later block on the same exit is an event of its own."""
 
     def __init__(self, generation: int) -> None:
         self.generation = generation
         self.reported = _Once()
         self.moved = _Once()
+        self.move_asked = False
+        self.closed = False
 
 
 class ExitpoolSession:
@@ -229,11 +233,15 @@ class ExitpoolSession:
             if generation != self._generation:
                 return
             event = self._event
-            if event is None or event.generation != generation:
+            if event is None or event.generation != generation or event.closed:
                 event = self._event = _BlockEvent(generation)
         event.reported.run(lambda: self._report_and_take_move(block, generation, response))
-        if not try_again or generation != self._generation:
-            return
+        with self._lock:
+            if not try_again or generation != self._generation:
+                if not event.move_asked:
+                    event.closed = True
+                return
+            event.move_asked = True
         event.moved.run(lambda: self._rotate_after(block, generation, response, leaving))
 
     def _report_and_take_move(self, block: Block, generation: int, response: object) -> None:

@@ -108,3 +108,13 @@ def test_a_failed_report_does_not_stop_the_loop(fake_pool: FakePool) -> None:
         http.get("http://site.test/blocked", timeout=10)
     assert len(failed) == 2
     assert len(fake_pool.rotations) == 1
+
+
+def test_a_later_block_on_the_same_exit_is_reported_again(fake_pool: FakePool) -> None:
+    s = fake_pool.session("one-try", attempts=1)
+    with s.requests_session() as http:
+        for _ in range(2):
+            with pytest.raises(StillBlockedError):
+                http.get("http://site.test/blocked", timeout=10)
+    assert len(fake_pool.reports) == 2
+    assert fake_pool.rotations == []
