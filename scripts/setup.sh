@@ -28,7 +28,7 @@ fi
 # The Python client (clients/python) is tested with Debian's Python and its packages: PyPI is
 # not among the registries this project may reach. Only the tests need them (the demo does not).
 if [ "${EXITPOOL_SKIP_BROWSER:-0}" != 1 ]; then
-  for pkg in python3-requests python3-socks python3-httpx python3-scrapy python3-pytest; do
+  for pkg in python3-requests python3-socks python3-httpx python3-socksio python3-scrapy python3-pytest python3-mypy python3-typeshed python3-flake8 python3-build; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
   done
   # The Redis state store's tests start their own redis-server on loopback (never the system one).

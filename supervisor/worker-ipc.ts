@@ -79,6 +79,7 @@ export function workerRequestHandlers(h: WorkerHandle, d: WorkerIpcDeps): IpcHan
     'sessions.rotate': ({ key, newnym }) => settled(pool.rotateSession(key, newnym)),
     'sessions.failure': ({ key, report, reporter }) => settled(pool.reportFailure(key, report.kind, report.reason, reporter, report.domain)),
     'sessions.delete': ({ key }) => settled(pool.deleteSession(key)),
+    'sessions.refusal': ({ key }) => pool.refusals.view(key),
     'sessions.owner': async ({ key }) => (pool.sessions.get(key) !== undefined || !d.fleet ? null : d.fleet.sessions.ownerElsewhere(key)),
     'exits.list': () => exitsViewOf(d.exits, pool.instanceIds(), Date.now(), d.fleet?.view() ?? null),
     'exits.unban': ({ fingerprint }) => liftBan(d.exits, fingerprint),

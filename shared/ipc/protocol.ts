@@ -1,5 +1,6 @@
 import type { AuditEvent, AuditType } from '../api/audit-event.js';
 import type { SessionParams } from '../api/session-username.js';
+import type { SessionRefusalView } from '../api/route-refusal.js';
 import type { ApiCredentialSnapshot, ProxyCredentialSnapshot } from '../auth/credential-snapshot.js';
 import type { RateLimitDecision } from '../auth/login-rate-limiter.js';
 import type { CreatedToken, TokenRecord } from '../auth/token-record.js';
@@ -193,6 +194,8 @@ export interface WorkerRequests extends MethodMap {
   /** reporter: the credential behind the report, which CLIENT_REPORT_BUDGET is counted against. */
   'sessions.failure': { params: { key: string; report: FailureReport; reporter: FailureReporter }; result: FailureResult };
   'sessions.delete': { params: { key: string }; result: null };
+  /** The key's last route refusal within RECENT_REFUSAL_TTL_MS, for a client whose library hid it (null refusal: none). */
+  'sessions.refusal': { params: { key: string }; result: SessionRefusalView };
   /** On a node of a fleet: the other live node that owns a session this node does not hold, and its API (host:port); null otherwise. */
   'sessions.owner': { params: { key: string }; result: { node: string; api: string } | null };
   /** types: only these audit types (all when absent). */

@@ -6,6 +6,7 @@ import type { CloseRecord, DestinationProbe, DestinationProbeResult, OpenedRoute
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { InvalidationSender } from '../routing/route-leases.js';
+import { RecentRefusals } from '../routing/recent-refusals.js';
 import type { ExitAssignments } from '../exits/exit-assignments.js';
 import type { FailureKind, HealthTracker } from '../health/health-tracker.js';
 import type { HealthSnapshot } from '../health/health-snapshot.js';
@@ -68,6 +69,8 @@ const noSuchSession = (): ExitpoolError => new ExitpoolError('EXITPOOL_NO_SUCH_S
 export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
   readonly sessions: SessionTable;
   readonly stats = new StatsHistory();
+  /** Each session's last refused route, briefly (GET /api/sessions/{key}/refusal). */
+  readonly refusals: RecentRefusals;
   private readonly now: () => number;
   private readonly registry: InstanceRegistry;
   private readonly ledger: ConnectionLedger;
@@ -80,6 +83,7 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
   constructor(private readonly deps: PoolDeps) {
     super();
     const now = (this.now = deps.now ?? Date.now);
+    this.refusals = new RecentRefusals(now);
     const { config, audit, log, exits } = deps;
     const registry = (this.registry = new InstanceRegistry({
       config,
@@ -167,7 +171,7 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
   route(p: RouteParams & { params?: undefined }, workerSlot: number): RouteResult;
   route(p: RouteParams, workerSlot: number): RouteResult | Promise<RouteResult>;
   route(p: RouteParams, workerSlot: number): RouteResult | Promise<RouteResult> {
-    return this.fleetRouting ? this.fleetRouting.route(p, workerSlot) : this.routeHere(p, workerSlot);
+    return this.refusals.note(p.key, this.fleetRouting ? this.fleetRouting.route(p, workerSlot) : this.routeHere(p, workerSlot));
   }
 
   /** Routes on this node's own instances. */

@@ -1,8 +1,11 @@
 /**
  * @exitpool/client (clients/node) against the real service on the private network: a scraper
  * loop that meets a captcha on its exit reports it, is moved, and gets its page through another
- * exit with no code of the user's beyond configuration; a country asked for through the client;
- * the proxy's refusal surfaced as a typed error.
+ * exit with no code of the user's beyond configuration; a 200 sign-in page with a reCAPTCHA
+ * widget fetched without a report; a move without a new exit stopping the loop
+ * (NoFreshExitError); redirects (across hosts, to a path that says "challenge", to a vendor's
+ * challenge); a country asked for through the client; the proxy's refusal surfaced as a typed
+ * error (the whole matrix of clients and listeners: client-refusals.test.ts).
  */
 import { expect } from 'chai';
 import type { AuditEvent } from '../../shared/api/audit-event.js';
@@ -10,19 +13,88 @@ import { Configuration, log as crawleeLog, LogLevel as CrawleeLogLevel, ProxyCon
 import { HttpCrawler } from '@crawlee/http';
 import axios from 'axios';
 import got from 'got';
-import { axiosThrough, ExitpoolCrawlee, ExitpoolSession, gotThrough, gotThroughHttpProxy, ProxyRefusedError, SocksReplyError, StillBlockedError } from '../../clients/node/src/index.js';
+import { ExitpoolSession, NoFreshExitError, ProxyRefusedError, SocksReplyError, StillBlockedError, type RotateAnswer } from '../../clients/node/src/index.js';
+import { axiosThrough } from '../../clients/node/src/axios.js';
+import { ExitpoolCrawlee } from '../../clients/node/src/crawlee.js';
+import { gotThrough, gotThroughHttpProxy } from '../../clients/node/src/got.js';
 import { HealApi } from '../support/clients/api-client.js';
 import { captchaReportsOf, whileEveryExitServesCaptcha, whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
+import { TestSite } from '../support/fakes/test-site.js';
 import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
 
 const ROTATION_GRACE_MS = 1000;
+
+async function failureOf(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (e) {
+    return e;
+  }
+  throw new Error('it did not fail');
+}
 
 describe('Node client @exitpool/client (real service, private network)', function () {
   this.timeout(120_000);
   const suite = withService({ POOL_SIZE: '3', EXIT_HEADER: '1', CLIENT_REPORT_BUDGET: '1000/1m', ROTATION_GRACE: `${ROTATION_GRACE_MS}ms` });
   const session = (key: string, extra: Partial<ConstructorParameters<typeof ExitpoolSession>[0]> = {}): ExitpoolSession =>
     new ExitpoolSession({ key, token: TEST_PROXY_TOKEN, proxy: `http://127.0.0.1:${suite.svc.httpPort}`, api: `http://127.0.0.1:${suite.svc.apiPort}`, ...extra });
+  let site: TestSite;
+  before(async () => {
+    site = await TestSite.start();
+  });
+  after(() => site.close());
+  /** Every failure report the audit trail holds for session `key`, as (kind, domain). */
+  const reportsOf = async (key: string): Promise<[unknown, unknown][]> =>
+    (await (await HealApi.signIn(suite.svc)).events(500)).filter((e) => e.session === key && e.type === 'instance' && e.details.kind !== undefined).map((e) => [e.details.kind, e.details.domain]);
+
+  it('fetches a 200 sign-in page with a reCAPTCHA widget without a single report (fetch and axios)', async () => {
+    const s = session('signin-page');
+    try {
+      const page = await s.fetch(site.url('/signin'));
+      expect(page.status).to.equal(200);
+      expect(await page.text()).to.include('g-recaptcha');
+      expect((await axiosThrough(axios, s, { url: site.url('/signin') })).data).to.include('g-recaptcha');
+    } finally {
+      await s.close();
+    }
+    expect(await reportsOf('signin-page')).to.deep.equal([]);
+  });
+
+  it('redirects: across hosts the host that answered is reported; a path that says "challenge" is no block; a vendor challenge is, for the site that sent there', async () => {
+    const s = session('node-redirects', { attempts: 1 });
+    try {
+      expect(await failureOf(s.fetch(site.url('/cross')))).to.be.instanceOf(StillBlockedError);
+      expect((await s.fetch(site.url('/contest'))).status).to.equal(200);
+      const challenge = await failureOf(s.fetch(site.url('/to-challenge'), { redirect: 'manual' }));
+      expect(challenge, String(challenge)).to.be.instanceOf(StillBlockedError);
+      expect((challenge as StillBlockedError).block).to.deep.include({ kind: 'captcha', vendor: 'datadome' });
+    } finally {
+      await s.close();
+    }
+    expect(await reportsOf('node-redirects')).to.have.deep.members([
+      ['blocked', 'www.shop.testnet'],
+      ['captcha', 'shop.testnet'],
+    ]);
+  });
+
+  it('a move that finds no new exit (the only exit of its country) stops with NoFreshExitError, never retrying on the exit it reported', async () => {
+    const se = suite.svc.net.exits.filter((e) => e.country === 'se').map((e) => e.address);
+    expect(se, 'se has one exit on the test network').to.have.length(1);
+    const key = 'node-only-se';
+    const s = session(key, { choices: { countries: ['se'] }, attempts: 3 });
+    try {
+      expect(await (await s.fetch(suite.svc.whoamiUrl)).text()).to.equal(`${se[0]}\n`);
+      suite.svc.net.whoami.resetHits();
+      const failure = await whileExitServesCaptcha(suite.svc, se[0] as string, ROTATION_GRACE_MS + 200, () => failureOf(s.fetch(suite.svc.whoamiUrl)));
+      expect(failure, String(failure)).to.be.instanceOf(NoFreshExitError);
+      expect((failure as NoFreshExitError).note).to.not.equal('');
+      expect(suite.svc.net.whoami.hits(se[0] as string), 'one try, none after the move').to.equal(1);
+    } finally {
+      await s.close();
+    }
+    expect(await reportsOf(key)).to.deep.equal([['captcha', 'whoami.testnet']]);
+  });
 
   for (const [name, send] of [
     ['fetch (undici, the HTTP proxy)', (s: ExitpoolSession) => s.fetch(suite.svc.whoamiUrl).then((r) => r.text())],
@@ -168,14 +240,14 @@ describe('Node client @exitpool/client (real service, private network)', functio
   });
 
   // Last: it burns every exit's standing with whoami.testnet, which later tests would inherit.
-  it('fetch: when every exit is blocked, reports each try, rotates between them, and gives up with StillBlockedError after `attempts`', async () => {
+  it('fetch: when every exit is blocked, reports each try once, moves between them, and gives up: StillBlockedError after `attempts`, or NoFreshExitError once the pool runs out of new exits', async () => {
     const key = 'node-all-blocked';
     const attempts = 3;
     class CountingSession extends ExitpoolSession {
       rotations = 0;
-      override async rotate(): Promise<void> {
+      override async rotate(): Promise<RotateAnswer> {
         this.rotations++;
-        await super.rotate();
+        return super.rotate();
       }
     }
     const s = new CountingSession({ key, token: TEST_PROXY_TOKEN, proxy: `http://127.0.0.1:${suite.svc.httpPort}`, api: `http://127.0.0.1:${suite.svc.apiPort}`, attempts });
@@ -187,15 +259,20 @@ describe('Node client @exitpool/client (real service, private network)', functio
     } finally {
       await s.close();
     }
-    expect(failure, String(failure)).to.be.instanceOf(StillBlockedError);
-    const still = failure as StillBlockedError;
-    expect(still.attempts).to.equal(attempts);
-    expect(still.block.kind).to.equal('captcha');
-    expect((still.response as { status: number }).status, "the last page is kept").to.equal(200);
-    expect(s.rotations, 'a rotation between tries, none after the last').to.equal(attempts - 1);
-    expect([...suite.svc.net.whoami.hitsBySource().values()].reduce((a, b) => a + b, 0), 'one request per try').to.equal(attempts);
+    const tries = [...suite.svc.net.whoami.hitsBySource().values()].reduce((a, b) => a + b, 0);
     const reports = await captchaReportsOf(await HealApi.signIn(suite.svc), key);
-    expect(reports, 'one report per blocked try').to.have.length(attempts);
+    expect(reports, 'one report per blocked try').to.have.length(tries);
     for (const r of reports) expect(r.details.domain).to.equal('whoami.testnet');
+    if (failure instanceof StillBlockedError) {
+      expect(failure.attempts).to.equal(attempts);
+      expect(failure.block.kind).to.equal('captcha');
+      expect((failure.response as { status: number }).status, 'the last page is kept').to.equal(200);
+      expect(tries).to.equal(attempts);
+      expect(s.rotations, 'a move between tries, none after the last').to.equal(attempts - 1);
+    } else {
+      expect(failure, String(failure)).to.be.instanceOf(NoFreshExitError);
+      expect(tries, 'no try after the move that found no new exit').to.be.within(1, attempts - 1);
+      expect(s.rotations, 'the last move is the one that found none').to.equal(tries);
+    }
   });
 });

@@ -2,7 +2,9 @@
  * The Python client (clients/python) against the real service on the private network, with
  * Debian's requests, httpx and Scrapy: for each client a scraper meets a captcha on its exit,
  * the client reports it and rotates, and the page comes through another exit with no code of the
- * user's beyond configuration; a country through the client; refusals as typed errors.
+ * user's beyond configuration; a 200 sign-in page with a reCAPTCHA widget fetched without a
+ * report; a move without a new exit (NoFreshExitError); redirects; a country through the client;
+ * refusals as typed errors (the whole matrix of clients and listeners: client-refusals.test.ts).
  */
 import { expect } from 'chai';
 import { CAPTCHA_MARKER } from '../../internal/testnet/index.js';
@@ -11,6 +13,7 @@ import { HealApi } from '../support/clients/api-client.js';
 import { captchaReportsOf, whileEveryExitServesCaptcha, whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
 import { runPython } from '../support/clients/python.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
+import { TestSite } from '../support/fakes/test-site.js';
 import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
 
 const ROTATION_GRACE_MS = 1000;
@@ -40,6 +43,49 @@ describe('Python client exitpool_client (real service, private network, Debian p
   }
 
   const reportsOf = (key: string): Promise<AuditEvent[]> => captchaReportsOf(api, key);
+  /** Every failure report of session `key`, as (kind, domain). */
+  const anyReportsOf = async (key: string): Promise<[unknown, unknown][]> =>
+    (await api.events(500)).filter((e) => e.session === key && e.type === 'instance' && e.details.kind !== undefined).map((e) => [e.details.kind, e.details.domain]);
+  let site: TestSite;
+  before(async () => {
+    site = await TestSite.start();
+  });
+  after(() => site.close());
+
+  it('requests and httpx fetch a 200 sign-in page with a reCAPTCHA widget without a single report', async () => {
+    const r = await runPython(['test/support/python/client_scenario.py', 'signin'], env('py-signin', { SITE_URL: site.url('') }));
+    expect(r.code, r.stderr).to.equal(0);
+    expect(JSON.parse(r.stdout)).to.deep.equal({ status: [200, 200], widget: [true, true] });
+    expect(await anyReportsOf('py-signin')).to.deep.equal([]);
+  });
+
+  it('requests: across hosts the host that answered is reported; a path that says "challenge" is no block; a vendor challenge is, for the site that sent there', async () => {
+    const r = await runPython(['test/support/python/client_scenario.py', 'redirects'], env('py-redirects', { SITE_URL: site.url(''), ATTEMPTS: '1' }));
+    expect(r.code, r.stderr).to.equal(0);
+    expect(JSON.parse(r.stdout)).to.deep.equal({ cross: 'blocked', contest: 200, 'to-challenge': ['captcha', 'datadome'] });
+    expect(await anyReportsOf('py-redirects')).to.have.deep.members([
+      ['blocked', 'www.shop.testnet'],
+      ['captcha', 'shop.testnet'],
+    ]);
+  });
+
+  it('requests: a move that finds no new exit (the only exit of its country) stops with NoFreshExitError, never retrying on the exit it reported', async () => {
+    const se = suite.svc.net.exits.filter((e) => e.country === 'ca').map((e) => e.address);
+    expect(se, 'ca has one exit on the test network').to.have.length(1);
+    const key = 'py-only-ca';
+    expect(await exitIpOf(suite.svc, `${key}-country-ca`)).to.equal(se[0]);
+    suite.svc.net.whoami.resetHits();
+    const r = await whileExitServesCaptcha(suite.svc, se[0] as string, ROTATION_GRACE_MS + 200, () =>
+      runPython(['test/support/python/client_scenario.py', 'no-fresh-exit'], env(key, { COUNTRIES: 'ca', ATTEMPTS: '3' })),
+    );
+    expect(r.code, r.stderr).to.equal(0);
+    const out = JSON.parse(r.stdout) as { error: string; note: string; kind: string };
+    expect(out.error).to.equal('NoFreshExitError');
+    expect(out.kind).to.equal('captcha');
+    expect(out.note).to.not.equal('');
+    expect(suite.svc.net.whoami.hits(se[0] as string), 'one try, none after the move').to.equal(1);
+    expect(await anyReportsOf(key)).to.deep.equal([['captcha', 'whoami.testnet']]);
+  });
 
   for (const scenario of ['requests', 'requests-socks', 'httpx', 'httpx-async'] as const) {
     it(`${scenario}: meets a captcha, reports it with the site, is moved, and gets the page through another exit`, async () => {
@@ -95,31 +141,49 @@ describe('Python client exitpool_client (real service, private network, Debian p
   });
 
   // Last: they burn every exit's standing with whoami.testnet, which later tests would inherit.
-  it('requests: when every exit is blocked, reports each try, rotates between them, and raises StillBlockedError after the bound', async () => {
+  it('requests: when every exit is blocked, reports each try once, moves between them, and gives up: StillBlockedError after the bound, or NoFreshExitError once the pool runs out of new exits', async () => {
     const key = 'py-all-blocked';
     await exitIpOf(suite.svc, key);
+    suite.svc.net.whoami.resetHits();
     const r = await whileEveryExitServesCaptcha(suite.svc, ROTATION_GRACE_MS + 200, () => runPython(['test/support/python/client_scenario.py', 'requests-blocked'], env(key, { ATTEMPTS: '3' })));
     expect(r.code, r.stderr).to.equal(0);
-    expect(JSON.parse(r.stdout)).to.deep.equal({ error: 'StillBlockedError', attempts: 3, kind: 'captcha', status: 200, rotations: 2 });
+    const out = JSON.parse(r.stdout) as { error: string; rotations: number; kind: string };
+    const tries = [...suite.svc.net.whoami.hitsBySource().values()].reduce((a, b) => a + b, 0);
     const reports = await reportsOf(key);
-    expect(reports, 'one report per blocked try').to.have.length(3);
+    expect(reports, 'one report per blocked try').to.have.length(tries);
     for (const report of reports) expect(report.details.domain).to.equal('whoami.testnet');
+    if (out.error === 'StillBlockedError') {
+      expect(out).to.deep.equal({ error: 'StillBlockedError', attempts: 3, kind: 'captcha', status: 200, rotations: 2 });
+      expect(tries).to.equal(3);
+    } else {
+      expect(out).to.deep.include({ error: 'NoFreshExitError', kind: 'captcha' });
+      expect(tries, 'no try after the move that found no new exit').to.be.within(1, 2);
+      expect(out.rotations).to.equal(tries);
+    }
   });
 
-  it('Scrapy: when every exit is blocked, gives up after EXITPOOL_ATTEMPTS and hands the spider the page marked as still blocked', async () => {
+  it('Scrapy: when every exit is blocked, gives up after EXITPOOL_ATTEMPTS and hands the spider the page marked as still blocked (or the errback NoFreshExitError)', async () => {
     const key = 'py-scrapy-all-blocked';
     await exitIpOf(suite.svc, key);
+    suite.svc.net.whoami.resetHits();
     const r = await whileEveryExitServesCaptcha(suite.svc, ROTATION_GRACE_MS + 200, () =>
       runPython(['-m', 'scrapy', 'runspider', 'test/support/python/scrapy_spider.py', '-o', '-:json', '--nolog'], env(key, { ATTEMPTS: '2' })),
     );
     expect(r.code, r.stderr).to.equal(0);
-    const items = JSON.parse(r.stdout) as { status: number; body: string; attempt: number; blocked: string | null }[];
+    const items = JSON.parse(r.stdout) as { status?: number; body?: string; attempt?: number; blocked?: string | null; error?: string }[];
     expect(items).to.have.length(1);
-    expect(items[0]?.attempt, 'no try past the bound').to.equal(2);
-    expect(items[0]?.blocked).to.equal('captcha');
-    expect(items[0]?.body).to.include(CAPTCHA_MARKER);
-    expect(await reportsOf(key), 'one report per blocked try').to.have.length(2);
+    const tries = [...suite.svc.net.whoami.hitsBySource().values()].reduce((a, b) => a + b, 0);
+    expect(await reportsOf(key), 'one report per blocked try').to.have.length(tries);
     const rotations = (await api.events(200)).filter((e) => e.type === 'rotate' && e.session === key);
-    expect(rotations, 'a rotation between the tries, none after the last').to.have.length(1);
+    if (items[0]?.error === undefined) {
+      expect(items[0]?.attempt, 'no try past the bound').to.equal(2);
+      expect(items[0]?.blocked).to.equal('captcha');
+      expect(items[0]?.body).to.include(CAPTCHA_MARKER);
+      expect(rotations, 'a rotation between the tries, none after the last').to.have.length(1);
+    } else {
+      expect(items[0]?.error).to.equal('NoFreshExitError');
+      expect(tries).to.equal(1);
+      expect(rotations).to.have.length(1);
+    }
   });
 });

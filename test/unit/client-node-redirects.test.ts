@@ -6,24 +6,34 @@ import { expect } from 'chai';
 import axios from 'axios';
 import got from 'got';
 import { ProxyConfiguration } from '@crawlee/core';
-import { axiosThrough, detectBlock, ExitpoolCrawlee, ExitpoolSession, gotThroughHttpProxy, StillBlockedError } from '../../clients/node/src/index.js';
+import { detectBlock, ExitpoolSession, StillBlockedError } from '../../clients/node/src/index.js';
+import { axiosThrough } from '../../clients/node/src/axios.js';
+import { ExitpoolCrawlee } from '../../clients/node/src/crawlee.js';
+import { gotThroughHttpProxy } from '../../clients/node/src/got.js';
 import { FakeExitpool, type FakePage } from '../support/fakes/fake-exitpool.js';
 
 const SITE = 'http://site.test';
+const CHALLENGE = 'http://geo.captcha-delivery.com/captcha/?initialCid=abc';
 
-/** `/start` redirects to a challenge whose page carries no marker; `/account` to a login page. */
+/**
+ * `/start` redirects to DataDome's captcha host, whose page carries no signature; `/account` to
+ * a login page; `/coding-challenge-2026` is an ordinary page whose path says "challenge".
+ */
 function site(url: URL): FakePage {
+  if (url.hostname === 'geo.captcha-delivery.com') return { status: 200, body: 'One moment…' };
   switch (url.pathname) {
     case '/start':
-      return { status: 302, headers: { Location: '/sorry/wait?next=%2Fstart' } };
-    case '/sorry/wait':
-      return { status: 200, body: 'One moment…' };
+      return { status: 302, headers: { Location: CHALLENGE } };
     case '/account':
       return { status: 302, headers: { Location: '/login' } };
+    case '/contest':
+      return { status: 302, headers: { Location: '/coding-challenge-2026' } };
     default:
       return { status: 200, body: 'welcome' };
   }
 }
+
+const pathsOf = (fake: FakeExitpool): string[] => fake.carried.map((c) => new URL(c.url).pathname);
 
 describe('Node client: a followed redirect to a challenge is a block', function () {
   this.timeout(20_000);
@@ -36,8 +46,9 @@ describe('Node client: a followed redirect to a challenge is a block', function 
 
   it('detectBlock judges the URLs redirects led to, not only a 3xx Location', () => {
     const head = { status: 200, headers: { get: () => null } };
-    expect(detectBlock({ ...head, redirectedTo: [`${SITE}/sorry/wait`] }, 'One moment')).to.deep.include({ kind: 'captcha' });
+    expect(detectBlock({ ...head, url: `${SITE}/start`, redirectedTo: [CHALLENGE] }, 'One moment')).to.deep.include({ kind: 'captcha', vendor: 'datadome', site: `${SITE}/start` });
     expect(detectBlock({ ...head, redirectedTo: [`${SITE}/login`] }, 'welcome')).to.equal(null);
+    expect(detectBlock({ ...head, redirectedTo: [`${SITE}/coding-challenge-2026`] }, 'welcome'), 'a word in a path is no challenge').to.equal(null);
     expect(detectBlock({ ...head, redirectedTo: [] }, 'welcome')).to.equal(null);
   });
 
@@ -51,11 +62,21 @@ describe('Node client: a followed redirect to a challenge is a block', function 
     }
     expect(failure, String(failure)).to.be.instanceOf(StillBlockedError);
     expect((failure as StillBlockedError).block.kind).to.equal('captcha');
-    expect(fake.carried.map((c) => new URL(c.url).pathname)).to.deep.equal(['/start', '/sorry/wait', '/start', '/sorry/wait']);
+    expect(pathsOf(fake)).to.deep.equal(['/start', '/captcha/', '/start', '/captcha/']);
     expect(fake.reports).to.have.length(2);
-    for (const r of fake.reports) expect(r).to.deep.include({ key: 'fetch-redirect', kind: 'captcha', domain: 'site.test' });
-    expect(fake.reports[0]?.reason).to.match(/redirected to a challenge/);
+    for (const r of fake.reports) expect(r, 'the site before the challenge host').to.deep.include({ key: 'fetch-redirect', kind: 'captcha', domain: 'site.test' });
+    expect(fake.reports[0]?.reason).to.match(/redirected to datadome's challenge/);
     expect(fake.rotations).to.deep.equal(['fetch-redirect']);
+  });
+
+  it('fetch: a redirect to a path that says "challenge" is an ordinary page', async () => {
+    const s = session('fetch-contest');
+    try {
+      expect(await (await s.fetch(`${SITE}/contest`)).text()).to.equal('welcome');
+    } finally {
+      await s.close();
+    }
+    expect(fake.reports).to.deep.equal([]);
   });
 
   it('fetch: a redirect to an ordinary page is no block', async () => {
@@ -78,7 +99,7 @@ describe('Node client: a followed redirect to a challenge is a block', function 
       await s.close();
     }
     expect(failure, String(failure)).to.be.instanceOf(StillBlockedError);
-    expect(fake.carried.map((c) => new URL(c.url).pathname)).to.deep.equal(['/start', '/sorry/wait', '/start', '/sorry/wait']);
+    expect(pathsOf(fake)).to.deep.equal(['/start', '/captcha/', '/start', '/captcha/']);
     expect(fake.reports.map((r) => [r.kind, r.domain])).to.deep.equal([
       ['captcha', 'site.test'],
       ['captcha', 'site.test'],
@@ -103,7 +124,7 @@ describe('Node client: a followed redirect to a challenge is a block', function 
       await s.close();
     }
     expect(failure, String(failure)).to.be.instanceOf(StillBlockedError);
-    expect(fake.carried.map((c) => new URL(c.url).pathname)).to.deep.equal(['/start', '/sorry/wait', '/start', '/sorry/wait', '/account', '/login']);
+    expect(pathsOf(fake)).to.deep.equal(['/start', '/captcha/', '/start', '/captcha/', '/account', '/login']);
     expect(fake.reports.map((r) => [r.kind, r.domain])).to.deep.equal([
       ['captcha', 'site.test'],
       ['captcha', 'site.test'],
@@ -116,15 +137,15 @@ describe('Node client: a followed redirect to a challenge is a block', function 
     const pool = new ExitpoolCrawlee(ProxyConfiguration, { token: 'tp_test', proxy: fake.url, api: fake.url, keyFor: () => 'crawlee-redirect' });
     const handled: string[] = [];
     const handler = pool.wrap(async (ctx) => void handled.push(ctx.request.url));
-    const ctx = (loadedUrl: string) => ({ request: { url: `${SITE}/start`, loadedUrl }, response: { statusCode: 200, headers: { 'content-type': 'text/plain' } }, body: 'One moment', session: { id: 's1' } });
+    const ctx = (loadedUrl: string) => ({ request: { url: `${SITE}/start`, loadedUrl, uniqueKey: `${SITE}/start`, noRetry: false }, response: { statusCode: 200, headers: { 'content-type': 'text/plain' } }, body: 'One moment', session: { id: 's1' } });
     let failure: unknown;
     try {
-      await handler(ctx(`${SITE}/sorry/wait`)).catch((e: unknown) => (failure = e));
+      await handler(ctx(CHALLENGE)).catch((e: unknown) => (failure = e));
       await handler(ctx(`${SITE}/start`));
     } finally {
       await pool.close();
     }
-    expect(String(failure)).to.match(/blocked \(captcha: redirected to a challenge/);
+    expect(String(failure)).to.match(/blocked \(captcha: redirected to datadome's challenge/);
     expect(fake.reports).to.have.length(1);
     expect(fake.reports[0]).to.deep.include({ key: 'crawlee-redirect', kind: 'captcha', domain: 'site.test' });
     expect(fake.rotations).to.have.length(1);
@@ -149,11 +170,14 @@ describe('Node client: agents kept per session for got and axios', function () {
       // A challenge: reported, rotated, retried — the retry and what follows on a new connection.
       await gotThroughHttpProxy(got, s, `${SITE}/start`).catch(() => undefined);
       expect(fake.rotations).to.have.length(1);
-      const afterRotation = fake.carried.slice(3 + 2).map((c) => c.connection);
+      const retry = fake.carried.slice(3 + 2);
+      const afterRotation = retry.map((c) => c.connection);
       expect(afterRotation.length).to.be.greaterThan(0);
       for (const c of afterRotation) expect(before.has(c), `connection ${c} opened before the rotation`).to.equal(false);
       await gotThroughHttpProxy(got, s, `${SITE}/home`);
-      expect(fake.carried.at(-1)?.connection, 'kept again after the rotation').to.equal(afterRotation.at(-1));
+      // The agent keeps a connection per destination host: the site's is reused, the challenge host's was another.
+      const siteConnection = retry.find((c) => new URL(c.url).hostname === 'site.test')?.connection;
+      expect(fake.carried.at(-1)?.connection, 'kept again after the rotation').to.equal(siteConnection);
     } finally {
       await s.close();
     }

@@ -1,82 +1,58 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import '../support/fixtures/fuzz-runs.js';
-import { MAX_SESSION_COUNTRIES, parseSessionUsername, SessionUsernameError, sessionParamsTag } from '../../shared/api/session-username.js';
+import {
+  MAX_SESSION_COUNTRIES,
+  PARAMETER_NAMES,
+  parseSessionUsername,
+  SessionUsernameError,
+  sessionParamsTag,
+  UNSUPPORTED_PARAMETER_NAMES,
+  type SessionParams,
+} from '../../shared/api/session-username.js';
+import { paramsOfChoices, usernameVectors, type VectorParams } from '../support/clients/username-vectors.js';
+
+const vectors = usernameVectors();
+
+function asVector(p: SessionParams): VectorParams {
+  return { ...(p.countries ? { countries: p.countries } : {}), ...(p.lifetimeMs !== undefined ? { lifetime_ms: p.lifetimeMs } : {}), ...(p.mode ? { mode: p.mode } : {}) };
+}
 
 describe('session parameters in the proxy username', () => {
-  it('reads the parameters from the end and leaves the key as it is, dashes included', () => {
-    expect(parseSessionUsername('shop-eu-1-country-de')).to.deep.equal({ key: 'shop-eu-1', params: { countries: ['de'] } });
-    expect(parseSessionUsername('customer-session-abc-country-DE,nl-sesstime-10')).to.deep.equal({
-      key: 'customer-session-abc',
-      params: { countries: ['de', 'nl'], lifetimeMs: 600_000 },
-    });
-    expect(parseSessionUsername('crawler-ttl-90s-mode-rotating')).to.deep.equal({ key: 'crawler', params: { lifetimeMs: 90_000, mode: 'rotating' } });
-    expect(parseSessionUsername('a-mode-sticky-country-se').params).to.deep.equal({ mode: 'sticky', countries: ['se'] });
-    expect(parseSessionUsername('x-ttl-2h').params.lifetimeMs).to.equal(7_200_000);
+  it('knows the names the shared vectors list (the clients escape a key containing any of them)', () => {
+    expect([...PARAMETER_NAMES].sort()).to.deep.equal([...vectors.parameter_names].sort());
+    expect([...UNSUPPORTED_PARAMETER_NAMES].sort()).to.deep.equal([...vectors.unsupported_parameter_names].sort());
+    expect(MAX_SESSION_COUNTRIES, 'the vectors refuse nine countries').to.equal(8);
   });
 
-  it('keeps session-<id> in the key wherever it is written, as commercial gateways spell it', () => {
-    expect(parseSessionUsername('customer-u1-session-abc-country-de')).to.deep.equal({ key: 'customer-u1-session-abc', params: { countries: ['de'] } });
-    expect(parseSessionUsername('customer-u1-country-de-session-abc')).to.deep.equal({ key: 'customer-u1-session-abc', params: { countries: ['de'] } });
-    expect(parseSessionUsername('user-session-7-x')).to.deep.equal({ key: 'user-session-7-x', params: {} });
-  });
-
-  it('refuses a country followed by something that is not a parameter, rather than ignore the country', () => {
-    expect(() => parseSessionUsername('u-country-de-zone-residential')).to.throw(SessionUsernameError, /"zone" after country-de is not a parameter/);
-    expect(parseSessionUsername('dark-mode-test-1').key, 'other names inside a key are left alone').to.equal('dark-mode-test-1');
-  });
-
-  it('refuses any recognised parameter followed by something that is not one, rather than drop the mode or lifetime', () => {
-    expect(() => parseSessionUsername('k-mode-rotating-zone-x')).to.throw(SessionUsernameError, /"zone" after mode-rotating is not a parameter/);
-    expect(() => parseSessionUsername('k-ttl-10m-foo')).to.throw(SessionUsernameError, /"foo" after ttl-10m is not a parameter/);
-    expect(() => parseSessionUsername('k-sesstime-5-foo-bar')).to.throw(SessionUsernameError, /"foo" after sesstime-5/);
-    expect(() => parseSessionUsername('k-Mode-Sticky-session-7-x')).to.throw(SessionUsernameError, /"x" after mode-Sticky/);
-    // Parameters after the stray piece do not make it one: the key would still swallow the mode.
-    expect(() => parseSessionUsername('k-mode-rotating-zone-x-country-de')).to.throw(SessionUsernameError, /"zone" after mode-rotating/);
-    expect(() => parseSessionUsername('k-ttl-10m-foo-ttl-5m')).to.throw(SessionUsernameError, /"foo" after ttl-10m/);
-  });
-
-  it('keeps plain keys with dashes, parameter names whose value does not fit, and session-<id> as they are', () => {
-    for (const plain of ['my-crawl-3', 'dark-mode-test-1', 'my-ttl-x-1', 'a-sesstime-soon-b', 'user-session-7-x', 'x-session-abc-mode', 'mode-rotating-x', 'ttl-10m-foo']) {
-      expect(parseSessionUsername(plain), plain).to.deep.equal({ key: plain, params: {} });
-    }
-    expect(parseSessionUsername('k%2Dmode%2Drotating%2Dzone-mode-sticky'), 'escaped, such a key is written').to.deep.equal({ key: 'k-mode-rotating-zone', params: { mode: 'sticky' } });
-  });
-
-  it('leaves a username without parameters exactly as it was (every key that worked before still does)', () => {
-    for (const plain of ['alice', 'durable-0', 'header-user', 'rotating-30', 'ip:10.0.0.1', 'a-b-c-d', 'country-de', '-', '--', 'x-country', 'ü-ñ-✓']) {
-      expect(parseSessionUsername(plain), plain).to.deep.equal({ key: plain, params: {} });
+  describe('reads each username of clients/test-vectors/usernames.json as it says', () => {
+    for (const v of vectors.read) {
+      if ('refused' in v) {
+        it(`refuses ${JSON.stringify(v.username)} (${v.refused})`, () => {
+          expect(() => parseSessionUsername(v.username)).to.throw(SessionUsernameError, new RegExp(v.refused));
+        });
+      } else {
+        it(`reads ${JSON.stringify(v.username)} as key ${JSON.stringify(v.key)}${v.dialect ? ` (${v.dialect})` : ''}`, () => {
+          const parsed = parseSessionUsername(v.username);
+          expect({ key: parsed.key, params: asVector(parsed.params) }).to.deep.equal({ key: v.key, params: v.params });
+        });
+      }
     }
   });
 
-  it('percent-decodes the key of a username with parameters, so a key ending like a parameter can be written', () => {
-    expect(parseSessionUsername('my%2Dcountry%2Dde-mode-sticky')).to.deep.equal({ key: 'my-country-de', params: { mode: 'sticky' } });
-    expect(parseSessionUsername('plain%2Dkey').key, 'not decoded without parameters').to.equal('plain%2Dkey');
+  it('reads every username the clients build (the vectors’ built cases) as the key and choices it was built from', () => {
+    let checked = 0;
+    for (const v of vectors.built) {
+      if ('invalid' in v) continue;
+      const parsed = parseSessionUsername(v.username);
+      expect({ key: parsed.key, params: asVector(parsed.params) }, v.username).to.deep.equal({ key: v.key, params: paramsOfChoices(v.choices, v.username) });
+      checked++;
+    }
+    expect(checked).to.be.greaterThan(10);
   });
-
-  for (const [username, why] of [
-    ['k-country-deu', /two-letter/],
-    ['k-country-d1', /two-letter/],
-    ['k-country-de,,nl', /two-letter/],
-    [`k-country-${Array.from({ length: MAX_SESSION_COUNTRIES + 1 }, (_, i) => String.fromCharCode(97 + i) + 'a').join(',')}`, /at most/],
-    ['k-sesstime-0', /at least 1/],
-    ['k-sesstime-ten', /whole minutes/],
-    ['k-ttl-5y', /duration/],
-    ['k-ttl-0s', /duration/],
-    ['k-mode-fast', /sticky or rotating/],
-    ['k-country-de-country-nl', /twice/],
-    ['k-sesstime-5-ttl-5m', /give one/],
-    ['-country-de', /empty/],
-    ['bad%ZZ-country-de', /escape/],
-    ['k-country-d_e', /malformed/],
-  ] as const) {
-    it(`refuses ${JSON.stringify(username)} with a reason`, () => {
-      expect(() => parseSessionUsername(username)).to.throw(SessionUsernameError, why);
-    });
-  }
 
   it('property: any username either parses or is refused with SessionUsernameError; parsed parameters are well formed', () => {
-    const piece = fc.oneof(fc.constantFrom('country', 'sesstime', 'ttl', 'mode', 'de', 'nl,se', '10', '90s', 'rotating', 'sticky', ''), fc.string({ maxLength: 6 }));
+    const piece = fc.oneof(fc.constantFrom(...PARAMETER_NAMES, ...UNSUPPORTED_PARAMETER_NAMES, 'de', 'nl,se', '10', '90s', 'rotating', 'sticky', 'us_ohio', ''), fc.string({ maxLength: 6 }));
     const username = fc.oneof(fc.string({ maxLength: 80 }), fc.array(piece, { maxLength: 9 }).map((p) => p.join('-')));
     fc.assert(
       fc.property(username, (u) => {
@@ -87,7 +63,7 @@ describe('session parameters in the proxy username', () => {
           expect(e).to.be.instanceOf(SessionUsernameError);
           return;
         }
-        if (Object.keys(parsed.params).length === 0) expect(parsed.key).to.equal(u);
+        if (Object.keys(parsed.params).length === 0 && !/-sess(ion|id)-/i.test(u)) expect(parsed.key).to.equal(u);
         else expect(parsed.key.length).to.be.greaterThan(0);
         for (const c of parsed.params.countries ?? []) expect(c).to.match(/^[a-z]{2}$/);
         if (parsed.params.lifetimeMs !== undefined) expect(parsed.params.lifetimeMs).to.be.greaterThan(0);
@@ -95,22 +71,25 @@ describe('session parameters in the proxy username', () => {
     );
   });
 
-  it('property: what a client builds from a key and parameters reads back as that key and those parameters', () => {
+  it('property: what a client builds from a key and parameters reads back as that key and those parameters, in either dialect', () => {
     const key = fc.string({ minLength: 1, maxLength: 30 });
     const countries = fc.uniqueArray(fc.stringMatching(/^[a-z]{2}$/), { minLength: 1, maxLength: MAX_SESSION_COUNTRIES });
     fc.assert(
-      fc.property(key, countries, fc.integer({ min: 1, max: 1440 }), fc.constantFrom('sticky', 'rotating'), (k, cs, minutes, mode) => {
-        const username = `${encodeURIComponent(k).replace(/-/g, '%2D')}-country-${cs.join(',')}-sesstime-${minutes}-mode-${mode}`;
-        expect(parseSessionUsername(username)).to.deep.equal({ key: k, params: { countries: cs, lifetimeMs: minutes * 60_000, mode } });
+      fc.property(key, countries, fc.integer({ min: 1, max: 1440 }), fc.constantFrom('sticky', 'rotating'), fc.constantFrom('country', 'cc'), fc.constantFrom('sesstime', 'sessionduration'), (k, cs, minutes, mode, country, lifetime) => {
+        const list = country === 'cc' ? cs.slice(0, 1) : cs;
+        const username = `${encodeURIComponent(k).replace(/-/g, '%2D')}-${country}-${list.join(',')}-${lifetime}-${minutes}-mode-${mode}`;
+        expect(parseSessionUsername(username)).to.deep.equal({ key: k, params: { countries: list, lifetimeMs: minutes * 60_000, mode } });
       }),
     );
   });
 
   it('property: a recognised parameter followed by a piece that is not a parameter is refused, whatever stands around them', () => {
-    const known = ['country', 'sesstime', 'ttl', 'mode', 'session'];
+    const known = [...PARAMETER_NAMES, ...UNSUPPORTED_PARAMETER_NAMES] as string[];
     const param = fc.oneof(
       fc.stringMatching(/^[a-z]{2}$/).map((c) => `country-${c}`),
+      fc.stringMatching(/^[A-Z]{2}$/).map((c) => `cc-${c}`),
       fc.integer({ min: 1, max: 1440 }).map((m) => `sesstime-${m}`),
+      fc.integer({ min: 1, max: 1440 }).map((m) => `sessionduration-${m}`),
       fc.tuple(fc.integer({ min: 1, max: 999 }), fc.constantFrom('', 's', 'm', 'h', 'd')).map(([n, u]) => `ttl-${n}${u}`),
       fc.constantFrom('mode-sticky', 'mode-rotating', 'MODE-Rotating'),
     );
@@ -123,10 +102,24 @@ describe('session parameters in the proxy username', () => {
     );
   });
 
-  it('tags equal parameters equally, whatever order they were written in', () => {
+  it('property: a gateway targeting parameter exitpool does not support is refused wherever it stands, never taken into the key', () => {
+    const unsupported = fc.oneof(
+      fc.constantFrom('city-london', 'city-los_angeles', 'state-california', 'st-us_california', 'zip-10001', 'postalcode-90210', 'continent-eu', 'asn-3320'),
+    );
+    const params = fc.array(fc.constantFrom('country-de', 'cc-US', 'sessid-abc', 'session-9', 'sesstime-10', 'sessionduration-30', 'mode-rotating'), { maxLength: 3 });
+    fc.assert(
+      fc.property(fc.stringMatching(/^[a-z0-9]{1,10}$/), params, unsupported, params, (k, before, u, after) => {
+        const username = [k, ...before, u, ...after].join('-');
+        expect(() => parseSessionUsername(username), username).to.throw(SessionUsernameError, /is not supported|given twice|give one/);
+      }),
+    );
+  });
+
+  it('tags equal parameters equally, whatever order or dialect they were written in', () => {
     const a = parseSessionUsername('k-country-de-mode-rotating').params;
-    const b = parseSessionUsername('k-mode-rotating-country-de').params;
+    const b = parseSessionUsername('k-mode-rotating-cc-DE').params;
     expect(sessionParamsTag(a)).to.equal(sessionParamsTag(b));
+    expect(sessionParamsTag(parseSessionUsername('k-sesstime-10').params)).to.equal(sessionParamsTag(parseSessionUsername('k-sessionduration-10').params));
     expect(sessionParamsTag(a)).to.not.equal(sessionParamsTag(parseSessionUsername('k-country-nl-mode-rotating').params));
   });
 });

@@ -161,6 +161,11 @@ export const POOL_ROUTES: readonly ApiRoute[] = [
     },
   },
   {
+    method: 'GET', path: '/api/sessions/:key/refusal', access: 'proxy', summary: "the session's last route refusal",
+    // Answered by this node: a refused session has no owner, and the proxy that refused it asked this node's supervisor.
+    handler: async (ctx) => ok(await ctx.ipc.request('sessions.refusal', { key: addressableSessionKey(ctx) })),
+  },
+  {
     method: 'DELETE', path: '/api/sessions/:key', access: 'proxy', summary: 'unpin the session',
     handler: async (ctx) => {
       const key = addressableSessionKey(ctx);

@@ -1,7 +1,7 @@
 /**
- * The proxy username exitpool reads (docs/api.md, "Session parameters in the username"):
- * `<key>[-country-<cc>,…][-ttl-<duration>][-mode-rotating]`. The key's own dashes are written as
- * `%2D` when parameters follow, so any key reads back as itself.
+ * The proxy username exitpool reads (docs/api.md, "Session parameters in the username"), in
+ * exitpool's own spelling: `<key>[-country-<cc>,…][-ttl-<n>s][-mode-<mode>]`. The key's own
+ * dashes are written as `%2D` when parameters follow, so any key reads back as itself.
  */
 
 export type SessionMode = 'sticky' | 'rotating';
@@ -35,15 +35,25 @@ export function buildUsername(key: string, choices: SessionChoices = {}): string
     if (!Number.isInteger(choices.lifetimeSeconds) || choices.lifetimeSeconds < 1) throw new InvalidSessionChoice('lifetimeSeconds must be a whole number of seconds, at least 1');
     params.push(`ttl-${choices.lifetimeSeconds}s`);
   }
-  if (choices.mode !== undefined) params.push(`mode-${choices.mode}`);
+  if (choices.mode !== undefined) {
+    // Checked at run time too: JavaScript callers have no type checker.
+    if (choices.mode !== 'sticky' && choices.mode !== 'rotating') throw new InvalidSessionChoice('mode is sticky or rotating');
+    params.push(`mode-${choices.mode}`);
+  }
   if (params.length === 0) {
     // A key with a parameter name between its dashes would read as parameters: said explicitly
     // (the default mode), its dashes escaped, it reads back as itself.
-    if (!key.split('-').slice(1).some((piece) => PARAMETER_NAMES.includes(piece.toLowerCase()))) return key;
+    if (!key.split('-').slice(1).some((piece) => ESCAPED_NAMES.has(piece.toLowerCase()))) return key;
     params.push('mode-sticky');
   }
   return `${encodeURIComponent(key).replace(/-/g, '%2D')}-${params.join('-')}`;
 }
 
-/** The names the service reads as parameters (docs/api.md). */
-const PARAMETER_NAMES = ['country', 'sesstime', 'ttl', 'mode', 'session'];
+/**
+ * The names the service reads as parameters, its own and the gateway dialects' (docs/api.md),
+ * and the gateway parameters it refuses: a key with any of them between its dashes is escaped.
+ * clients/test-vectors/usernames.json lists the same names; the tests hold both to it.
+ */
+export const PARAMETER_NAMES: readonly string[] = ['country', 'cc', 'sesstime', 'sessionduration', 'ttl', 'mode', 'session', 'sessid'];
+export const UNSUPPORTED_PARAMETER_NAMES: readonly string[] = ['city', 'state', 'st', 'zip', 'postalcode', 'continent', 'asn'];
+const ESCAPED_NAMES = new Set([...PARAMETER_NAMES, ...UNSUPPORTED_PARAMETER_NAMES]);

@@ -1,38 +1,43 @@
-"""What the proxy said when it refused, as typed errors."""
+"""The typed errors of the client: the proxy's refusals (read from its answer, or asked of the
+service when the HTTP or SOCKS5 library hid them), a block the retries did not get past, a move
+that found no new exit, and an API call that failed."""
+
+from __future__ import annotations
 
 from typing import Optional
 
+from .blocks import Block
+from .proxy_status import ProxyStatus
 
-def parse_proxy_status(value: Optional[str]) -> Optional[dict]:
-    """``Proxy-Status: exitpool; error=<type>; details="<text>"`` as a dict (proxy, error, details)."""
-    if not value:
-        return None
-    parts = [p.strip() for p in value.split(";")]
-    out = {"proxy": parts[0], "error": "", "details": ""}
-    for p in parts[1:]:
-        if "=" not in p:
-            continue
-        name, v = p.split("=", 1)
-        v = v.strip()
-        if len(v) >= 2 and v[0] == '"' and v[-1] == '"':
-            v = v[1:-1].replace('\\"', '"').replace("\\\\", "\\")
-        if name.strip() in ("error", "details"):
-            out[name.strip()] = v
-    return out
+#: Refusals worth retrying later: the pool was busy, not asked for a country without exits.
+RETRYABLE_REASONS = frozenset({"country_wait_timeout", "no_routable_instance", "session_limit"})
 
 
 class ProxyRefusedError(Exception):
-    """The HTTP proxy refused the request itself (the destination never saw it)."""
+    """The HTTP proxy refused the request itself (the destination never saw it).
 
-    def __init__(self, status: int, proxy_status: dict):
-        super().__init__(f"exitpool refused the request ({status} {proxy_status.get('error')}): {proxy_status.get('details')}")
+    ``reason`` is the service's (``no_exit_in_country``, ...) when it was asked because the
+    library hid the proxy's answer (``source`` ``"service"``); None when read from the answer."""
+
+    def __init__(self, status: int, proxy_status: ProxyStatus, reason: Optional[str] = None, source: str = "proxy") -> None:
+        super().__init__(f"exitpool refused the request ({status} {proxy_status.error}{', ' + reason if reason else ''}): {proxy_status.details}")
         self.status = status
         self.proxy_status = proxy_status
+        self.reason = reason
+        self.source = source
+
+    @property
+    def bad_parameters(self) -> bool:
+        """The username's parameters were malformed (HTTP 400)."""
+        return self.status == 400
 
     @property
     def retryable(self) -> bool:
         """Waiting can help: the pool was busy (503), not a country without exits or a bad request."""
-        return self.status == 503 and not self.proxy_status.get("details", "").startswith("no exit in")
+        if self.reason is not None:
+            return self.reason in RETRYABLE_REASONS
+        # Read from the proxy's answer: its details name a country without exits ("no exit in fr: …").
+        return self.status == 503 and not self.proxy_status.details.startswith("no exit in")
 
 
 SOCKS_REPLY_REASONS = {
@@ -45,27 +50,46 @@ SOCKS_REPLY_REASONS = {
 
 
 class SocksReplyError(Exception):
-    """The SOCKS5 proxy refused the connection with this reply code."""
+    """The SOCKS5 proxy refused the connection with this reply code (RFC 1928)."""
 
-    def __init__(self, code: int):
-        super().__init__(f"the SOCKS5 proxy refused the connection: reply {code}, {SOCKS_REPLY_REASONS.get(code, 'unknown')}")
+    def __init__(self, code: int, reason: Optional[str] = None, details: str = "") -> None:
+        super().__init__(f"the SOCKS5 proxy refused the connection: reply {code}, {SOCKS_REPLY_REASONS.get(code, 'unknown')}{': ' + details if details else ''}")
         self.code = code
+        self.reason = reason
+        self.details = details
+
+    @property
+    def retryable(self) -> bool:
+        return self.reason in RETRYABLE_REASONS if self.reason is not None else self.code == 1
 
 
 class StillBlockedError(Exception):
     """Every try was blocked; the last response is kept."""
 
-    def __init__(self, block, attempts: int, response):
+    def __init__(self, block: Block, attempts: int, response: object) -> None:
         super().__init__(f"still blocked after {attempts} tries: {block.kind} ({block.reason})")
         self.block = block
         self.attempts = attempts
         self.response = response
 
 
+class NoFreshExitError(Exception):
+    """The session was moved after a block, but not to a new exit (``new_exit: false``): retrying
+    would go back to an exit the site has seen, so the loop stops here. ``note`` is the service's
+    reason (``exit_note``), ``exit_ip`` where the session is now."""
+
+    def __init__(self, note: str, exit_ip: str, block: Block, response: object) -> None:
+        super().__init__(f"no fresh exit after a {block.kind} block{': ' + note if note else ''}")
+        self.note = note
+        self.exit_ip = exit_ip
+        self.block = block
+        self.response = response
+
+
 class ExitpoolApiError(Exception):
     """An API call made on the session's behalf failed."""
 
-    def __init__(self, status: int, body: str):
+    def __init__(self, status: int, body: str) -> None:
         super().__init__(f"exitpool API answered {status}: {body.strip()[:200]}")
         self.status = status
         self.body = body

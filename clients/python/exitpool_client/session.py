@@ -1,36 +1,116 @@
-"""One exitpool session for requests, httpx (sync and async) and Scrapy."""
+"""One exitpool session: its username and proxies, what to do when a site blocks it, and what
+the proxy's refusals were. The clients (requests, httpx, Scrapy) are in modules of their own."""
 
-import json
+from __future__ import annotations
+
 import re
-import urllib.error
-import urllib.request
-from typing import Iterable, Optional
-from urllib.parse import quote, urlparse
+import threading
+from dataclasses import replace
+from time import monotonic
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Tuple, Type, TypeVar
+from urllib.parse import quote
 
-from .blocks import DEFAULT_BLOCK_RULES, Block, BlockRules, detect_block
-from .errors import ExitpoolApiError, ProxyRefusedError, SocksReplyError, StillBlockedError, parse_proxy_status
+from .api import ExitpoolApi, FailureAnswer, RotateAnswer
+from .blocks import DEFAULT_BLOCK_RULES, BanPolicy, Block, BlockRules, ResponseFacts, ban_policy_of
+from .errors import NoFreshExitError, ProxyRefusedError, SocksReplyError, StillBlockedError
+from .proxy_status import EXITPOOL_PROXY_NAME, ProxyStatus, parse_proxy_status
+from .report_domain import report_domain
 from .username import build_username
 
-_SOCKS_REPLY = re.compile(r"0x0([1-8])")
+if TYPE_CHECKING:  # pragma: no cover - the clients are optional
+    import httpx
+    import requests
+
+#: A refusal the service reports is this request's when it is no older than the request, give or
+#: take this much (only the two clocks' rates matter: ``age_ms`` is compared with time since sending).
+REFUSAL_CLOCK_SLACK_SECONDS = 0.25
+
+#: Content types whose body the ban policy reads (pages and API answers, not downloads).
+_TEXTUAL = re.compile(r"^(text/|application/(json|xhtml\+xml|xml|javascript)|[a-z]+/[a-z.+-]*\+(json|xml))", re.I)
+
+R = TypeVar("R", bound="ClientResponse")
 
 
-def followed_redirects(response) -> list:
+class ClientResponse(Protocol):
+    """What the loop reads of a requests or httpx response."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Any: ...
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def history(self) -> Any: ...
+
+
+def followed_redirects(response: ClientResponse) -> List[str]:
     """Where the redirects a requests or httpx response followed led, the final URL last."""
     history = list(getattr(response, "history", None) or [])
     if not history:
         return []
-    return [str(r.url) for r in history[1:]] + [str(response.url)]
+    return [str(r.url) for r in history[1:]] + [str(getattr(response, "url", ""))]
+
+
+def textual(headers: Mapping[str, str]) -> bool:
+    return bool(_TEXTUAL.match(headers.get("content-type") or headers.get("Content-Type") or ""))
+
+
+class _Once:
+    """A call the first thread to ask makes; the others wait for it and share its outcome."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._started = False
+        self._error: Optional[BaseException] = None
+
+    def run(self, fn: Callable[[], None]) -> None:
+        with self._lock:
+            first = not self._started
+            self._started = True
+        if first:
+            try:
+                fn()
+            except BaseException as e:
+                self._error = e
+            finally:
+                self._done.set()
+        else:
+            self._done.wait()
+        if self._error is not None:
+            raise self._error
+
+
+class _BlockEvent:
+    """Blocks met on one exit of the session while its report (and the move after it) is in
+    flight: reported once, moved once; closed when its report is done and nobody asked for a
+    move, so that a later block on the same exit is an event of its own."""
+
+    def __init__(self, generation: int) -> None:
+        self.generation = generation
+        self.reported = _Once()
+        self.moved = _Once()
+        self.move_asked = False
+        self.closed = False
 
 
 class ExitpoolSession:
     """A session key with its choices, and what to do when a site blocks it.
 
-    ``fetch``-style wrappers (``requests_session``, ``httpx_client``, ``httpx_async_client``)
-    judge every response by ``rules``; a block is reported to the pool with its kind and the
-    site's domain, the session is rotated to a new exit, and the request is tried again, at most
-    ``attempts`` times in all, then ``StillBlockedError``. The proxy's own refusals raise
-    ``ProxyRefusedError`` (HTTP proxy) or ``SocksReplyError`` (SOCKS5). ``exit`` is the exit IP
-    last seen (the ``Exitpool-Exit`` header when the service sends it, else ``current_exit()``).
+    The clients (``requests_session``, ``httpx_client``, ``httpx_async_client``, the Scrapy
+    middleware) judge every response by ``ban_policy`` (the default reads challenge pages and
+    status codes, not words: blocks.py). A block is reported to the pool with its kind and the
+    site's domain, once per block event however many requests met it; the session is moved to a
+    new exit (by the pool itself when the report's answer says ``moved``, else by a rotation), and
+    the request tried again, at most ``attempts`` times in all, then ``StillBlockedError``. A move
+    that finds no new exit stops with ``NoFreshExitError``. The proxy's refusals raise
+    ``ProxyRefusedError`` (HTTP proxy) or ``SocksReplyError`` (SOCKS5), asked of the service when
+    the library hid them. ``exit`` is the exit IP last seen (the ``Exitpool-Exit`` header when the
+    service sends it, the answers of moves, else ``current_exit()``).
     """
 
     def __init__(
@@ -45,7 +125,9 @@ class ExitpoolSession:
         mode: Optional[str] = None,
         rules: BlockRules = DEFAULT_BLOCK_RULES,
         attempts: int = 3,
-    ):
+        ban_policy: Optional[BanPolicy] = None,
+        on_report_failed: Optional[Callable[[BaseException], None]] = None,
+    ) -> None:
         self.key = key
         self.token = token
         self.api = api.rstrip("/")
@@ -53,8 +135,14 @@ class ExitpoolSession:
         self.socks_proxy = socks_proxy
         self.username = build_username(key, countries, lifetime_seconds, mode)
         self.rules = rules
+        self.ban_policy: BanPolicy = ban_policy if ban_policy is not None else ban_policy_of(rules)
         self.attempts = max(1, attempts)
+        self.on_report_failed = on_report_failed
         self.exit = ""
+        self._api = ExitpoolApi(self.api, token)
+        self._lock = threading.Lock()
+        self._generation = 0
+        self._event: Optional[_BlockEvent] = None
 
     # ---- proxy addresses ----
 
@@ -64,159 +152,174 @@ class ExitpoolSession:
         if scheme == "http":
             return f"http://{cred}{self.http_proxy}"
         if scheme in ("socks5h", "socks5"):
-            return f"socks5h://{cred}{self.socks_proxy}"
-        raise ValueError("scheme is http or socks5h")
+            return f"{scheme}://{cred}{self.socks_proxy}"
+        raise ValueError("scheme is http, socks5h or socks5")
 
-    def proxies(self, scheme: str = "http") -> dict:
+    def proxies(self, scheme: str = "http") -> Dict[str, str]:
         url = self.proxy_url(scheme)
         return {"http": url, "https": url}
 
+    @property
+    def generation(self) -> int:
+        """Goes up each time the session moves to another exit: a client drops the connections it
+        kept to the old one when it sees it change."""
+        return self._generation
+
     # ---- the pool's API ----
 
-    def _api(self, method: str, path: str, body: Optional[dict] = None):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.api + path, data=data, method=method, headers={"Authorization": f"Bearer {self.token}"})
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    def report(self, block: Block) -> Optional[FailureAnswer]:
+        """Tells the pool what the site did (exitpool cannot see inside TLS), naming the site's
+        domain when the API can take it. A report that fails goes to ``on_report_failed`` and
+        answers None: it never stops the request loop."""
         try:
-            with opener.open(req, timeout=30) as r:
-                text = r.read().decode()
-        except urllib.error.HTTPError as e:
-            raise ExitpoolApiError(e.code, e.read().decode(errors="replace")) from None
-        return json.loads(text) if text else None
+            return self._api.report(self.key, block.kind, block.reason, report_domain(block.site))
+        except Exception as e:  # noqa: BLE001 - whatever failed, the loop goes on
+            if self.on_report_failed is not None:
+                self.on_report_failed(e)
+            return None
 
-    def report(self, block: Block, domain: str) -> None:
-        """Tells the pool what the site did (exitpool cannot see inside TLS)."""
-        self._api("POST", f"/api/sessions/{quote(self.key, safe='')}/failure", {"kind": block.kind, "reason": block.reason, "domain": domain})
-
-    def rotate(self) -> str:
-        """Moves the session to a new exit; returns it."""
-        r = self._api("POST", f"/api/sessions/{quote(self.key, safe='')}/rotate")
-        self.exit = r.get("exit_ip", "") if r else ""
-        return self.exit
+    def rotate(self) -> RotateAnswer:
+        """Moves the session to a new exit; the clients open new connections through it."""
+        answer = self._api.rotate(self.key)
+        self._moved_to(answer.get("exit_ip", ""))
+        return answer
 
     def current_exit(self) -> str:
-        view = self._api("GET", f"/api/sessions/{quote(self.key, safe='')}")
-        self.exit = view.get("exit_ip", "") if view else ""
+        view = self._api.session(self.key)
+        self.exit = str(view.get("exit_ip", "")) if view else ""
         return self.exit
+
+    def _moved_to(self, exit_ip: str) -> None:
+        with self._lock:
+            self._generation += 1
+            self.exit = exit_ip
 
     # ---- judging a response ----
 
-    def judge(self, status: int, headers, text: str, url: str, redirected_to: Iterable[str] = ()) -> Optional[Block]:
-        """Raises on the proxy's own refusal; reports and returns a block; None for a good response.
-        ``redirected_to``: where followed redirects led (``detect_block``)."""
-        ps = parse_proxy_status(headers.get("proxy-status"))
-        if ps and ps["proxy"] == "exitpool" and status >= 400:
-            raise ProxyRefusedError(status, ps)
+    def judge(self, status: int, headers: Mapping[str, str], text: str, url: str, redirected_to: Iterable[str] = ()) -> Optional[Block]:
+        """Raises ProxyRefusedError on the proxy's own refusal; returns the block the ban policy
+        sees (its ``site`` set), or None for a good response. Reports nothing."""
+        self.note_proxy_answer(status, headers)
+        followed = [str(u) for u in redirected_to]
+        block = self.ban_policy(ResponseFacts(status, headers, text or "", str(url), followed))
+        if block is not None and block.site is None:
+            block = replace(block, site=followed[-1] if followed else str(url))
+        return block
+
+    def note_proxy_answer(self, status: int, headers: Mapping[str, str]) -> None:
+        """What the proxy itself said on a response: its refusal raises ProxyRefusedError; the
+        exit it names (``Exitpool-Exit``) becomes ``exit``."""
+        refusal = parse_proxy_status(headers.get("proxy-status"), EXITPOOL_PROXY_NAME)
+        if refusal is not None and status >= 400:
+            raise ProxyRefusedError(status, refusal)
         named = headers.get("exitpool-exit")
         if named:
             self.exit = named
-        block = detect_block(status, headers, text, self.rules, redirected_to)
-        if block is not None:
-            self.report(block, urlparse(str(url)).hostname or "")
-        return block
 
-    def attempt(self, url: str, send, close_connections=None):
+    def judge_response(self, response: ClientResponse, url: str) -> Optional[Block]:
+        """``judge`` for a requests or httpx response."""
+        text = response.text if textual(response.headers) else ""
+        return self.judge(response.status_code, response.headers, text, url, followed_redirects(response))
+
+    def after_block(self, block: Block, generation: int, try_again: bool, response: object, left_from: Optional[str] = None) -> None:
+        """What follows a block met on exit ``generation``: it is reported once (concurrent
+        requests that met the same block on the same exit join that report); when another try
+        follows (``try_again``), the session is moved once: by the pool itself when the report's
+        answer says so (``moved``), else by a rotation. A request whose exit already changed since
+        it left just tries again. A move to an exit that is not new (``new_exit: false``, or the
+        exit just left) raises NoFreshExitError."""
+        leaving = self.exit if left_from is None else left_from
+        with self._lock:
+            if generation != self._generation:
+                return
+            event = self._event
+            if event is None or event.generation != generation or event.closed:
+                event = self._event = _BlockEvent(generation)
+        event.reported.run(lambda: self._report_and_take_move(block, generation, response))
+        with self._lock:
+            if not try_again or generation != self._generation:
+                if not event.move_asked:
+                    event.closed = True
+                return
+            event.move_asked = True
+        event.moved.run(lambda: self._rotate_after(block, generation, response, leaving))
+
+    def _report_and_take_move(self, block: Block, generation: int, response: object) -> None:
+        answer = self.report(block)
+        if answer is None or answer.get("moved") is not True or generation != self._generation:
+            return
+        self._moved_to(answer.get("exit_ip", ""))
+        if answer.get("new_exit") is False:
+            raise NoFreshExitError(answer.get("exit_note", ""), self.exit, block, response)
+
+    def _rotate_after(self, block: Block, generation: int, response: object, leaving: str) -> None:
+        if generation != self._generation:
+            return
+        answer = self.rotate()
+        if answer.get("new_exit") is False or (leaving and answer.get("exit_ip") == leaving):
+            raise NoFreshExitError(answer.get("exit_note") or f"still on {answer.get('exit_ip', '')}", answer.get("exit_ip", ""), block, response)
+
+    def refusal_behind(self, error: BaseException, elapsed_seconds: float, listener: str = "http") -> BaseException:
+        """Why a request failed without an answer: the proxy's refusal when the service recorded
+        one for this session since the request left (``GET /api/sessions/{key}/refusal``, asked
+        once), as ProxyRefusedError (``listener`` "http") or SocksReplyError ("socks5"); else
+        ``error`` itself."""
+        if isinstance(error, (ProxyRefusedError, SocksReplyError)):
+            return error
+        try:
+            answer = self._api.refusal(self.key)
+        except Exception:  # noqa: BLE001 - the API's own trouble: the library's error stands
+            return error
+        r = answer.get("refusal")
+        if r is None or r["age_ms"] > (elapsed_seconds + REFUSAL_CLOCK_SLACK_SECONDS) * 1000:
+            return error
+        if listener == "socks5":
+            return SocksReplyError(r["socks_reply"], r["reason"], r["detail"])
+        return ProxyRefusedError(r["http_status"], ProxyStatus(EXITPOOL_PROXY_NAME, r["proxy_status_error"], r["detail"]), r["reason"], "service")
+
+    def attempt(self, url: str, send: Callable[[], R], listener: str = "http", transport_errors: Tuple[Type[BaseException], ...] = ()) -> R:
         """The loop every synchronous client shares: ``send()`` makes the request and returns the
-        client's response (``status_code``, ``headers``, ``text``); a block is reported, the session
-        rotated (``close_connections()`` drops pooled tunnels to the old exit) and ``send()`` called
-        again, ``attempts`` times in all."""
+        client's response; a block is reported, the session moved and ``send()`` called again,
+        ``attempts`` times in all. A failure of one of ``transport_errors`` (the library's
+        connection errors) is checked against the service's record of refusals."""
         for attempt in range(1, self.attempts + 1):
-            response = send()
-            block = self.judge(response.status_code, response.headers, response.text, url, followed_redirects(response))
+            generation = self._generation
+            started = monotonic()
+            try:
+                response = send()
+            except transport_errors as error:
+                typed = self.refusal_behind(error, monotonic() - started, listener)
+                if typed is error:
+                    raise
+                raise typed from error
+            leaving = self.exit
+            block = self.judge_response(response, url)
             if block is None:
                 return response
-            if attempt == self.attempts:
+            again = attempt < self.attempts
+            self.after_block(block, generation, again, response, leaving)
+            if not again:
                 raise StillBlockedError(block, attempt, response)
-            self.rotate()
-            if close_connections is not None:
-                close_connections()
-
-    @staticmethod
-    def socks_error(error: Exception) -> Optional[SocksReplyError]:
-        """The SOCKS5 reply behind a client library's connection error, if there was one."""
-        m = _SOCKS_REPLY.search(str(error))
-        return SocksReplyError(int(m.group(1))) if m and "socks" in repr(error).lower() else None
+        raise AssertionError("unreachable: the last try returns or raises")
 
     # ---- clients ----
 
-    def requests_session(self, scheme: str = "http"):
-        """A ``requests.Session`` through the pool that reports blocks, rotates and retries."""
-        import requests
+    def requests_session(self, scheme: str = "http") -> "requests.Session":
+        """A ``requests.Session`` through the pool (``scheme`` "http" or "socks5h") that reports
+        blocks, moves the session and retries."""
+        from .requests_client import requests_session
 
-        outer = self
+        return requests_session(self, scheme)
 
-        class ExitpoolRequestsSession(requests.Session):
-            def request(self, method, url, *args, **kwargs):
-                def send():
-                    try:
-                        return super(ExitpoolRequestsSession, self).request(method, url, *args, **kwargs)
-                    except requests.exceptions.ConnectionError as e:
-                        refused = outer.socks_error(e)
-                        if refused:
-                            raise refused from e
-                        raise
+    def httpx_client(self, scheme: str = "http", **kwargs: Any) -> "httpx.Client":
+        """An ``httpx.Client`` through the pool (``scheme`` "http" or "socks5"; SOCKS5 needs
+        socksio) that reports blocks, moves the session and retries."""
+        from .httpx_client import httpx_client
 
-                return outer.attempt(url, send, self.close)
+        return httpx_client(self, scheme, **kwargs)
 
-        s = ExitpoolRequestsSession()
-        s.trust_env = False
-        s.proxies = self.proxies(scheme)
-        return s
-
-    def _httpx_proxy_args(self) -> dict:
-        import httpx
-
-        version = tuple(int(p) for p in httpx.__version__.split(".")[:2])
-        return {"proxy": self.proxy_url("http")} if version >= (0, 26) else {"proxies": self.proxy_url("http")}
-
-    def httpx_client(self, **kwargs):
-        """An ``httpx.Client`` through the pool's HTTP proxy that reports blocks, rotates and retries."""
-        import httpx
-
-        outer = self
-
-        class ExitpoolHttpxClient(httpx.Client):
-            def request(self, method, url, *args, **kw):
-                return outer.attempt(str(url), lambda: super(ExitpoolHttpxClient, self).request(method, url, *args, **kw), self._drop_pooled_connections)
-
-            def _drop_pooled_connections(self):
-                for transport in _httpx_transports(self):
-                    transport.close()
-
-        return ExitpoolHttpxClient(trust_env=False, **self._httpx_proxy_args(), **kwargs)
-
-    def httpx_async_client(self, **kwargs):
+    def httpx_async_client(self, scheme: str = "http", **kwargs: Any) -> "httpx.AsyncClient":
         """The same as ``httpx_client`` for asyncio (the pool's API is called in a thread)."""
-        import asyncio
+        from .httpx_client import httpx_async_client
 
-        import httpx
-
-        outer = self
-
-        class ExitpoolAsyncHttpxClient(httpx.AsyncClient):
-            # The same loop as ``attempt``, awaiting the request; the pool's API runs in a thread.
-            async def request(self, method, url, *args, **kw):
-                loop = asyncio.get_running_loop()
-                for attempt in range(1, outer.attempts + 1):
-                    response = await super().request(method, url, *args, **kw)
-                    block = await loop.run_in_executor(None, outer.judge, response.status_code, response.headers, response.text, str(url), followed_redirects(response))
-                    if block is None:
-                        return response
-                    if attempt == outer.attempts:
-                        raise StillBlockedError(block, attempt, response)
-                    await loop.run_in_executor(None, outer.rotate)
-                    for transport in _httpx_transports(self):
-                        await transport.aclose()
-
-        return ExitpoolAsyncHttpxClient(trust_env=False, **self._httpx_proxy_args(), **kwargs)
-
-
-def _httpx_transports(client) -> list:
-    """The transports of an httpx client (its own, and the proxy's mount), whose pooled
-    connections lead to the exit the session had before a rotation. httpx has no public way to
-    drop them short of closing the client; a transport closed this way only empties its pool and
-    opens new connections on the next request."""
-    mounts = getattr(client, "_mounts", {}) or {}
-    return [t for t in [getattr(client, "_transport", None), *mounts.values()] if t is not None]
+        return httpx_async_client(self, scheme, **kwargs)

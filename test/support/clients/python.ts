@@ -14,15 +14,15 @@ export interface PythonRun {
   stderr: string;
 }
 
-/** Runs Debian's Python with clients/python importable; never throws on a non-zero exit. */
-export function runPython(args: readonly string[], env: Record<string, string> = {}, input?: string, timeoutMs = 90_000): Promise<PythonRun> {
+/** Runs Debian's Python with clients/python importable (in the repository root, or `cwd`); never throws on a non-zero exit. */
+export function runPython(args: readonly string[], env: Record<string, string> = {}, input?: string, timeoutMs = 90_000, cwd?: string): Promise<PythonRun> {
   const root = packageRoot();
   return new Promise((resolve) => {
     const child = execFile(
       DEBIAN_PYTHON,
       args,
       {
-        cwd: root,
+        cwd: cwd ?? root,
         timeout: timeoutMs,
         encoding: 'utf8',
         maxBuffer: 16 * 2 ** 20,

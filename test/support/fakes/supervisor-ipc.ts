@@ -7,6 +7,7 @@ import type {
   SessionView,
   StatsSample,
 } from '../../../shared/api/views.js';
+import type { RouteRefusalView } from '../../../shared/api/route-refusal.js';
 import type { CreatedToken, TokenRecord } from '../../../shared/auth/token-record.js';
 import { MAX_POOL_SIZE } from '../../../shared/config/config.js';
 import { IpcEndpoint, type Known } from '../../../shared/ipc/endpoint.js';
@@ -46,6 +47,8 @@ export interface CannedData {
   sessionPortBase: number | null;
   poolRotate: PoolRotateResult;
   metrics: { contentType: string; text: string };
+  /** Route refusals by session key (GET /api/sessions/{key}/refusal); absent: none. */
+  refusals?: Record<string, RouteRefusalView>;
 }
 
 /** Token issue and revoke as the supervisor does them (AuthOperations in the service). */
@@ -206,6 +209,10 @@ export class FakeSupervisorIpc {
       const s = session(key);
       if (!s) return refuse('EXITPOOL_NO_SUCH_SESSION', 'no such session');
       return { session: key, instance: s.instance, kind: report.kind, scored: true, moved: false, exit_ip: '', new_exit: false, exit_note: 'a fake supervisor moves nothing' };
+    });
+    this.on('sessions.refusal', ({ key }) => {
+      const refusals = d().refusals ?? {};
+      return { session: key, refusal: Object.hasOwn(refusals, key) ? (refusals[key] as RouteRefusalView) : null };
     });
     this.on('sessions.delete', ({ key }) => {
       const before = d().sessions.length;

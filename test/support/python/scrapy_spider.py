@@ -1,5 +1,6 @@
-"""A real Scrapy crawl through the ExitpoolMiddleware (test/e2e/client-python.test.ts): one page,
-whose answer (the exit's address, or a captcha) becomes the item."""
+"""A real Scrapy crawl through the ExitpoolMiddleware (test/e2e/client-python.test.ts,
+client-refusals.test.ts): one page, whose answer (the exit's address, or a captcha) becomes the
+item, or the failure the errback got."""
 
 import os
 
@@ -23,7 +24,18 @@ class WhoamiSpider(scrapy.Spider):
     }
 
     def start_requests(self):
-        yield scrapy.Request(os.environ["TARGET_URL"])
+        yield scrapy.Request(os.environ["TARGET_URL"], errback=self.failed)
 
     def parse(self, response):
-        yield {"status": response.status, "body": response.text.strip(), "exit": response.meta.get("exitpool_exit", ""), "attempt": response.meta.get("exitpool_attempt", 1), "blocked": response.meta.get("exitpool_blocked")}
+        yield {
+            "status": response.status,
+            "body": response.text.strip(),
+            "exit": response.meta.get("exitpool_exit", ""),
+            "attempt": response.meta.get("exitpool_attempt", 1),
+            "blocked": response.meta.get("exitpool_blocked"),
+        }
+
+    def failed(self, failure):
+        # The middleware types the proxy's refusals (a refused CONNECT reaches Scrapy as a bare TunnelError).
+        error = failure.value
+        yield {"error": type(error).__name__, "status": getattr(error, "status", None), "reason": getattr(error, "reason", None), "source": getattr(error, "source", None)}
