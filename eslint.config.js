@@ -39,6 +39,7 @@ function layoutRules() {
     rule(['workers/**/*.ts'], ['supervisor', 'internal', 'dashboard', 'test', 'bench'], 'workers/ import only shared/: the supervisor is reached over the IPC protocol.'),
     rule(['supervisor/**/*.ts'], ['workers', 'dashboard', 'test', 'bench'], 'supervisor/ imports shared/ (and internal/ for the demo), never a worker.'),
     rule(['internal/**/*.ts'], ['supervisor', 'workers', 'dashboard', 'test', 'bench'], 'internal/ imports only shared/.'),
+    rule(['release/**/*.ts'], ['supervisor', 'workers', 'internal', 'dashboard', 'test', 'bench', 'clients'], 'release/ builds and cuts releases from the outside: it imports only shared/.'),
     rule(['clients/**/*.ts'], ['shared', 'supervisor', 'workers', 'internal', 'dashboard', 'test', 'bench'], 'clients/ are packages of their own: they speak to exitpool over its protocols only.'),
     {
       files: ['dashboard/src/**/*.ts', 'dashboard/src/**/*.tsx'],
