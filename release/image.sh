@@ -55,7 +55,10 @@ description="$(node -p "require('$work/app/package.json').description")"
 
 log "image: SBOM from dpkg's and npm's package lists"
 tar -xOf "$rootfs" ./var/lib/dpkg/status >"$work/dpkg-status"
-distro="debian-$(tar -xOf "$rootfs" ./etc/os-release | sed -n 's/^VERSION_ID="\{0,1\}\([0-9]*\)"\{0,1\}$/\1/p')"
+# /etc/os-release is a link to this file, which tar cannot follow.
+debian_release="$(tar -xOf "$rootfs" ./usr/lib/os-release | sed -n 's/^VERSION_ID="\{0,1\}\([0-9]*\)"\{0,1\}$/\1/p')"
+[ -n "$debian_release" ] || { echo "image: no VERSION_ID in the root's os-release" >&2; exit 1; }
+distro="debian-$debian_release"
 sbom="$out/exitpool-$version.sbom.spdx.json"
 node "$project/dist/release/write-sbom.js" --dpkg-status "$work/dpkg-status" --app-dir "$work/app" \
   --project-lock "$project/package-lock.json" --distro "$distro" --created "$created" --out "$sbom"

