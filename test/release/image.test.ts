@@ -9,6 +9,7 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
+import { errorMessage } from '../../shared/errors/error-message.js';
 import { packageRoot } from '../../shared/version.js';
 import { curlHttp, curlSocks } from '../support/clients/curl.js';
 import { TEST_ADMIN_PASSWORD, TEST_PROXY_TOKEN } from '../support/fixtures/service.js';
@@ -176,7 +177,7 @@ describe('release: the OCI image', function () {
     const seen = new Set<number>();
     try {
       await pollUntil('the image answers 200 on /health', async () => ((await fetch(`http://127.0.0.1:${ports.api}/health`)).ok ? true : undefined), 180_000, 500).catch((e: unknown) => {
-        throw new Error(`${String(e)}\nthe container's output:\n${out.slice(-4000)}`);
+        throw new Error(`${errorMessage(e)}\nthe container's output:\n${out.slice(-4000)}`);
       });
       const socks = await curlSocks(ports.socks, 'image-check', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
       expect(socks.code, `${socks.stderr}\n${out.slice(-3000)}`).to.equal(0);

@@ -8,6 +8,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { errorMessage } from '../../shared/errors/error-message.js';
 import { curlSocks } from '../support/clients/curl.js';
 import { TEST_PROXY_TOKEN, serviceEnv } from '../support/fixtures/service.js';
 import { sharedTestnet } from '../support/fixtures/testnet.js';
@@ -110,7 +111,7 @@ describe('release: the service as an npm package', function () {
         240_000,
         500,
       ).catch((e: unknown) => {
-        throw new Error(`${String(e)}\nthe demo's output:\n${output().slice(-4000)}`);
+        throw new Error(`${errorMessage(e)}\nthe demo's output:\n${output().slice(-4000)}`);
       });
       const r = await pollUntil('a request through the demo', async () => {
         const attempt = await curlSocks(ports.socks, 'alice', banner.token, banner.destination);
@@ -134,7 +135,7 @@ describe('release: the service as an npm package', function () {
     try {
       await pollUntil('the installed service answers 200 on /health', async () => ((await fetch(`http://127.0.0.1:${ports.api}/health`)).ok ? true : undefined), 120_000, 300).catch(
         (e: unknown) => {
-          throw new Error(`${String(e)}\nthe service's output:\n${output().slice(-4000)}`);
+          throw new Error(`${errorMessage(e)}\nthe service's output:\n${output().slice(-4000)}`);
         },
       );
       const r = await curlSocks(ports.socks, 'installed', TEST_PROXY_TOKEN, `http://whoami.testnet:${net.whoami.port}/`);
