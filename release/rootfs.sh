@@ -67,19 +67,21 @@ chmod 755 "$root/usr/sbin/policy-rc.d"
 {
   echo "deb $mirror $suite main"
   echo "deb $mirror $suite-updates main"
-  [ -n "$security" ] && echo "deb $security $suite-security main"
+  if [ -n "$security" ]; then echo "deb $security $suite-security main"; fi
 } >"$root/etc/apt/sources.list"
-[ -n "$security" ] || log "rootfs: no $suite-security mirror configured: the root has no security updates"
+if [ -z "$security" ]; then log "rootfs: no $suite-security mirror configured: the root has no security updates"; fi
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 in_root() { DEBIAN_FRONTEND=noninteractive chroot "$root" "$@"; }
 log "rootfs: apt: updates, then $packages"
-{
-  in_root apt-get update -qq
-  in_root apt-get upgrade -y -qq
-  # shellcheck disable=SC2086
-  in_root apt-get install -y -qq --no-install-recommends $packages
-  in_root apt-get clean
-} >"$work/apt.log" 2>&1 || { tail -n 40 "$work/apt.log" >&2; exit 1; }
+# One && chain: inside a `… || …` list bash's -e does not stop at a failed step.
+# shellcheck disable=SC2086
+if ! { in_root apt-get update -qq &&
+  in_root apt-get upgrade -y -qq &&
+  in_root apt-get install -y -qq --no-install-recommends $packages &&
+  in_root apt-get clean; } >"$work/apt.log" 2>&1; then
+  tail -n 40 "$work/apt.log" >&2
+  exit 1
+fi
 
 # Nothing may run from the root after the installs: a process there would be a service that
 # policy-rc.d failed to stop.
