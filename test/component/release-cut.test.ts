@@ -19,9 +19,9 @@ const RELEASE_DAY = '2026-11-25';
 
 describe('release: the cut, in a temporary clone', function () {
   this.timeout(60_000);
-  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-cut-home-'));
+  let home: string;
   // Whoever runs the tests, the clone's commits have an author, and no user configuration applies.
-  const gitEnv = {
+  const gitEnv = (): NodeJS.ProcessEnv => ({
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: home,
     GIT_CONFIG_NOSYSTEM: '1',
@@ -29,9 +29,9 @@ describe('release: the cut, in a temporary clone', function () {
     GIT_AUTHOR_EMAIL: 'release-check@localhost',
     GIT_COMMITTER_NAME: 'Release Check',
     GIT_COMMITTER_EMAIL: 'release-check@localhost',
-  };
+  });
   const clones: string[] = [];
-  const git = (dir: string, ...args: string[]): string => execFileSync('git', args, { cwd: dir, env: gitEnv, encoding: 'utf8' }).trim();
+  const git = (dir: string, ...args: string[]): string => execFileSync('git', args, { cwd: dir, env: gitEnv(), encoding: 'utf8' }).trim();
 
   /** A clone of this repository at its HEAD, with one new CHANGELOG entry committed. */
   function clone(): string {
@@ -65,8 +65,11 @@ describe('release: the cut, in a temporary clone', function () {
     return code;
   }
 
+  before(() => {
+    home = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-cut-home-'));
+  });
   after(() => {
-    for (const dir of [...clones, home]) fs.rmSync(dir, { recursive: true, force: true });
+    for (const dir of [...clones, home]) if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
 
   it('commits the new version everywhere with the dated CHANGELOG section, and tags it', () => {
@@ -74,7 +77,7 @@ describe('release: the cut, in a temporary clone', function () {
     const before = checkVersions(dir);
     const next = bumpVersion(before, 'minor');
     const parent = git(dir, 'rev-parse', 'HEAD');
-    const run = spawnSync(process.execPath, [CUT_CLI, '--date', RELEASE_DAY], { cwd: dir, env: gitEnv, encoding: 'utf8' });
+    const run = spawnSync(process.execPath, [CUT_CLI, '--date', RELEASE_DAY], { cwd: dir, env: gitEnv(), encoding: 'utf8' });
     expect(run.status, run.stderr).to.equal(0);
     expect(run.stdout).to.include(`release ${next}`);
     // One commit on top, tagged (annotated), and nothing left uncommitted.

@@ -47,17 +47,18 @@ function manifestContainer(): {
 
 describe('release: the OCI image', function () {
   this.timeout(600_000);
-  const store = new BuildahStore();
+  let store: BuildahStore;
   let container: string;
   let config: OciImageConfig;
   const version = releaseVersion();
 
   before(function () {
     this.timeout(300_000);
+    store = new BuildahStore();
     container = store.from(artifactPath('image'));
     config = store.config(container);
   });
-  after(() => store.destroy());
+  after(() => store?.destroy());
 
   it('runs as a fixed non-root user, the one the Kubernetes manifests run it as', () => {
     expect(config.User).to.equal(`${IMAGE_UID}:${IMAGE_UID}`);

@@ -16,13 +16,19 @@ describe('release: the Node client package', function () {
   this.timeout(300_000);
   const suite = withService({ POOL_SIZE: '2', PROXY_WORKERS: '1' });
   const version = releaseVersion();
-  const project = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-client-project-'));
-  const installed = path.join(project, 'node_modules', '@exitpool', 'client');
+  let project: string;
+  let installed: string;
   // A user's shell, on the Node this test runs on (the client supports it; the machine's may be
   // older), with the machine's npm settings (registry, certificates, cache).
   const userEnv = { ...process.env, PATH: [path.dirname(process.execPath), '/usr/local/bin', '/usr/bin', '/bin'].join(':') };
 
-  after(() => fs.rmSync(project, { recursive: true, force: true }));
+  before(() => {
+    project = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-client-project-'));
+    installed = path.join(project, 'node_modules', '@exitpool', 'client');
+  });
+  after(() => {
+    if (project) fs.rmSync(project, { recursive: true, force: true });
+  });
 
   it('packs its compiled code, its types and its README', () => {
     const files = execFileSync('tar', ['-tzf', artifactPath('nodeClient')], { encoding: 'utf8' }).trim().split('\n');

@@ -44,9 +44,14 @@ describe('release: the Python client packages', function () {
   this.timeout(300_000);
   const suite = withService({ POOL_SIZE: '2', PROXY_WORKERS: '1' });
   const version = releaseVersion();
-  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-python-'));
+  let work: string;
 
-  after(() => fs.rmSync(work, { recursive: true, force: true }));
+  before(() => {
+    work = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-python-'));
+  });
+  after(() => {
+    if (work) fs.rmSync(work, { recursive: true, force: true });
+  });
 
   it('the wheel carries the package and its metadata at the release version', () => {
     const names = execFileSync(DEBIAN_PYTHON, ['-c', 'import sys, zipfile; print("\\n".join(zipfile.ZipFile(sys.argv[1]).namelist()))', artifactPath('wheel')], { encoding: 'utf8' }).trim().split('\n');
@@ -66,27 +71,27 @@ describe('release: the Python client packages', function () {
 
   for (const kind of ['wheel', 'sdist'] as const) {
     describe(`the ${kind}, installed`, () => {
-      const venv = path.join(work, `venv-${kind}`);
-      const python = path.join(venv, 'bin', 'python');
+      const venv = (): string => path.join(work, `venv-${kind}`);
+      const python = (): string => path.join(venv(), 'bin', 'python');
 
       it("installs into a clean venv of Debian's Python, without an index", () => {
-        execFileSync(DEBIAN_PYTHON, ['-m', 'venv', '--system-site-packages', venv]);
+        execFileSync(DEBIAN_PYTHON, ['-m', 'venv', '--system-site-packages', venv()]);
         // An sdist is built with Debian's setuptools (no isolated build: it would need PyPI).
         const buildArgs = kind === 'sdist' ? ['--no-build-isolation'] : [];
-        execFileSync(python, ['-m', 'pip', 'install', '--no-index', '--disable-pip-version-check', '--quiet', ...buildArgs, artifactPath(kind)], { cwd: work, stdio: 'pipe' });
-        const where = execFileSync(python, ['-c', `import exitpool_client, importlib.metadata as m; print(exitpool_client.__file__); print(m.version("${DISTRIBUTION}"))`], { cwd: work, encoding: 'utf8' }).trim().split('\n');
-        expect(where[0], 'imported from the venv, not the checkout').to.satisfy((f: string) => f.startsWith(`${venv}/`));
+        execFileSync(python(), ['-m', 'pip', 'install', '--no-index', '--disable-pip-version-check', '--quiet', ...buildArgs, artifactPath(kind)], { cwd: work, stdio: 'pipe' });
+        const where = execFileSync(python(), ['-c', `import exitpool_client, importlib.metadata as m; print(exitpool_client.__file__); print(m.version("${DISTRIBUTION}"))`], { cwd: work, encoding: 'utf8' }).trim().split('\n');
+        expect(where[0], 'imported from the venv, not the checkout').to.satisfy((f: string) => f.startsWith(`${venv()}/`));
         expect(where[1]).to.equal(version);
       });
 
       it("runs the README's first example against the private network", async () => {
         const svc = suite.svc;
         // The README as installed: the package's long description in its metadata.
-        const readme = execFileSync(python, ['-c', `import importlib.metadata as m; print(m.metadata("${DISTRIBUTION}").get_payload())`], { cwd: work, encoding: 'utf8' });
+        const readme = execFileSync(python(), ['-c', `import importlib.metadata as m; print(m.metadata("${DISTRIBUTION}").get_payload())`], { cwd: work, encoding: 'utf8' });
         const code = prelude(svc) + pointAtTestService(firstExample(readme, 'python'), { socksPort: svc.socksPort, httpPort: svc.httpPort, apiPort: svc.apiPort, siteUrl: svc.whoamiUrl });
         const file = path.join(work, `example-${kind}.py`);
         fs.writeFileSync(file, code);
-        const result = await run(python, [file], { cwd: work, env: { EXITPOOL_TOKEN: TEST_PROXY_TOKEN, PYTHONDONTWRITEBYTECODE: '1' } });
+        const result = await run(python(), [file], { cwd: work, env: { EXITPOOL_TOKEN: TEST_PROXY_TOKEN, PYTHONDONTWRITEBYTECODE: '1' } });
         expect(result.code, `${result.out}\nthe example as run:\n${code}`).to.equal(0);
         expect(result.out, code).to.match(/\b200\b/);
       });

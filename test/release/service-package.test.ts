@@ -42,17 +42,23 @@ function watch(child: ChildProcess): { output: () => string; exited: Promise<num
 describe('release: the service as an npm package', function () {
   this.timeout(300_000);
   const version = releaseVersion();
-  const prefix = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-global-'));
-  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-global-home-'));
-  const installed = path.join(prefix, 'lib', 'node_modules', 'exitpool');
-  const exitpool = path.join(prefix, 'bin', 'exitpool');
-  // A user's shell: the clean prefix's bin first, then Node 24 (the bundled one this test runs
-  // on: the machine's own Node may be older), then the system.
-  const userPath = [path.join(prefix, 'bin'), path.dirname(process.execPath), '/usr/local/bin', '/usr/bin', '/bin'].join(':');
+  let prefix: string;
+  let home: string;
+  let installed: string;
+  let exitpool: string;
+  let userPath: string;
 
+  before(() => {
+    prefix = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-global-'));
+    home = fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-global-home-'));
+    installed = path.join(prefix, 'lib', 'node_modules', 'exitpool');
+    exitpool = path.join(prefix, 'bin', 'exitpool');
+    // A user's shell: the clean prefix's bin first, then Node 24 (the bundled one this test runs
+    // on: the machine's own Node may be older), then the system.
+    userPath = [path.join(prefix, 'bin'), path.dirname(process.execPath), '/usr/local/bin', '/usr/bin', '/bin'].join(':');
+  });
   after(() => {
-    fs.rmSync(prefix, { recursive: true, force: true });
-    fs.rmSync(home, { recursive: true, force: true });
+    for (const dir of [prefix, home]) if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
 
   it('packs the compiled service, its launcher, the demo shim and the docs, and nothing of the tests', () => {
