@@ -67,6 +67,7 @@ function layoutRules() {
     ...['audit', 'tor', 'health', 'sessions', 'stats', 'routing', 'startup', 'metrics'].map((f) => block([`supervisor/${f}/**/*.ts`], [supervisor, internalOnlyFromDemo, leaf(f)])),
     block(['supervisor/exits/**/*.ts'], [supervisor, internalOnlyFromDemo, only('exits', ['tor', 'audit'])]),
     ...['state', 'fleet', 'verdicts'].map((f) => block([`supervisor/${f}/**/*.ts`], [supervisor, internalOnlyFromDemo, neverPool(f)])),
+    block(['release/**/*.ts'], [[dirs('supervisor', 'workers', 'internal', 'dashboard', 'test', 'bench', 'clients'), 'release/ builds and cuts releases from the outside: it imports only shared/.']]),
     block(['internal/**/*.ts'], [[dirs('supervisor', 'workers', 'dashboard', 'test', 'bench'), 'internal/ imports only shared/.']]),
     block(['clients/**/*.ts'], [[dirs('shared', 'supervisor', 'workers', 'internal', 'dashboard', 'test', 'bench'), 'clients/ are packages of their own: they speak to exitpool over its protocols only.']]),
     {

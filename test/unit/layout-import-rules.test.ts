@@ -64,6 +64,8 @@ describe('layout import rules (eslint.config.js)', function () {
     ['test/unit/x.ts', '../../supervisor/pool/pool.js', false],
     ['clients/node/src/x.ts', '../../../shared/api/session-username.js', true],
     ['clients/node/src/x.ts', './username.js', false],
+    ['release/x.ts', '../supervisor/service.js', true],
+    ['release/x.ts', '../shared/errors/error-message.js', false],
   ];
   for (const [file, specifier, forbidden] of cases) {
     it(`${file}: ${specifier} is ${forbidden ? 'refused' : 'allowed'}`, async () => {
