@@ -18,6 +18,7 @@ import { renderSection, type BenchSection } from './report.js';
 import { benchPeers, FULL_PEERS_OPTIONS } from './peers.js';
 import { benchFleet, FULL_FLEET_OPTIONS } from './fleet.js';
 import { benchSessionRotation, FULL_ROTATION_OPTIONS } from './session-rotation.js';
+import { benchVerdictCost, FULL_VERDICT_COST_OPTIONS } from './verdict-cost.js';
 import { benchTorRelay, FULL_TOR_RELAY_OPTIONS } from './tor-relay.js';
 import { benchWorkerProfile, FULL_PROFILE_OPTIONS } from './worker-profile.js';
 
@@ -37,6 +38,7 @@ const BENCHES: Record<string, () => Promise<BenchSection>> = {
   state: () => benchDurableState(QUICK ? { storedSessions: 20_000, newPerSecond: 1000, loadSeconds: 4, startRounds: 1 } : FULL_DURABLE_OPTIONS),
   peers: () => benchPeers(QUICK ? { clients: 16, roundMs: 4_000, rounds: 1, burst: 100, bursts: 1 } : FULL_PEERS_OPTIONS),
   fleet: () => benchFleet(QUICK ? { clients: 12, roundMs: 4_000, rounds: 1 } : FULL_FLEET_OPTIONS),
+  verdicts: () => benchVerdictCost(QUICK ? { sessions: 2_000, records: 50_000, batch: 256, rounds: 1 } : FULL_VERDICT_COST_OPTIONS),
 };
 
 async function main(): Promise<void> {
