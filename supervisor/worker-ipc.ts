@@ -77,7 +77,11 @@ export function workerRequestHandlers(h: WorkerHandle, d: WorkerIpcDeps): IpcHan
       return pool.sessionView(key);
     },
     'sessions.rotate': ({ key, newnym }) => settled(pool.rotateSession(key, newnym)),
-    'sessions.failure': ({ key, report, reporter }) => settled(pool.reportFailure(key, report.kind, report.reason, reporter, report.domain)),
+    // The sites the session reached travel in the workers' batches: bring them in before judging.
+    'sessions.failure': async ({ key, report, reporter }) => {
+      await d.flushAccounting();
+      return settled(pool.reportFailure(key, report.kind, report.reason, reporter, report.domain));
+    },
     'sessions.delete': ({ key }) => settled(pool.deleteSession(key)),
     'sessions.refusal': ({ key }) => pool.refusals.view(key),
     'sessions.owner': async ({ key }) => (pool.sessions.get(key) !== undefined || !d.fleet ? null : d.fleet.sessions.ownerElsewhere(key)),
@@ -110,11 +114,12 @@ export function attachWorker(h: WorkerHandle, d: WorkerIpcDeps): void {
   const ep = h.endpoint;
   const { pool } = d;
   ep.handleAll(workerRequestHandlers(h, d));
-  ep.onNotice('accounting', ({ opened, closes, released, routeRttMs, refused, evicted, connections }) => {
+  ep.onNotice('accounting', ({ opened, reached, closes, released, routeRttMs, refused, evicted, connections }) => {
     d.load.record(h.slot, connections);
     // Opened first: a connection's close may come in the same batch as its open.
     pool.recordOpened(opened, h.slot);
     if (opened.length > 0) d.metrics.routeLeaseHits.inc(opened.length);
+    pool.recordReached(reached);
     pool.recordCloses(closes, h.slot);
     pool.recordReleased(released, h.slot);
     if (refused > 0) d.metrics.connectionsRefused.inc(refused);

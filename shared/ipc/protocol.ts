@@ -132,6 +132,22 @@ export interface DestinationProbeResult {
 /** Who sent a failure report: one identity per credential (an address only under AUTH_DISABLED). */
 export type FailureReporter = { kind: 'token'; id: string } | { kind: 'sign-in'; user: string } | { kind: 'address'; ip: string };
 
+/**
+ * A session's connection that started towards a host through an instance: what makes a report
+ * naming that site credible (supervisor/verdicts/visit-log.ts). Sent when the dial starts, not
+ * when it ends: a client reads a captcha and reports it while its tunnel is still open.
+ */
+export interface ReachedHost {
+  key: string;
+  instance: number;
+  /** The destination host the client named (a name or an IP literal, no port). */
+  host: string;
+  /** As CloseRecord.credential. */
+  credential: string;
+  /** Date.now() of the worker when the dial started. */
+  at: number;
+}
+
 /** One finished connection (SOCKS) or request (HTTP), sent in batches. */
 export interface CloseRecord {
   key: string | null;
@@ -266,6 +282,8 @@ export interface WorkerNotices extends NoticeMap {
   accounting: {
     /** Connections routed with a lease since the last batch (the supervisor asks for them before it reads sessions). */
     opened: OpenedRoute[];
+    /** Sessions' connections that started towards a host since the last batch. */
+    reached: ReachedHost[];
     closes: CloseRecord[];
     released: ReleasedRoute[];
     routeRttMs: number[];

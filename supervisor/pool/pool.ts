@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Logger } from '../../shared/logger.js';
 import type { FailureResult, InstanceView, PoolRotateResult, PoolSummary, ResizeResult, SessionRotateResult, SessionView } from '../../shared/api/views.js';
 import type { Config } from '../../shared/config/index.js';
-import type { CloseRecord, DestinationProbe, DestinationProbeResult, OpenedRoute, ReleasedRoute, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
+import type { CloseRecord, DestinationProbe, DestinationProbeResult, OpenedRoute, ReachedHost, ReleasedRoute, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { InvalidationSender } from '../routing/route-leases.js';
@@ -250,6 +250,11 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
 
   recordOpened(opened: readonly OpenedRoute[], workerSlot: number): void {
     this.ledger.recordOpened(opened, workerSlot);
+  }
+
+  /** Sessions' connections that started towards a host: which sites each reached through which exit. */
+  recordReached(reached: readonly ReachedHost[]): void {
+    for (const r of reached) this.verdicts.connectionStarted(r);
   }
 
   recordCloses(records: readonly CloseRecord[], workerSlot: number): void {

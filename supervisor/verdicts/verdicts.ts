@@ -1,6 +1,6 @@
 import type { Config } from '../../shared/config/index.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
-import type { CloseRecord, DestinationProbe, DestinationProbeResult } from '../../shared/ipc/protocol.js';
+import type { CloseRecord, DestinationProbe, DestinationProbeResult, ReachedHost } from '../../shared/ipc/protocol.js';
 import type { Logger } from '../../shared/logger.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { ExitAssignments } from '../exits/exit-assignments.js';
@@ -348,7 +348,15 @@ export class Verdicts {
     });
   }
 
-  private recordVisit(r: CloseRecord): void {
+  /**
+   * A session's connection started towards a host (sent as its dial starts: a client reports a
+   * captcha while its tunnel is still open). The exit is the instance's at that moment.
+   */
+  connectionStarted(r: ReachedHost): void {
+    this.recordVisit({ key: r.key, instance: r.instance, host: r.host, credential: r.credential, endedAt: r.at });
+  }
+
+  private recordVisit(r: Pick<CloseRecord, 'key' | 'instance' | 'host' | 'credential' | 'endedAt'>): void {
     if (r.key === null || r.host === '') return;
     const e = this.deps.subjects.judged(r.instance);
     if (!e) return;

@@ -132,6 +132,23 @@ describe('verdicts: what evidence earns (supervisor/verdicts/README.md, the tabl
       expect(r.pool.sessionView(bystander).instance, 'a session of another site keeps the exit').to.equal(inst);
     });
 
+    it('counts a site reached by a connection still open (its start is the evidence): a client reports while its tunnel is up', async () => {
+      const r = rig();
+      const inst = 0;
+      const exit = r.fingerprintOn(inst);
+      const [a, b] = [r.sessionOn(inst), r.sessionOn(inst)];
+      // No close record yet: only the connections' starts reached the supervisor.
+      r.pool.recordReached([
+        { key: a, instance: inst, host: 'shop.example', credential: 'token:alice', at: r.clock.t },
+        { key: b, instance: inst, host: 'www.shop.example', credential: 'token:bob', at: r.clock.t },
+      ]);
+      await r.pool.reportFailure(a, 'captcha', '', token('alice'), 'shop.example');
+      await r.pool.reportFailure(b, 'captcha', '', token('bob'), 'shop.example');
+      expect(r.exits.bannedFor({ fingerprint: exit, address: '' }, ['shop.example'])).to.equal(true);
+      const audited = r.audit.recent(50).filter((e) => e.message.startsWith('failure reported'));
+      expect(audited.map((e) => e.details.site_seen)).to.deep.equal([true, true]);
+    });
+
     it('bans nothing for a site the session never reached through that exit', async () => {
       const r = rig();
       const inst = 0;

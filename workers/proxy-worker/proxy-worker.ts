@@ -1,4 +1,4 @@
-import { ACCOUNTING_FLUSH_MS, type CloseRecord, type ReleasedRoute } from '../../shared/ipc/protocol.js';
+import { ACCOUNTING_FLUSH_MS, type CloseRecord, type ReachedHost, type ReleasedRoute } from '../../shared/ipc/protocol.js';
 import { COUNTRY_EXIT_WAIT_MS } from '../../shared/config/limits.js';
 import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
 import { ConnectionBudget } from '../proxy/connection-budget.js';
@@ -7,7 +7,7 @@ import { HttpProxyServer } from '../proxy/http-proxy-server.js';
 import { probeDestination } from '../proxy/destination-probe.js';
 import { InstanceDownSignal } from '../proxy/instance-down.js';
 import type { ListenerKind } from '../../shared/ipc/protocol.js';
-import type { ConnectionStats, RouteGranted } from '../proxy/proxy-types.js';
+import type { ConnectionEvidence, ConnectionStats, RouteGranted } from '../proxy/proxy-types.js';
 import { Socks5ProxyServer, createSessionPortServer } from '../proxy/socks5-server.js';
 import { LeasedRouter } from './leased-router.js';
 import { listenNamed } from '../../shared/worker/listen-error.js';
@@ -30,6 +30,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   const credentials = new ProxyCredentials(config.authDisabled, endpoint);
   credentials.install(await endpoint.request('credentials.proxy', null));
   let closes: CloseRecord[] = [];
+  let reached: ReachedHost[] = [];
   let released: ReleasedRoute[] = [];
   let rtts: number[] = [];
   let stopping = false;
@@ -57,8 +58,11 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   endpoint.handle('destination.probe', (probe) => probeDestination(probe));
 
   const events = {
-    connectionOpened(): void {
-      // Counted already: by the supervisor when it routed it, or as an opened record when the router used a lease.
+    connectionOpened(route: RouteGranted, _listener: ListenerKind, evidence: ConnectionEvidence): void {
+      // Counted already: by the supervisor when it routed it, or as an opened record when the
+      // router used a lease. What it tells the verdicts is sent now: the client may report the
+      // site before this connection ends.
+      if (route.key !== null && evidence.host !== '') reached.push({ key: route.key, instance: route.instance, host: evidence.host, credential: evidence.credential(), at: Date.now() });
     },
     connectionClosed(route: RouteGranted, _listener: ListenerKind, s: ConnectionStats): void {
       const failure = s.failure && stopping ? { ...s.failure, scored: false } : s.failure;
@@ -90,10 +94,11 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
     const refused = budget.takeRefusedCount();
     const evicted = budget.takeEvictedCount();
     const connections = budget.inUse;
-    const nothingNew = opened.length === 0 && closes.length === 0 && released.length === 0 && rtts.length === 0 && refused === 0 && evicted === 0;
+    const nothingNew = opened.length === 0 && reached.length === 0 && closes.length === 0 && released.length === 0 && rtts.length === 0 && refused === 0 && evicted === 0;
     if (nothingNew && connections === reportedConnections) return;
     reportedConnections = connections;
-    endpoint.notify('accounting', { opened, closes, released, routeRttMs: rtts, refused, evicted, connections });
+    endpoint.notify('accounting', { opened, reached, closes, released, routeRttMs: rtts, refused, evicted, connections });
+    reached = [];
     closes = [];
     released = [];
     rtts = [];

@@ -115,7 +115,7 @@ export interface ConnectionEvidence {
  * was never used, so it is not a request.
  */
 export interface ProxyEvents {
-  connectionOpened(route: RouteGranted, listener: ListenerKind): void;
+  connectionOpened(route: RouteGranted, listener: ListenerKind, evidence: ConnectionEvidence): void;
   connectionClosed(route: RouteGranted, listener: ListenerKind, stats: ConnectionStats): void;
   connectionReleased(route: RouteGranted, listener: ListenerKind): void;
 }
