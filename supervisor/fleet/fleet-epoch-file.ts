@@ -12,6 +12,8 @@ const MAX_FILE_BYTES = 64 * 1024;
 
 /** Where a node remembers the epoch of the fleet it belongs to: beside its auth.json, out of Redis's reach. */
 export interface EpochMemory {
+  /** Where it is kept, for messages. */
+  readonly where: string;
   load(poolPrefix: string): Promise<Epoch | null>;
   save(poolPrefix: string, epoch: Epoch): Promise<void>;
 }
@@ -37,6 +39,10 @@ export class EpochFile implements EpochMemory {
 
   constructor(dataDir: string) {
     this.file = path.join(dataDir, FLEET_EPOCH_FILE_NAME);
+  }
+
+  get where(): string {
+    return this.file;
   }
 
   async load(poolPrefix: string): Promise<Epoch | null> {

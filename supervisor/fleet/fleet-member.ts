@@ -372,8 +372,15 @@ export class FleetMember {
    */
   private async settleStanding(remembered: Epoch | null, standing: EpochStanding): Promise<void> {
     if (standing.kind === 'member') {
-      if (standing.how !== 'same') await this.options.epochs.save(this.poolPrefix, standing.epoch);
-      if (standing.how !== 'same') this.note(joinedNote(standing, remembered));
+      if (standing.how !== 'same') {
+        try {
+          await this.options.epochs.save(this.poolPrefix, standing.epoch);
+        } catch (error) {
+          // Not remembered, the next start could not tell a Redis that lost its data from a new fleet.
+          throw new EpochFileError(this.options.epochs.where, `cannot be written (${errorMessage(error)})`);
+        }
+        this.note(joinedNote(standing, remembered));
+      }
     } else {
       this.note(lostNote(standing));
     }
@@ -395,7 +402,11 @@ export class FleetMember {
     }
     const sameAsBefore = before.kind === 'member' && encodeEpoch(before.epoch) === encodeEpoch(now.epoch);
     if (sameAsBefore) return;
-    if (now.how !== 'same') await this.options.epochs.save(this.poolPrefix, now.epoch);
+    if (now.how !== 'same') {
+      await this.options.epochs.save(this.poolPrefix, now.epoch).catch((error: unknown) =>
+        this.options.log.error('the fleet’s new epoch could not be remembered in DATA_DIR: a restart of this node will not recognise its fleet until then', { file: this.options.epochs.where, error: errorMessage(error) }),
+      );
+    }
     this.note({
       level: 'info',
       message:

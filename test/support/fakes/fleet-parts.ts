@@ -16,7 +16,7 @@ export class MemoryDataDirs {
     let pools = this.byNode.get(node);
     if (!pools) this.byNode.set(node, (pools = new Map()));
     const p = pools;
-    return { load: async (pool) => p.get(pool) ?? null, save: async (pool, epoch) => void p.set(pool, epoch) };
+    return { where: `memory of ${node}`, load: async (pool) => p.get(pool) ?? null, save: async (pool, epoch) => void p.set(pool, epoch) };
   }
 
   clear(): void {
