@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 /**
  * Hop credentials (supervisor/fleet/README.md, "Hop credentials"): what one node of a fleet
@@ -55,16 +55,28 @@ export function hopWindow(now: number): number {
   return Math.floor(now / HOP_WINDOW_MS);
 }
 
+/** A hop key's secret: its base64url text, or the KeyObject made from it once (hopKeyObject). */
+export type HopKeyMaterial = string | KeyObject;
+
+/**
+ * The secret as a KeyObject, to make once per key: node:crypto turns a key given as bytes into a
+ * KeyObject at every createHmac, which costs several times the HMAC itself (measured: about 15 µs
+ * against 2 µs per call on Node 24).
+ */
+export function hopKeyObject(secret: HopKeyMaterial): KeyObject {
+  return typeof secret === 'string' ? createSecretKey(Buffer.from(secret, 'base64url')) : secret;
+}
+
 /** The key for one forwarder's hops of one session to one owner in one window, derived from the owner's key. */
-export function sessionHopKey(ownerKeySecret: string, scope: { from: string; to: string; sessionKey: string; window: number }): Buffer {
+export function sessionHopKey(ownerKey: HopKeyMaterial, scope: { from: string; to: string; sessionKey: string; window: number }): Buffer {
   // NUL cannot appear in a node name or a window; the session key (which could) comes last.
-  return createHmac('sha256', Buffer.from(ownerKeySecret, 'base64url'))
+  return createHmac('sha256', hopKeyObject(ownerKey))
     .update(`exitpool hop v1\0${scope.from}\0${scope.to}\0${scope.window}\0${scope.sessionKey}`)
     .digest();
 }
 
 function signature(key: Buffer, credential: string): string {
-  return createHmac('sha256', key).update(credential).digest('base64url');
+  return createHmac('sha256', createSecretKey(key)).update(credential).digest('base64url');
 }
 
 /** The password a forwarding node's worker presents for `credential` (the client's: `token:<id>`, or `address:<ip>`). */
@@ -81,7 +93,7 @@ export type HopVerdict =
  * The owner's check of a hop password for a connection naming `sessionKey`: made for this node
  * (`node`), this session, a window within HOP_WINDOW_TOLERANCE of now, with one of `keys`.
  */
-export function verifyHopPassword(password: string, check: { node: string; sessionKey: string; keys: ReadonlyMap<string, string>; now: number }): HopVerdict {
+export function verifyHopPassword(password: string, check: { node: string; sessionKey: string; keys: ReadonlyMap<string, HopKeyMaterial>; now: number }): HopVerdict {
   const parts = password.split(SEPARATOR);
   if (parts.length !== 6) return { ok: false, reason: 'malformed' };
   const [tag, from, windowText, keyId, credential, mac] = parts as [string, string, string, string, string, string];

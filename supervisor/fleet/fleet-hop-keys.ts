@@ -1,5 +1,5 @@
-import { randomBytes } from 'node:crypto';
-import { hopWindow, isHopKeyId, sessionHopKey, type HopGrant, type HopKey } from '../../shared/auth/hop-credential.js';
+import { randomBytes, type KeyObject } from 'node:crypto';
+import { hopKeyObject, hopWindow, isHopKeyId, sessionHopKey, type HopGrant, type HopKey } from '../../shared/auth/hop-credential.js';
 import type { HopKeySnapshot } from '../../shared/ipc/protocol.js';
 
 /** A node makes a new hop key this often; the one before stays valid for the overlap (FleetHopKeys). */
@@ -27,8 +27,8 @@ export class FleetHopKeys {
   private own: { key: HopKey; createdAt: number }[] = [];
   private version = 0;
   private readonly listeners: ((snapshot: HopKeySnapshot) => void)[] = [];
-  /** Each peer's keys (newest first) and the process they came from. */
-  private peers = new Map<string, { process: string; keys: HopKey[] }>();
+  /** Each peer's keys (newest first, the newest also as a KeyObject) and the process they came from. */
+  private peers = new Map<string, Peer>();
   /** Each live peer's process (its node lease), as of the last renewal. */
   private processes: ReadonlyMap<string, string> = new Map();
 
@@ -83,11 +83,17 @@ export class FleetHopKeys {
    */
   learn(records: ReadonlyMap<string, string>, processes: ReadonlyMap<string, string>, complete: boolean): void {
     this.processes = processes;
-    const next = complete ? new Map<string, { process: string; keys: HopKey[] }>() : new Map(this.peers);
+    const next = complete ? new Map<string, Peer>() : new Map(this.peers);
     for (const [peer, text] of records) {
       if (peer === this.node) continue;
+      const known = this.peers.get(peer);
+      // Read at every renewal: the KeyObject is made again only when the record changed.
+      if (known !== undefined && known.text === text) {
+        next.set(peer, known);
+        continue;
+      }
       const parsed = parsePublication(text);
-      if (parsed !== null) next.set(peer, parsed);
+      if (parsed !== null) next.set(peer, { ...parsed, text, newest: hopKeyObject((parsed.keys[0] as HopKey).secret) });
     }
     this.peers = next;
   }
@@ -101,9 +107,9 @@ export class FleetHopKeys {
   /** The means for a worker to sign one connection's hop of `sessionKey` to `owner` now; null when `owner` cannot be reached. */
   grant(owner: string, sessionKey: string): HopGrant | null {
     if (!this.canReach(owner)) return null;
-    const key = (this.peers.get(owner) as { keys: HopKey[] }).keys[0] as HopKey;
+    const peer = this.peers.get(owner) as Peer;
     const window = hopWindow(this.now());
-    return { from: this.node, window, keyId: key.id, key: sessionHopKey(key.secret, { from: this.node, to: owner, sessionKey, window }).toString('base64url') };
+    return { from: this.node, window, keyId: (peer.keys[0] as HopKey).id, key: sessionHopKey(peer.newest, { from: this.node, to: owner, sessionKey, window }).toString('base64url') };
   }
 
   private add(): void {
@@ -117,6 +123,15 @@ export class FleetHopKeys {
     const snapshot = this.snapshot();
     for (const listener of this.listeners) listener(snapshot);
   }
+}
+
+interface Peer {
+  process: string;
+  keys: HopKey[];
+  /** The record as read (a record read again unchanged is not parsed again). */
+  text: string;
+  /** The newest key, the one hops are signed with, as a KeyObject. */
+  newest: KeyObject;
 }
 
 /** A peer's record, every part checked (Redis is read as hostile input); null when it is not one. */

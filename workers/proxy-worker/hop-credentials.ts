@@ -1,4 +1,5 @@
-import { verifyHopPassword } from '../../shared/auth/hop-credential.js';
+import type { KeyObject } from 'node:crypto';
+import { hopKeyObject, verifyHopPassword } from '../../shared/auth/hop-credential.js';
 import { parseSessionUsername, SessionUsernameError } from '../../shared/api/session-username.js';
 import type { HopKeySnapshot, WorkerEndpoint } from '../../shared/ipc/protocol.js';
 import type { CredentialPolicy } from '../proxy/proxy-types.js';
@@ -13,7 +14,7 @@ import type { ProxyCredentials } from './proxy-credentials.js';
  */
 export class HopCredentials {
   private snapshot: HopKeySnapshot;
-  private keys: ReadonlyMap<string, string>;
+  private keys: ReadonlyMap<string, KeyObject>;
 
   constructor(
     initial: HopKeySnapshot,
@@ -62,6 +63,6 @@ export class HopCredentials {
   }
 }
 
-function keyMap(snapshot: HopKeySnapshot): ReadonlyMap<string, string> {
-  return new Map(snapshot.keys.map((k) => [k.id, k.secret]));
+function keyMap(snapshot: HopKeySnapshot): ReadonlyMap<string, KeyObject> {
+  return new Map(snapshot.keys.map((k) => [k.id, hopKeyObject(k.secret)]));
 }
