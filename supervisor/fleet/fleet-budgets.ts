@@ -28,9 +28,9 @@ interface Entry {
  * windows). A unit is spent here at once, against what this node knows of the fleet's count, and
  * sent off the request path on the next turn of the event loop (INCRBY, batched); the answer is
  * the fleet's count, which this node goes on from. So a node sees the others' spending as of its
- * own last update: the fleet can spend more than one budget only by what other nodes spent since
- * (at most one unit per node and window for a credential the node had not seen, plus what several
- * nodes spend within one Redis round trip). While Redis does not answer, each node counts alone,
+ * own last update, and the answer to its next spend puts it right: each node can let one unit
+ * through beyond the budget per credential and window (the fleet: the budget plus one unit per
+ * other node), plus what several nodes spend within one Redis round trip. While Redis does not answer, each node counts alone,
  * from the fleet's count it last knew: the fleet then spends at most one budget per node, and what
  * was spent meanwhile is added once Redis answers (while its window lasts).
  */
