@@ -99,6 +99,10 @@ export function workerRequestHandlers(h: WorkerHandle, d: WorkerIpcDeps): IpcHan
       onlyFor(h, 'api', 'credentials.api');
       return d.store.snapshots().api;
     },
+    'hop.keys': () => {
+      onlyFor(h, 'proxy', 'hop.keys');
+      return d.fleet?.hopKeys.snapshot() ?? null;
+    },
     'tokens.list': () => d.store.listTokens(),
     'tokens.create': ({ request }) => d.auth().create(request),
     'tokens.delete': ({ id }) => d.auth().revoke(id),

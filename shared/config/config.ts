@@ -71,8 +71,12 @@ export interface Config {
   nodeName: string;
   /** How long a node's lease (and each of its exit leases) outlives its last renewal. */
   nodeLeaseMs: number;
-  /** Where the other nodes reach this node's SOCKS listener ('' = BIND_HOST, or the host name when BIND_HOST is a wildcard). */
+  /** Where the other nodes reach this node's hop listener ('' = BIND_HOST, or the host name when BIND_HOST is a wildcard). */
   nodeAddress: string;
+  /** The internal listener for connections other nodes forward (supervisor/fleet, "Hop credentials"); open only on a node of a fleet. */
+  hopPort: number;
+  /** The lost fleet epoch to re-seed from this node's knowledge at start ('' = none). */
+  fleetReseed: string;
   logLevel: LogLevel;
   logFormat: 'text' | 'json';
   bootstrapStallTimeoutMs: number;

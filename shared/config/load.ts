@@ -53,6 +53,8 @@ function crossCheck(c: Config, problems: ConfigProblem[]): void {
       last: c.instancePortBase + MAX_POOL_SIZE * PORTS_PER_INSTANCE - 1,
     },
   ];
+  // The hop listener opens only on a node of a fleet (a redis:// STATE_STORE).
+  if (c.stateStore !== 'sqlite' && c.stateStore !== 'none') ranges.push({ variable: 'HOP_PORT', first: c.hopPort, last: c.hopPort });
   if (c.sessionPortBase !== null) {
     ranges.push({ variable: 'SESSION_PORT_BASE', first: c.sessionPortBase, last: c.sessionPortBase + MAX_POOL_SIZE - 1 });
   }

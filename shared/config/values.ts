@@ -89,6 +89,13 @@ export function nodeAddress(raw: string): string {
   return v;
 }
 
+/** FLEET_RESEED: a fleet epoch id as the nodes log it (supervisor/fleet/fleet-epoch.ts); empty: none. */
+export function fleetEpoch(raw: string): string {
+  const v = raw.trim();
+  if (v !== '' && !/^[A-Za-z0-9_-]{1,64}$/.test(v)) throw new Error('must be a fleet epoch as the nodes log it (letters, digits, _ and -, at most 64)');
+  return v;
+}
+
 export type StateStoreSetting = 'sqlite' | 'none' | `redis://${string}` | `rediss://${string}`;
 
 export function port(raw: string): number {

@@ -3,6 +3,7 @@ import type { SessionParams } from '../api/session-username.js';
 import type { SessionRefusalView } from '../api/route-refusal.js';
 import type { ApiCredentialSnapshot, ProxyCredentialSnapshot } from '../auth/credential-snapshot.js';
 import type { RateLimitDecision } from '../auth/login-rate-limiter.js';
+import type { HopGrant, HopKey } from '../auth/hop-credential.js';
 import type { CreatedToken, TokenRecord } from '../auth/token-record.js';
 import type { TokenCreateRequest } from '../auth/token-request.js';
 import type { FailureReport } from '../health/failure-kind.js';
@@ -25,7 +26,8 @@ import type { IpcEndpoint, MethodMap, NoticeMap } from './endpoint.js';
  * Requests are typed per direction; notices are one-way (broadcasts, accounting batches).
  */
 export type WorkerRole = 'proxy' | 'api';
-export type ListenerKind = 'socks' | 'http' | 'session-port';
+/** `hop`: the internal listener (HOP_PORT) where another node of the fleet forwards a session it does not own. */
+export type ListenerKind = 'socks' | 'http' | 'session-port' | 'hop';
 
 export interface RouteParams {
   /**
@@ -41,8 +43,6 @@ export interface RouteParams {
   instance?: number;
   /** What the username asked for (shared/api/session-username.ts); absent for a plain key. */
   params?: SessionParams;
-  /** Forwarded by another node of the fleet: serve it here, never forward it again. */
-  forwarded?: true;
 }
 
 /** Why a route is refused; the listeners map each to their protocol's reply. */
@@ -76,11 +76,12 @@ export type RouteResult =
       /** The exit IP the instance last knew ('' while unknown): EXIT_HEADER names it to HTTP proxy clients. */
       exitIp: string;
       /**
-       * The session is another node's (supervisor/fleet): host:port is that node's SOCKS
-       * listener, to be dialled with the client's username and this password; `instance` is
+       * The session is another node's (supervisor/fleet): host:port is that node's hop listener,
+       * to be dialled with the client's username and a password the worker signs with `hop`
+       * (shared/auth/hop-credential.ts) for the connection's credential; `instance` is
        * FORWARDED_INSTANCE and nothing is leased.
        */
-      forward?: { node: string; password: string };
+      forward?: { node: string; hop: HopGrant };
     }
   | { ok: false; reason: RouteRefusal; detail?: string };
 
@@ -169,8 +170,9 @@ export interface CloseRecord {
   /** The destination host the client named (a name or an IP literal, no port): which sites a session reached through which exit. */
   host: string;
   /**
-   * The credential that opened the connection: `token:<id>`, `address:<ip>` (AUTH_DISABLED),
-   * `fleet` (forwarded by another node) or `session-port`. Evidence is weighed per credential.
+   * The credential that opened the connection: `token:<id>`, `address:<ip>` (AUTH_DISABLED) or
+   * `session-port`; a connection another node forwarded carries its client's, signed in its hop
+   * credential. Evidence is weighed per credential.
    */
   credential: string;
 }
@@ -225,6 +227,8 @@ export interface WorkerRequests extends MethodMap {
   'credentials.proxy': { params: null; result: ProxyCredentialSnapshot };
   /** At start, before listening: the API worker's credential snapshot (the proxy one and more). */
   'credentials.api': { params: null; result: ApiCredentialSnapshot };
+  /** At start, before listening (proxy workers): this node's hop keys; null off a fleet. */
+  'hop.keys': { params: null; result: HopKeySnapshot | null };
   'tokens.list': { params: null; result: TokenRecord[] };
   'tokens.create': { params: { request: TokenCreateRequest }; result: CreatedToken };
   'tokens.delete': { params: { id: string }; result: null };
@@ -238,6 +242,8 @@ export interface SupervisorRequests extends MethodMap {
   /** A new credential snapshot; answered once the worker verifies with it (revocation is immediate). */
   'credentials.update.proxy': { params: ProxyCredentialSnapshot; result: { version: number } };
   'credentials.update.api': { params: ApiCredentialSnapshot; result: { version: number } };
+  /** Proxy workers: this node's hop keys after a rotation; answered once the worker checks with them. */
+  'hop.keys.update': { params: HopKeySnapshot; result: { version: number } };
   /** Proxy workers: drop route leases; answered once dropped, so the change is in force before the API answers. */
   'routes.invalidate': { params: RouteInvalidation; result: { dropped: number } };
   /**
@@ -266,6 +272,13 @@ export const WORKER_REQUEST_TIMEOUTS_MS: { readonly [M in keyof WorkerRequests]?
   'credentials.proxy': 10_000,
   'credentials.api': 10_000,
 };
+
+/** What a proxy worker checks hop credentials with (supervisor/fleet/fleet-hop-keys.ts): its node's name and keys, newest first. */
+export interface HopKeySnapshot {
+  version: number;
+  node: string;
+  keys: HopKey[];
+}
 
 /** The live-stream snapshot pushed to the API worker about every second. */
 export interface StateSnapshot {
@@ -319,11 +332,12 @@ export interface SupervisorNotices extends NoticeMap {
 export type SupervisorEndpoint = IpcEndpoint<SupervisorRequests, WorkerRequests, SupervisorNotices, WorkerNotices>;
 export type WorkerEndpoint = IpcEndpoint<WorkerRequests, SupervisorRequests, WorkerNotices, SupervisorNotices>;
 
-/** Environment variables through which the supervisor tells a forked worker what it is. */
 /** The `instance` of a route to another node (a forwarded session): no instance of this node carries it. */
 export const FORWARDED_INSTANCE = -1;
-/** SHA-256 (hex) of the fleet's forwarding secret, for the proxy workers to recognise a forwarded connection; unset outside a fleet. */
-export const FORWARD_DIGEST_ENV = 'EXITPOOL_FORWARD_DIGEST';
+
+/** Environment variables through which the supervisor tells a forked worker what it is. */
+/** This node's NODE_NAME, set only on a node of a fleet: the proxy workers open the hop listener, the API worker passes on requests about other nodes' sessions. */
+export const FLEET_NODE_ENV = 'EXITPOOL_FLEET_NODE';
 
 export const ROLE_ENV = 'EXITPOOL_PROCESS_ROLE';
 export const SLOT_ENV = 'EXITPOOL_WORKER_SLOT';

@@ -13,6 +13,7 @@ import type { HealthSnapshot } from '../health/health-snapshot.js';
 import { viewOf } from '../sessions/session.js';
 import type { SessionTable } from '../sessions/session-table.js';
 import { StatsHistory } from '../stats/stats-history.js';
+import type { BudgetCounters } from '../verdicts/budget-counter.js';
 import type { Reporter } from '../verdicts/client-evidence.js';
 import type { PartyOf } from '../verdicts/parties.js';
 import { Verdicts } from '../verdicts/verdicts.js';
@@ -54,6 +55,8 @@ export interface PoolDeps {
   fleet?: FleetSessions;
   /** Who stands behind a credential (supervisor/verdicts/parties.ts); absent: every credential is a party of its own. */
   partyOf?: PartyOf;
+  /** The verdicts' per-credential budgets, counted across a fleet (supervisor/fleet); absent: in this node's memory. */
+  budgets?: BudgetCounters;
 }
 
 const noSuchInstance = (id: number): ExitpoolError => new ExitpoolError('EXITPOOL_NO_SUCH_INSTANCE', `no instance ${id}`);
@@ -112,6 +115,7 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
       ...(exits ? { exits } : {}),
       ...(deps.probeDestination ? { probeDestination: deps.probeDestination } : {}),
       ...(deps.partyOf ? { partyOf: deps.partyOf } : {}),
+      ...(deps.budgets ? { budgets: deps.budgets } : {}),
       onDestinationFault: () => registry.emit('destination-fault'),
     });
     this.ledger = new ConnectionLedger(registry, this.stats, this.verdicts, now);
@@ -130,7 +134,7 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
     this.rotation = new SessionRotation({ registry, lifecycle: this.lifecycle, config, audit, log });
     this.countries = new CountryPlacement(registry, this.lifecycle, now);
     this.fleetRouting = deps.fleet
-      ? new FleetRouting({ fleet: deps.fleet, hasSession: (key) => this.sessions.get(key) !== undefined, routeHere: (p, slot) => this.routeHere(p, slot), audit })
+      ? new FleetRouting({ fleet: deps.fleet, hasSession: (key) => this.sessions.get(key) !== undefined, routeHere: (p, slot) => this.routeHere(p, slot), audit, log })
       : null;
   }
 

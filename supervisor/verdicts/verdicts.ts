@@ -8,6 +8,7 @@ import type { FailureKind, QuarantineCause } from '../health/health-tracker.js';
 import { failureWeights } from '../health/weights.js';
 import type { SessionTable } from '../sessions/session-table.js';
 import { BanGuard } from './ban-guard.js';
+import type { BudgetCounters } from './budget-counter.js';
 import { ReportBudget, reporterKey, RoutableFloorGuard, type Reporter } from './client-evidence.js';
 import { DestinationBlame } from './destination-blame.js';
 import { ExitComplaints, type Complaint } from './exit-complaints.js';
@@ -50,6 +51,8 @@ export interface VerdictsDeps {
   probeDestination?: (probe: DestinationProbe) => Promise<DestinationProbeResult | null>;
   /** A failure was found to be the destination's fault (metrics). */
   onDestinationFault?: () => void;
+  /** The per-credential budgets' counters (a fleet's count across its nodes); absent: each node counts its own. */
+  budgets?: BudgetCounters;
 }
 
 /** What a client's report decided; the pool carries out the moves (its own session first). */
@@ -89,9 +92,10 @@ export class Verdicts {
 
   constructor(private readonly deps: VerdictsDeps) {
     const { config } = deps;
-    this.reportBudget = new ReportBudget(config.clientReportBudget, deps.now);
+    this.reportBudget = new ReportBudget(config.clientReportBudget, deps.now, deps.budgets?.('report', config.clientReportBudget));
     this.floor = new RoutableFloorGuard(config.minRoutable, deps.log);
-    this.banGuard = new BanGuard(config.clientBanBudget, { minEligibleExits: config.minEligibleExits, minEligibleExitsPerCountry: config.minEligibleExitsPerCountry }, deps.now);
+    const floors = { minEligibleExits: config.minEligibleExits, minEligibleExitsPerCountry: config.minEligibleExitsPerCountry };
+    this.banGuard = new BanGuard(config.clientBanBudget, floors, deps.now, deps.budgets?.('ban', config.clientBanBudget));
     this.partyOf = deps.partyOf ?? ((credential) => credential);
     const probe = deps.probeDestination;
     this.blame = probe

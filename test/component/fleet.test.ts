@@ -12,10 +12,11 @@ import type { ExitRelay } from '../../supervisor/exits/exit-relay.js';
 import { FleetMember } from '../../supervisor/fleet/fleet-member.js';
 import { StartupError } from '../../supervisor/startup/startup-error.js';
 import { logger } from '../../shared/logger.js';
+import { FLEET_TEST_LEASE_MS, MemoryDataDirs, MemoryTokenStore, memberOptions } from '../support/fakes/fleet-parts.js';
 import { startRedis, type RunningRedis } from '../support/processes/redis-server.js';
 import { pollUntil } from '../support/waiting.js';
 
-const LEASE_MS = 2_000;
+const LEASE_MS = FLEET_TEST_LEASE_MS;
 const fp = (c: string): string => c.repeat(40).toUpperCase();
 
 function relay(c: string, n: number): ExitRelay {
@@ -30,13 +31,15 @@ function assignments(audit = new AuditLog()): ExitAssignments {
   return a;
 }
 
+const dataDirs = new MemoryDataDirs();
+
 describe('fleet: node and exit leases on a shared Redis (a real redis-server on loopback)', function () {
   this.timeout(30_000);
   let redis: RunningRedis;
   let raw: Redis;
   const members: FleetMember[] = [];
   const join = async (node: string, pool = 'pool-a'): Promise<FleetMember> => {
-    const m = await FleetMember.join({ url: `${redis.url}/${pool}`, node, leaseMs: LEASE_MS, address: { host: '127.0.0.1', port: 1080, apiPort: 8080 }, sessionLifetimeMs: 60_000, log: logger() });
+    const m = await FleetMember.join(memberOptions(`${redis.url}/${pool}`, node, dataDirs));
     members.push(m);
     return m;
   };
@@ -47,6 +50,7 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
   afterEach(async () => {
     for (const m of members.splice(0)) await m.leave();
     await raw.flushall();
+    dataDirs.clear();
   });
   after(async () => {
     raw.disconnect();
@@ -118,8 +122,8 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
     await pollUntil('leased again', async () => (await raw.keys('exitpool:pool-a:fleet:exit:*')).length === 1 || undefined, 5_000, 20);
     await a.leave();
     members.splice(members.indexOf(a), 1);
-    // Only the fleet's forwarding secret stays: no lease of node-a's, nor its address.
-    expect(await raw.keys('exitpool:pool-a:fleet:*')).to.deep.equal(['exitpool:pool-a:fleet:forward-secret']);
+    // Only the fleet's epoch stays: no lease of node-a's, nor its address or hop keys.
+    expect(await raw.keys('exitpool:pool-a:fleet:*')).to.deep.equal(['exitpool:pool-a:fleet:epoch']);
   });
 
   it('forgets the exits of a node that stopped renewing once its leases lapse', async () => {
@@ -170,8 +174,9 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
     expect(await a.sessions.claim('crawl', false), 'again: still here').to.deep.equal({ kind: 'here' });
     expect(await b.sessions.claim('crawl', false)).to.deep.equal({ kind: 'there', node: 'node-a', host: '127.0.0.1', port: 1080 });
     expect(b.sessions.rememberedOwner('crawl'), 'remembered: no Redis for the next connection').to.deep.equal({ node: 'node-a', host: '127.0.0.1', port: 1080 });
-    expect(a.sessions.forwardPassword).to.equal(b.sessions.forwardPassword);
-    expect(a.sessions.forwardPassword).to.match(/^tf_[A-Za-z0-9_-]{43}$/);
+    // node-b read node-a's hop keys when it joined: it can sign a hop of "crawl" to node-a.
+    expect(b.sessions.hop.canReach('node-a')).to.equal(true);
+    expect(b.sessions.hop.grant('node-a', 'crawl')).to.include({ from: 'node-b' });
     // A forwarded connection is served where it lands, whoever the directory named.
     expect(await b.sessions.claim('other', false)).to.deep.equal({ kind: 'here' });
     expect(await a.sessions.claim('other', true)).to.deep.equal({ kind: 'taken', from: 'node-b' });
@@ -211,37 +216,44 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
     const token = (id: string, createdAt: number): StoredToken => ({ id, name: `token ${id}`, scope: 'proxy', digest: createHash('sha256').update(id).digest('hex'), createdAt });
     const a = await join('node-a');
     const b = await join('node-b');
-    const seenA: string[][] = [];
-    const seenB: string[][] = [];
-    await a.shareTokens([token('fromA', 1)], (list) => seenA.push(list.map((t) => t.id)));
-    // node-b joins with an auth.json holding a token revoked in the fleet meanwhile: it stays revoked.
+    const storeA = new MemoryTokenStore([token('fromA', 1)]);
+    const storeB = new MemoryTokenStore([token('fromB', 2), token('oldB', 0)]);
+    await a.shareTokens(storeA);
+    // node-b joins with an auth.json holding a token revoked in the fleet meanwhile: it stays revoked, and node-b remembers it.
+    storeA.revoke('oldB');
     await a.tokens.revoked('oldB');
-    await b.shareTokens([token('fromB', 2), token('oldB', 0)], (list) => seenB.push(list.map((t) => t.id)));
-    expect(seenB.at(-1)).to.deep.equal(['fromA', 'fromB']);
+    await b.shareTokens(storeB);
+    expect(storeB.ids()).to.deep.equal(['fromA', 'fromB']);
+    expect(storeB.revokedIds()).to.include('oldB');
     await b.tokens.issued(token('newB', 3));
-    await pollUntil('node-a hears of node-b’s token', async () => (seenA.at(-1)?.includes('newB') ? true : undefined), 2_000, 10);
+    await pollUntil('node-a hears of node-b’s token', async () => (storeA.ids().includes('newB') ? true : undefined), 2_000, 10);
+    storeA.revoke('fromB');
     await a.tokens.revoked('fromB');
-    await pollUntil('node-b hears of the revocation', async () => (seenB.at(-1)?.includes('fromB') === false ? true : undefined), 2_000, 10);
+    await pollUntil('node-b hears of the revocation', async () => (storeB.ids().includes('fromB') ? undefined : true), 2_000, 10);
+    expect(storeB.revokedIds()).to.include('fromB');
     // Records that are not tokens (written by hand, or by something else) are left out, never applied.
     await raw.hset('exitpool:pool-a:fleet:tokens', 'bad1', 'not json', 'bad2', JSON.stringify({ ...token('bad2', 4), digest: 'xyz' }), 'bad3', JSON.stringify(token('other', 5)), 'bad4', JSON.stringify({ ...token('bad4', 6), extra: 1 }));
+    await raw.sadd('exitpool:pool-a:fleet:tokens-revoked', 'not/an/id');
     await a.tokens.resync();
-    expect(seenA.at(-1)).to.deep.equal(['fromA', 'newB']);
+    expect(storeA.ids()).to.deep.equal(['fromA', 'newB']);
+    expect(storeA.revokedIds(), 'an id of another shape is not remembered').to.not.include('not/an/id');
   });
 
   it('keeps a revocation made while Redis is away in force here, and tells the fleet once it answers', async () => {
     const token = (id: string): StoredToken => ({ id, name: id, scope: 'admin', digest: createHash('sha256').update(id).digest('hex'), createdAt: 1 });
     const a = await join('node-a');
-    const seen: string[][] = [];
-    await a.shareTokens([token('keep'), token('gone')], (list) => seen.push(list.map((t) => t.id)));
+    const store = new MemoryTokenStore([token('keep'), token('gone')]);
+    await a.shareTokens(store);
     await redis.pause();
     try {
+      store.revoke('gone');
       const error = await a.tokens.revoked('gone').then(() => null, (e: unknown) => e);
       expect(error).to.be.instanceOf(Error);
     } finally {
       await redis.resume();
     }
     await a.tokens.resync();
-    expect(seen.at(-1)).to.deep.equal(['keep']);
+    expect(store.ids()).to.deep.equal(['keep']);
     expect(await raw.hexists('exitpool:pool-a:fleet:tokens', 'gone')).to.equal(0);
     expect(await raw.sismember('exitpool:pool-a:fleet:tokens-revoked', 'gone')).to.equal(1);
   });
@@ -274,7 +286,7 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
   });
 
   it('refuses a start while Redis cannot be reached, naming the setting and not the password', async () => {
-    const error = await FleetMember.join({ url: 'redis://:s3cret@127.0.0.1:1/fleet', node: 'n', leaseMs: LEASE_MS, address: { host: '127.0.0.1', port: 1080, apiPort: 8080 }, sessionLifetimeMs: 60_000, log: logger() }).then(
+    const error = await FleetMember.join(memberOptions('redis://:s3cret@127.0.0.1:1/fleet', 'n', dataDirs)).then(
       () => null,
       (e: unknown) => e,
     );

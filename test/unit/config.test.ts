@@ -130,6 +130,8 @@ describe('configuration', () => {
       nodeName: os.hostname().replace(/[^A-Za-z0-9_.-]/g, '-').slice(0, 64) || 'node',
       nodeLeaseMs: 10_000,
       nodeAddress: '',
+      hopPort: 9252,
+      fleetReseed: '',
       logLevel: 'info',
       logFormat: 'text',
       bootstrapStallTimeoutMs: 120_000,
@@ -211,6 +213,8 @@ describe('configuration', () => {
       ['NODE_NAME', 'pod-0.eu_1', 'pod-0.eu_1', 'a:b'],
       ['NODE_LEASE', '15s', 15_000, '1s'],
       ['NODE_ADDRESS', 'exitpool-0.exitpool.default.svc', 'exitpool-0.exitpool.default.svc', '10.0.0.1:1080'],
+      ['HOP_PORT', '9300', 9300, '0'],
+      ['FLEET_RESEED', '20261123T100000Z-AbCdEfGhIjKl', '20261123T100000Z-AbCdEfGhIjKl', 'an epoch?'],
       ['LOG_LEVEL', 'debug', 'debug', 'verbose'],
       ['LOG_FORMAT', 'json', 'json', 'xml'],
       ['BOOTSTRAP_STALL_TIMEOUT', '45s', 45_000, '2d'],
@@ -272,6 +276,13 @@ describe('configuration', () => {
       const p = problemsOf({ HTTP_PORT: '9250' });
       expect(p[0]!.variable).to.equal('HTTP_PORT');
       expect(p[0]!.message).to.match(/collide with SOCKS_PORT/);
+    });
+    it('refuses a hop listener on another listener’s port on a node of a fleet, and reads it nowhere else', () => {
+      const fleet = { STATE_STORE: 'redis://127.0.0.1:6379/pool', HOP_PORT: '9251' };
+      const p = problemsOf(fleet);
+      expect(p[0]!.variable).to.equal('HOP_PORT');
+      expect(p[0]!.message).to.match(/collide with HTTP_PORT/);
+      expect(problemsOf({ HOP_PORT: '9251' }), 'no hop listener off a fleet').to.deep.equal([]);
     });
     it('refuses a listener inside the instance port block', () => {
       const p = problemsOf({ API_PORT: '19060' });

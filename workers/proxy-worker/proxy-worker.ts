@@ -1,4 +1,4 @@
-import { ACCOUNTING_FLUSH_MS, type CloseRecord, type ReachedHost, type ReleasedRoute } from '../../shared/ipc/protocol.js';
+import { ACCOUNTING_FLUSH_MS, FLEET_NODE_ENV, type CloseRecord, type ReachedHost, type ReleasedRoute } from '../../shared/ipc/protocol.js';
 import { COUNTRY_EXIT_WAIT_MS } from '../../shared/config/limits.js';
 import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
 import { ConnectionBudget } from '../proxy/connection-budget.js';
@@ -11,6 +11,7 @@ import type { ConnectionEvidence, ConnectionStats, RouteGranted } from '../proxy
 import { Socks5ProxyServer, createSessionPortServer } from '../proxy/socks5-server.js';
 import { LeasedRouter } from './leased-router.js';
 import { listenNamed } from '../../shared/worker/listen-error.js';
+import { HopCredentials } from './hop-credentials.js';
 import { ProxyCredentials } from './proxy-credentials.js';
 import type { RunningWorker, WorkerContext } from '../../shared/worker/worker-context.js';
 
@@ -29,6 +30,9 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   const { config, endpoint, log } = ctx;
   const credentials = new ProxyCredentials(config.authDisabled, endpoint);
   credentials.install(await endpoint.request('credentials.proxy', null));
+  // On a node of a fleet: the keys hop credentials are checked with (the hop listener below).
+  const hopKeys = process.env[FLEET_NODE_ENV] === undefined ? null : await endpoint.request('hop.keys', null);
+  const hopCredentials = hopKeys === null ? null : new HopCredentials(hopKeys, credentials, config.usernameParams, endpoint);
   let closes: CloseRecord[] = [];
   let reached: ReachedHost[] = [];
   let released: ReleasedRoute[] = [];
@@ -116,6 +120,9 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   const http = new HttpProxyServer(deps);
   await listenNamed('SOCKS_PORT', config.socksPort, config.bindHost, () => socks.listen(config.socksPort, config.bindHost));
   await listenNamed('HTTP_PORT', config.httpPort, config.bindHost, () => http.listen(config.httpPort, config.bindHost));
+  // The fleet's internal listener: hop credentials only, never a proxy token (and the two above never take a hop credential).
+  const hop = hopCredentials === null ? null : new Socks5ProxyServer({ ...deps, kind: 'hop', credentials: hopCredentials.policy() });
+  if (hop) await listenNamed('HOP_PORT', config.hopPort, config.bindHost, () => hop.listen(config.hopPort, config.bindHost));
 
   // Session ports: one credential-free listener per instance, opened and closed as the pool changes.
   const sessionPorts = new Map<number, Socks5ProxyServer>();
@@ -142,12 +149,12 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   };
   endpoint.onNotice('session-ports', ({ instances }) => void syncSessionPorts(instances));
 
-  log.debug('proxy listeners up', { socks: config.socksPort, http: config.httpPort });
+  log.debug('proxy listeners up', { socks: config.socksPort, http: config.httpPort, ...(hop ? { hop: config.hopPort } : {}) });
   return {
     async stop(graceMs: number): Promise<void> {
       // Connections cut at the end of the grace are the shutdown's doing, not the instances'.
       stopping = true;
-      await Promise.all([socks.close(graceMs), http.close(graceMs), ...[...sessionPorts.values()].map((s) => s.close(graceMs))]);
+      await Promise.all([socks.close(graceMs), http.close(graceMs), ...(hop ? [hop.close(graceMs)] : []), ...[...sessionPorts.values()].map((s) => s.close(graceMs))]);
       clearInterval(flushTimer);
       flush();
       credentialRefusals.flush();

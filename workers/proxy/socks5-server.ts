@@ -33,6 +33,12 @@ export interface Socks5ProxyServerOptions extends ProxyDependencies {
    * and every route request names this instance. Prefer createSessionPortServer.
    */
   pinnedInstanceId?: number;
+  /**
+   * `hop`: the internal listener where other nodes of the fleet forward their sessions
+   * (HOP_PORT): `credentials` checks hop credentials, always required, and its connections are
+   * routed as `hop` (served here, never forwarded again). Default `socks`, the clients' listener.
+   */
+  kind?: 'socks' | 'hop';
   timeouts?: Partial<ProxyTimeouts>;
   log?: Logger;
 }
@@ -66,11 +72,13 @@ export class Socks5ProxyServer extends ListeningServer {
   constructor(options: Socks5ProxyServerOptions) {
     const pinnedInstanceId = options.pinnedInstanceId;
     const pinned = pinnedInstanceId !== undefined;
-    const log = options.log ?? childLogger({ component: pinned ? 'session-port' : 'socks5-listener' });
+    const log = options.log ?? childLogger({ component: pinned ? 'session-port' : options.kind === 'hop' ? 'hop-listener' : 'socks5-listener' });
+    const kind = options.kind ?? 'socks';
     const context: ConnectionContext = {
-      listener: pinned ? 'session-port' : 'socks',
+      listener: pinned ? 'session-port' : kind,
       credentialRefusals: options.credentialRefusals ?? credentialRefusalLog(log),
-      authMode: pinned ? 'ignored' : options.credentials.required ? 'required' : 'optional',
+      // AUTH_DISABLED never opens the hop listener: a hop credential is always required there.
+      authMode: pinned ? 'ignored' : kind === 'hop' || options.credentials.required ? 'required' : 'optional',
       pinnedInstanceId,
       deps: options,
       timeouts: resolveTimeouts(options.timeouts),
@@ -133,7 +141,7 @@ class Socks5Connection implements OwnedConnection {
     private readonly socket: net.Socket,
     private readonly lifecycle: ConnectionLifecycle,
   ) {
-    this.handshake = new Socks5ServerHandshake(context.authMode, context.deps.credentials.check, context.deps.credentials.isForwarded);
+    this.handshake = new Socks5ServerHandshake(context.authMode, context.deps.credentials.check);
     this.accounting = new ConnectionAccounting(context.deps.events, context.listener);
   }
 
@@ -171,7 +179,7 @@ class Socks5Connection implements OwnedConnection {
         return;
       case 'authenticated':
         this.lifecycle.authenticated(this);
-        this.routing = this.requestRoute(step.sessionKey, step.forwarded);
+        this.routing = this.requestRoute(step.sessionKey);
         return;
       case 'close':
         this.endHandshake();
@@ -182,13 +190,13 @@ class Socks5Connection implements OwnedConnection {
       case 'connect':
         this.connecting = true;
         this.endHandshake();
-        void this.connect(step.target, step.sessionKey, step.rest, step.forwarded);
+        void this.connect(step.target, step.sessionKey, step.rest);
         return;
     }
   }
 
   /** Asks for a route and, once granted, opens the instance connection ahead of the CONNECT. */
-  private requestRoute(sessionKey: string | null, forwarded: boolean): Promise<RouteDecision> {
+  private requestRoute(sessionKey: string | null): Promise<RouteDecision> {
     const { context, socket } = this;
     return routeSafely(
       context.deps.router,
@@ -196,7 +204,6 @@ class Socks5Connection implements OwnedConnection {
         sessionKey,
         listener: context.listener,
         ...(context.pinnedInstanceId !== undefined ? { instanceId: context.pinnedInstanceId } : {}),
-        ...(forwarded ? { forwarded: true } : {}),
       }),
     ).then((decision) => {
       if (!decision.ok) return decision;
@@ -204,13 +211,13 @@ class Socks5Connection implements OwnedConnection {
         this.accounting.released(decision);
       } else {
         this.unusedRoute = decision;
-        this.upstream = new Socks5Upstream(upstreamOf(decision, sessionKey));
+        this.upstream = new Socks5Upstream(upstreamOf(decision, sessionKey, () => this.credential()));
       }
       return decision;
     });
   }
 
-  /** Who opened the connection (ConnectionEvidence): its token, else its address (AUTH_DISABLED), or its session port. */
+  /** Who opened the connection (ConnectionEvidence): its token (on the hop listener, the one its hop credential carries), else its address (AUTH_DISABLED), or its session port. */
   private credential(): string {
     if (this.context.pinnedInstanceId !== undefined) return 'session-port';
     return this.handshake.credential ?? `address:${clientIpOf(this.socket.remoteAddress)}`;
@@ -238,18 +245,18 @@ class Socks5Connection implements OwnedConnection {
     }
   }
 
-  private async connect(target: Socks5Target, sessionKey: string | null, rest: Buffer, forwarded: boolean): Promise<void> {
+  private async connect(target: Socks5Target, sessionKey: string | null, rest: Buffer): Promise<void> {
     const { context, socket } = this;
     const outcome = await routeAndDial({
       listener: context.listener,
       target,
       // The handshake announces 'authenticated' before every 'connect'; the fallback keeps this
       // method correct on its own.
-      firstRoute: this.routing ?? this.requestRoute(sessionKey, forwarded),
-      reroute: () => this.requestRoute(sessionKey, forwarded),
+      firstRoute: this.routing ?? this.requestRoute(sessionKey),
+      reroute: () => this.requestRoute(sessionKey),
       dial: (route) => {
         // The connection opened ahead of the CONNECT for this route, or a new one.
-        const upstream = this.upstream ?? new Socks5Upstream(upstreamOf(route, sessionKey));
+        const upstream = this.upstream ?? new Socks5Upstream(upstreamOf(route, sessionKey, () => this.credential()));
         this.upstream = upstream;
         this.unusedRoute = null;
         return { promise: upstream.connect(target, context.timeouts.dialMs), abort: () => upstream.abort() };
