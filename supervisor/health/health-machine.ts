@@ -268,6 +268,10 @@ function step(s: HealthMachineState, event: HealthEvent, now: number, config: He
       if (s.state !== 'probation') return { state: next, effects };
       // A stale success (ended before the failure that followed it) passes no probation.
       if (window === s.window && s.window.consecutive > 0) return { state: s, effects };
+      // Nor does one that ended before the probation began (a session's success is handed in a
+      // SUCCESS_REPORT_GRACE_MS later): it went through the exit the remediation replaced.
+      const probationSince = s.ladder.lastCompletedAt;
+      if (event.endedAt !== undefined && probationSince !== null && event.endedAt < probationSince) return { state: next, effects };
       effects.push({
         type: 'audit',
         audit: { type: 'remediation', message: `probation passed after ${s.ladder.rung ?? 'remediation'}; back in service`, details: { rung: s.ladder.rung } },

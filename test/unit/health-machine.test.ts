@@ -174,6 +174,8 @@ describe('health: state machine', () => {
       { name: 'a healthy instance whose exit dies is not blamed: nothing weighed', events: [exitDown], state: 'healthy', view: { failures_in_window: 0, transport_failures: 0 } },
       { name: 'a degraded instance whose exit dies stays degraded', events: [fail('other'), exitDown], state: 'degraded', view: { failures_in_window: 1 } },
       { name: 'a remediating instance whose new exit dies stays remediating (the rung fails on its own)', events: [manual, began, exitDown], state: 'remediating' },
+      { name: 'probation stays on a success that ended before it began (it went through the replaced exit)', events: [manual, began, [10 * SEC, done], [11 * SEC, { type: 'success', endedAt: 9 * SEC }]], state: 'probation' },
+      { name: 'probation -> healthy on a success that ended after it began', events: [manual, began, [10 * SEC, done], [11 * SEC, { type: 'success', endedAt: 10.5 * SEC }]], state: 'healthy' },
       { name: 'probation stays on rate limits, however many', events: [manual, began, done, ...Array<HealthEvent>(200).fill(fail('rate_limited'))], state: 'probation' },
       { name: 'probation stays on unscored failures', events: [manual, began, done, fail('captcha', 'client', false)], state: 'probation' },
       { name: 'probation with rate limits in the window -> degraded on success', events: [manual, began, done, fail('rate_limited'), ok], state: 'degraded' },
