@@ -93,11 +93,6 @@ export class ExitDowns {
     return [...this.downs.values()].sort((a, b) => a.until - b.until);
   }
 
-  /** Down now (not on probation). */
-  downCount(now: number): number {
-    return this.list(now).filter((d) => d.until > now).length;
-  }
-
   private current(fingerprint: string, now: number): ExitDown | undefined {
     const d = this.downs.get(fingerprint);
     if (!d) return undefined;

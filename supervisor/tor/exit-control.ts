@@ -193,11 +193,6 @@ export class ExitControl {
     this.carryOut(this.liveness.onStreamTimeout(exitFingerprint, Date.now()));
   }
 
-  /** Whether the pinned exit was found down (diagnostics and tests). */
-  get pinnedExitDown(): boolean {
-    return this.liveness.isDeclaredDown;
-  }
-
   onStream(event: StreamInfo): void {
     this.streamEventCount++;
     const exitMayHaveChanged = this.tracker.onStream(event);

@@ -129,11 +129,6 @@ export class PinnedExitLiveness {
 
   constructor(private readonly limits: ExitLivenessLimits = EXIT_LIVENESS_LIMITS) {}
 
-  /** The relay watched now. */
-  get fingerprint(): string | undefined {
-    return this.pinned;
-  }
-
   /** Whether the watched exit was declared down (once per pin, until a circuit through it is built). */
   get isDeclaredDown(): boolean {
     return this.declared;
