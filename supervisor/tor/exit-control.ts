@@ -110,6 +110,8 @@ export class ExitControl {
   private readonly liveness: PinnedExitLiveness;
   /** Wakes the liveness watch when a circuit extending to the exit may have stalled. */
   private livenessTimer: NodeJS.Timeout | undefined;
+  /** The tor does not answer its control port: no stall is counted against the exit meanwhile. */
+  private livenessSuspended = false;
 
   constructor(
     private readonly host: ExitControlHost,
@@ -149,6 +151,7 @@ export class ExitControl {
     this.unwatchPin();
     this.liveness.reset();
     this.disarmLiveness();
+    this.livenessSuspended = false;
     if (this.rotation) this.finishRotation(this.rotation, { ok: false, reason });
   }
 
@@ -186,6 +189,19 @@ export class ExitControl {
     this.closeIdleCircuits();
     this.refresh();
     this.carryOut(this.liveness.onCircuit(event, Date.now()));
+  }
+
+  /** The tor stopped answering its control port (liveness-probe.ts): its silence is not the exit's. */
+  suspendLiveness(): void {
+    this.livenessSuspended = true;
+    this.disarmLiveness();
+  }
+
+  /** It answers again: extensions still waiting are timed afresh. */
+  resumeLiveness(): void {
+    this.livenessSuspended = false;
+    this.liveness.restartStallClocks(Date.now());
+    this.armLiveness();
   }
 
   /** tor gave up waiting for a stream through `exitFingerprint` (its log says so): a reason to probe the exit. */
@@ -403,6 +419,7 @@ export class ExitControl {
 
   private armLiveness(): void {
     this.disarmLiveness();
+    if (this.livenessSuspended) return;
     const at = this.liveness.nextDeadline();
     if (at === undefined) return;
     const generation = this.host.generation();

@@ -216,6 +216,14 @@ export class PinnedExitLiveness {
     return this.probe(1);
   }
 
+  /**
+   * The tor itself was not answering (frozen, starved) until now: its circuits' silence meanwhile
+   * says nothing about the exit, so every extension still waiting is timed afresh from `now`.
+   */
+  restartStallClocks(now: number): void {
+    for (const c of this.circuits.values()) if (c.extendingSince !== undefined && !c.stallCounted) c.extendingSince = now;
+  }
+
   /** Counts circuits that have waited EXTEND_STALL_MS for the exit; call it at nextDeadline(). */
   tick(now: number): LivenessAction[] {
     if (this.pinned === undefined) return [];

@@ -456,11 +456,13 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
         client: () => this.client,
         unresponsive: (silentForMs) => {
           this.responsiveFlag = false;
+          this.exits.suspendLiveness();
           this.log.warn('tor does not answer its control port; out of rotation', { silentForMs, pid: this.pid });
           this.emit('unresponsive', { silentForMs });
         },
         responsive: () => {
           this.responsiveFlag = true;
+          this.exits.resumeLiveness();
           this.log.info('tor answers its control port again; back in rotation');
           this.emit('responsive');
         },

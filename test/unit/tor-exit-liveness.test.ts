@@ -88,6 +88,16 @@ describe('tor: the pinned exit’s liveness watch', () => {
     expect(w2.pendingEvidence.map((e) => e.kind)).to.deep.equal(['extend_stalled']);
   });
 
+  it('times extensions afresh after the tor itself was not answering', () => {
+    const w = new PinnedExitLiveness();
+    w.pin(EXIT);
+    circ(w, 0, 1, 'LAUNCHED');
+    circ(w, 0, 1, 'EXTENDED', [GUARD, MIDDLE_A]);
+    w.restartStallClocks(4_000);
+    expect(w.tick(EXIT_LIVENESS_LIMITS.extendStallMs)).to.deep.equal([]);
+    expect(w.nextDeadline()).to.equal(4_000 + EXIT_LIVENESS_LIMITS.extendStallMs);
+  });
+
   it('one middle that cannot reach the exit is not the exit being down', () => {
     const w = new PinnedExitLiveness();
     w.pin(EXIT);
