@@ -81,6 +81,8 @@ export interface ExitAssignmentView {
   family: string;
   /** false when it shares EXIT_DISTINCT's unit with another instance's exit (too few exits). */
   distinct: boolean;
+  /** Found dead by the pool's own evidence (down, or back on probation); null when not. */
+  down: ExitDownView | null;
 }
 
 /** One exit of the catalog (GET /api/exits). */
@@ -95,6 +97,8 @@ export interface ExitView {
   /** Instances assigned this exit. */
   instances: number[];
   banned: ExitBanView | null;
+  /** Found dead by the pool's own evidence (down, or back on probation); null when not. */
+  down: ExitDownView | null;
   /** Another node of the fleet that holds this exit's lease (it is never assigned here meanwhile); null on a node of its own. */
   held_by: string | null;
 }
@@ -111,13 +115,34 @@ export interface ExitBanView {
   until: string;
 }
 
+/**
+ * An exit found dead by the pool's own evidence (docs/api.md, "Exits that die"): a short state of
+ * its own, not a ban.
+ */
+export interface ExitDownView {
+  fingerprint: string;
+  nickname: string;
+  address: string;
+  /** `down`: assigned to no instance until `until`; `probation`: eligible again, and found dead before `probation_until` its next hold doubles. */
+  state: 'down' | 'probation';
+  since: string;
+  until: string;
+  probation_until: string;
+  /** Deaths in a row, each found before the previous one's probation ended. */
+  strikes: number;
+  /** The instance whose tor found it dead (null when unknown). */
+  instance: number | null;
+  /** What that tor saw, one line per piece of evidence. */
+  evidence: string[];
+}
+
 /** Exits of one country (GET /api/exits). */
 export interface ExitCountrySupply {
   /** Lower-case ISO 3166 code; `??` when the GeoIP database does not know the address. */
   country: string;
   /** In the catalog. */
   exits: number;
-  /** Of those, not banned for everyone. */
+  /** Of those, not banned for everyone and not down. */
   eligible: number;
   /** Of those, assigned to an instance now. */
   in_use: number;
@@ -141,6 +166,8 @@ export interface ExitsView {
   exits: ExitView[];
   /** Bans in force, including those of exits no longer in the catalog. */
   bans: ExitBanView[];
+  /** Exits down or on probation after dying, including those no longer in the catalog. */
+  down: ExitDownView[];
   /** With STATE_STORE=redis://…: this node and every node whose lease is in force (supervisor/fleet); null otherwise. */
   fleet: { node: string; nodes: string[] } | null;
 }

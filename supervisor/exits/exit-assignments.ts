@@ -1,11 +1,12 @@
 import { EventEmitter } from 'node:events';
-import type { ExitAssignmentView } from '../../shared/api/views.js';
+import type { ExitAssignmentView, ExitDownView } from '../../shared/api/views.js';
 import type { Logger } from '../../shared/logger.js';
 import { errorMessage } from '../../shared/errors/error-message.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { GetInfo } from '../tor/relay-directory.js';
 import { ExitBans, type BanCause, type ExitBan } from './exit-bans.js';
 import { ExitCatalog } from './exit-catalog.js';
+import { ExitDowns, exitDownViewOf, type ExitDown, type ExitDownTimes } from './exit-downs.js';
 import { chooseExit } from './exit-choice.js';
 import { addressBlock, distinctKeys, type DistinctUnit, type ExitRelay } from './exit-relay.js';
 import { matchesNodeList } from './node-selection.js';
@@ -25,6 +26,8 @@ export interface ExitAssignmentsOptions {
   log: Logger;
   now?: () => number;
   random?: () => number;
+  /** How long a dead exit is held and watched (exit-downs.ts); default EXIT_DOWN_TIMES. */
+  downTimes?: ExitDownTimes;
 }
 
 /** An instance's exit as the durable state keeps it. */
@@ -90,6 +93,8 @@ export interface ExitAssignmentsEvents {
 export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> implements ExitSteering {
   readonly catalog = new ExitCatalog();
   readonly bans = new ExitBans();
+  /** Exits found dead by the pool's own evidence: a short hold, then probation (exit-downs.ts). */
+  readonly downs: ExitDowns;
   private readonly assigned = new Map<number, { relay: ExitRelay; distinct: boolean }>();
   /** Instances whose last request for an exit found none: the shortage the API reports. */
   private readonly shortage = new Map<number, string>();
@@ -120,6 +125,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     super();
     this.now = options.now ?? Date.now;
     this.random = options.random ?? Math.random;
+    this.downs = new ExitDowns(options.downTimes);
   }
 
   get unit(): DistinctUnit {
@@ -246,6 +252,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     const taken = [...[...this.assigned].filter(([other]) => other !== id).map(([, a]) => a.relay), ...reserved];
     const nodes = this.options.exitNodes;
     const excluded = (e: ExitRelay): boolean =>
+      this.downs.isDown(e.fingerprint, now) ||
       this.bans.isBanned(e, now, options.avoid?.domains ?? []) ||
       this.heldElsewhere.has(e.fingerprint) ||
       avoidAddresses.has(e.address) ||
@@ -446,7 +453,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     const a = this.assigned.get(id);
     if (!a) return undefined;
     const { fingerprint, nickname, address, country, block, family } = a.relay;
-    return { fingerprint, nickname, address, country, block, family, distinct: a.distinct };
+    return { fingerprint, nickname, address, country, block, family, distinct: a.distinct, down: this.downViewOf(fingerprint) };
   }
 
   shortageOf(id: number): string {
@@ -487,7 +494,58 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     const now = this.now();
     const nodes = this.options.exitNodes;
     const strict = nodes.length > 0 && this.options.strictNodes;
-    return this.catalog.all().filter((e) => !this.bans.isBanned(e, now, domains) && !this.heldElsewhere.has(e.fingerprint) && (!strict || matchesNodeList(e, nodes)));
+    return this.catalog
+      .all()
+      .filter((e) => !this.downs.isDown(e.fingerprint, now))
+      .filter((e) => !this.bans.isBanned(e, now, domains) && !this.heldElsewhere.has(e.fingerprint) && (!strict || matchesNodeList(e, nodes)));
+  }
+
+  // ---- exits that die (README.md, "Exits that die") ----
+
+  /**
+   * The pool's own evidence says `fingerprint` is dead (instance `id`'s tor found it): it is
+   * assigned to no instance for its hold (exit-downs.ts), and audited. Returns the instances
+   * assigned it now (each needs another exit), or undefined for a relay the pool does not know.
+   */
+  markDown(id: number | null, fingerprint: string, evidence: readonly string[]): { down: ExitDown; instances: number[] } | undefined {
+    const assigned = id === null ? undefined : this.assigned.get(id)?.relay;
+    const relay = this.catalog.get(fingerprint) ?? (assigned?.fingerprint === fingerprint ? assigned : undefined);
+    if (!relay) return undefined;
+    const now = this.now();
+    const { down, fresh } = this.downs.markDown(relay, id, evidence, now);
+    const instances = this.assignedInstances(fingerprint);
+    if (fresh) {
+      const again = down.strikes > 1 ? ` (dead again within its probation: strike ${down.strikes})` : '';
+      this.audit(id, `exit ${relay.nickname} (${relay.address}) is down${again}: ${evidence.length} failure${evidence.length === 1 ? '' : 's'} seen by instance ${id ?? '?'}'s tor; assigned to no instance until ${new Date(down.until).toISOString()}`, {
+        fingerprint: relay.fingerprint,
+        address: relay.address,
+        reason: 'exit_down',
+        until: new Date(down.until).toISOString(),
+        probation_until: new Date(down.probationUntil).toISOString(),
+        strikes: down.strikes,
+        evidence: down.evidence,
+        instances,
+      });
+    }
+    return { down, instances };
+  }
+
+  /** Whether `fingerprint` is down now (assigned to no instance); not while on probation. */
+  isDown(fingerprint: string): boolean {
+    return this.downs.isDown(fingerprint, this.now());
+  }
+
+  /** The down (or probation) entry of a relay, as the API shows it; null when it has none. */
+  downViewOf(fingerprint: string): ExitDownView | null {
+    const now = this.now();
+    const d = this.downs.get(fingerprint, now);
+    return d ? exitDownViewOf(d, now) : null;
+  }
+
+  /** Every relay down or on probation, as the API shows them. */
+  downViews(): ExitDownView[] {
+    const now = this.now();
+    return this.downs.list(now).map((d) => exitDownViewOf(d, now));
   }
 
   assignedInstances(fingerprint: string): number[] {

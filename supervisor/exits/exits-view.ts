@@ -12,7 +12,7 @@ export function exitsViewOf(
   fleet: { node: string; nodes: string[] } | null = null,
 ): ExitsView {
   if (!exits) {
-    return { distinct_by: 'relay', assigning: false, updated_at: null, eligible: 0, capacity: 0, in_use: 0, shortages: [], countries: [], exits: [], bans: [], fleet };
+    return { distinct_by: 'relay', assigning: false, updated_at: null, eligible: 0, capacity: 0, in_use: 0, shortages: [], countries: [], exits: [], bans: [], down: [], fleet };
   }
   const bans = exits.bans.list(now);
   // An exit's `banned` is its ban for everyone; per-site bans are listed under `bans` only.
@@ -34,15 +34,16 @@ export function exitsViewOf(
       .all()
       .map((e) => {
         const ban = banOf.get(e.fingerprint) ?? bans.find((b) => b.domain === '' && b.address === e.address);
-        return { ...e, instances: exits.assignedInstances(e.fingerprint), banned: ban ? banViewOf(ban) : null, held_by: exits.holderOf(e.fingerprint) ?? null };
+        return { ...e, instances: exits.assignedInstances(e.fingerprint), banned: ban ? banViewOf(ban) : null, down: exits.downViewOf(e.fingerprint), held_by: exits.holderOf(e.fingerprint) ?? null };
       })
       .sort((a, b) => b.instances.length - a.instances.length || a.nickname.localeCompare(b.nickname)),
     bans: bans.map(banViewOf),
+    down: exits.downViews(),
     fleet,
   };
 }
 
-/** Exits per country: in the catalog, not banned for everyone, and assigned to an instance. */
+/** Exits per country: in the catalog, eligible (not banned for everyone, not down), and assigned to an instance. */
 function countrySupply(exits: ExitAssignments, bans: readonly ExitBan[]): ExitCountrySupply[] {
   const banned = new Set(bans.filter((b) => b.domain === '').flatMap((b) => [b.fingerprint, b.address]));
   const byCountry = new Map<string, ExitCountrySupply>();
@@ -50,7 +51,7 @@ function countrySupply(exits: ExitAssignments, bans: readonly ExitBan[]): ExitCo
     const country = e.country || '??';
     const row = byCountry.get(country) ?? { country, exits: 0, eligible: 0, in_use: 0 };
     row.exits += 1;
-    if (!banned.has(e.fingerprint) && !banned.has(e.address)) row.eligible += 1;
+    if (!banned.has(e.fingerprint) && !banned.has(e.address) && !exits.isDown(e.fingerprint)) row.eligible += 1;
     if (exits.assignedInstances(e.fingerprint).length > 0) row.in_use += 1;
     byCountry.set(country, row);
   }

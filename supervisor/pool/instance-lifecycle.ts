@@ -6,6 +6,7 @@ import type { Logger } from '../../shared/logger.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { ExitAssignments } from '../exits/exit-assignments.js';
 import type { HealthTracker } from '../health/health-tracker.js';
+import type { ExitDownVerdict } from '../tor/exit-liveness.js';
 import type { Verdicts } from '../verdicts/verdicts.js';
 import type { InstanceRegistry } from './instance-registry.js';
 import type { PoolEntry } from './pool-entry.js';
@@ -17,7 +18,7 @@ export const SWEEP_STEP_TIMEOUT_MS = 60_000;
 export type InstanceAction = 'rotate' | 'restart' | 'quarantine' | 'release' | 'drain';
 
 /** Who asked for an instance's rotation (the audit's `by`). */
-export type RotationCause = 'api' | 'session' | 'sweep' | 'exit_gone' | 'country';
+export type RotationCause = 'api' | 'session' | 'sweep' | 'exit_gone' | 'exit_down' | 'country';
 
 /** What a rotation must respect besides the pool's distinctness (passed on to the exit choice). */
 export interface InstanceRotation {
@@ -140,6 +141,7 @@ export class InstanceLifecycle {
     });
     instance.on('rotated', () => health.rotationEnded(this.deps.now()));
     instance.on('exit-unreachable', () => this.moveToNewExits([id]));
+    instance.on('exit-down', (verdict) => this.exitDied(id, verdict));
     instance.on('unresponsive', (silentForMs) => {
       audit.record({ type: 'instance', instance: id, message: `instance ${id} does not answer its control port; out of rotation`, details: { silent_for_ms: silentForMs } });
       registry.moveOff(entry, 'unroutable');
@@ -283,13 +285,28 @@ export class InstanceLifecycle {
   }
 
   /** Instances whose assigned exit left the consensus or carries no circuit: each moves to a newly assigned one. */
-  private moveToNewExits(ids: readonly number[]): void {
+  private moveToNewExits(ids: readonly number[], by: RotationCause = 'exit_gone'): void {
     for (const id of ids) {
       const e = this.deps.registry.entry(id);
       // A quarantined instance gets its new exit from the remediation ladder.
       if (!e || !e.instance.ready() || e.retiring || !e.health.routable()) continue;
-      this.rotateInstance(e, 'exit_gone').catch((err: unknown) => this.deps.log.warn('replacing an exit that left the consensus failed', { instance: id, error: errorMessage(err) }));
+      this.rotateInstance(e, by).catch((err: unknown) => this.deps.log.warn('replacing an exit failed', { instance: id, by, error: errorMessage(err) }));
     }
+  }
+
+  /**
+   * Instance `id`'s tor found its pinned exit dead (supervisor/exits/README.md, "Exits that die").
+   * The verdicts mark it down and move the sessions of every instance on it to live exits
+   * (quarantining one on probation); the dials the workers still have open through those
+   * instances are re-routed at once (they would wait for a circuit that cannot be built); and each
+   * routable one is pinned to a new exit, by the path an exit that left the consensus takes.
+   */
+  private exitDied(id: number, verdict: ExitDownVerdict): void {
+    const { registry, verdicts } = this.deps;
+    const evidence = verdict.evidence.map((e) => `${e.kind} via $${e.middle} (${e.reason})`);
+    const ids = verdicts.exitDown(id, verdict.fingerprint, evidence);
+    for (const i of ids) registry.emit('instance-down', i);
+    this.moveToNewExits(ids, 'exit_down');
   }
 
   // ---- shutdown ----

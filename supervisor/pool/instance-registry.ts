@@ -38,7 +38,7 @@ export function socksOf(i: PoolInstance): SocksEndpoint {
 }
 
 /** Why sessions leave an instance (the audit's `reason`). */
-export type MoveReason = 'rotate' | 'drain' | 'quarantine' | 'site_ban' | 'report' | 'retired' | 'unroutable';
+export type MoveReason = 'rotate' | 'drain' | 'quarantine' | 'site_ban' | 'report' | 'retired' | 'unroutable' | 'exit_down';
 
 export interface RegistryDeps {
   config: Config;
@@ -272,7 +272,7 @@ export class InstanceRegistry extends EventEmitter<PoolEvents> implements Verdic
     // Shutting down, every instance stops: its sessions stay where they are, so that the durable
     // state restarts each on the instance (and the exit) it had.
     if (this.shuttingDown) return [];
-    const blamesExit = reason === 'quarantine' || reason === 'site_ban' || reason === 'report';
+    const blamesExit = reason === 'quarantine' || reason === 'site_ban' || reason === 'report' || reason === 'exit_down';
     const placement = blamesExit
       ? this.targets(e.instance.id, [leavingIp].filter((ip) => ip !== ''), site === undefined ? [] : [site.domain]).placement
       : this.placement();
@@ -281,9 +281,26 @@ export class InstanceRegistry extends EventEmitter<PoolEvents> implements Verdic
       this.noteLeftExit(a.key, leavingIp);
       this.auditAssignment(a);
     }
+    if (reason === 'exit_down') this.auditStaying(e.instance.id);
     // Sessions that found nowhere to go stay; their leases on this instance must still go.
     this.routabilityMayHaveChanged();
     return moved;
+  }
+
+  /**
+   * Sessions whose exit died and that found no other instance to go to: they stay, and their
+   * instance gets a new exit. Their exit changes as surely as a move's, so each says why.
+   */
+  private auditStaying(id: number): void {
+    for (const key of this.sessions.keysOn(id)) {
+      this.deps.audit.record({
+        type: 'assignment',
+        instance: id,
+        session: key,
+        message: `session stays on instance ${id}: its exit died and no other instance can take it; the instance gets a new exit (exit_down)`,
+        details: { from: id, to: id, reason: 'exit_down' },
+      });
+    }
   }
 
   auditAssignment(a: Assignment): void {

@@ -49,6 +49,9 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
       this.steering?.unreachable(this.id, fingerprint);
       this.emit('exit-unreachable');
     });
+    // Told before the rotation to that exit (if one runs) ends: the pool marks it down first, so
+    // the next choice (settleExit's retry, the ladder's) already leaves it out.
+    this.tor.on('exit-down', (verdict) => this.emit('exit-down', verdict));
     this.tor.on('unresponsive', ({ silentForMs }) => this.emit('unresponsive', silentForMs));
     this.tor.on('responsive', () => this.emit('responsive'));
   }

@@ -186,6 +186,14 @@ export class TorControlClient extends EventEmitter<ControlClientEvents> {
     return values;
   }
 
+  /** EXTENDCIRCUIT 0: a new general circuit on a path tor chooses (its ExitNodes apply); resolves with its id. */
+  async launchCircuit(): Promise<string> {
+    const reply = await this.command('EXTENDCIRCUIT 0');
+    const id = /^EXTENDED (\d+)$/.exec(reply.lines[0]?.text ?? '')?.[1];
+    if (id === undefined) throw new ControlProtocolError('EXTENDCIRCUIT answered without a circuit id', reply.lines[0]?.text ?? '');
+    return id;
+  }
+
   async closeCircuit(id: string): Promise<void> {
     if (!/^\d+$/.test(id)) throw new ControlArgumentError('circuit id must be numeric', id);
     await this.command(`CLOSECIRCUIT ${id}`);

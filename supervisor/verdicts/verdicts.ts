@@ -225,6 +225,31 @@ export class Verdicts {
     this.deps.subjects.moveSessionsOff(id, { reason: 'quarantine' });
   }
 
+  // ---- the pool's own evidence that an exit is dead ----
+
+  /**
+   * Instance `id`'s tor found its pinned exit dead (supervisor/tor/exit-liveness.ts: circuits to
+   * it failing through different middles, none built). The pool's own evidence about the exit:
+   * it acts at once and is charged to no credential, and it earns no ban (a dead relay is not a
+   * burnt address). The exit is down (ExitAssignments: a short hold, then probation); every
+   * instance assigned it loses it: its sessions move to live exits (reason exit_down), and one on
+   * probation is quarantined (its remediation gave it an exit that does not work: SPEC, "probation
+   * | a failure"). Returns those instances: the pool gives the routable ones a new exit.
+   */
+  exitDown(id: number, fingerprint: string, evidence: readonly string[]): number[] {
+    const { exits, subjects } = this.deps;
+    const marked = exits?.markDown(id, fingerprint, evidence);
+    const ids = [...new Set([id, ...(marked?.instances ?? [])])];
+    const now = this.deps.now();
+    for (const i of ids) {
+      const e = subjects.judged(i);
+      if (!e) continue;
+      subjects.moveSessionsOff(i, { reason: 'exit_down' });
+      e.health.exitDown(now);
+    }
+    return ids;
+  }
+
   /** The operator released the instance: the complaints about its exit are forgiven. */
   released(id: number): void {
     const e = this.deps.subjects.judged(id);

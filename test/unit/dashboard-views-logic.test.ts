@@ -185,6 +185,7 @@ describe('dashboard logic: the exit supply on a node of a fleet', () => {
     countries: [],
     exits,
     bans: [],
+    down: [],
     fleet,
   });
   const exit = (instances: number[], held_by: string | null): ExitsView['exits'][number] => ({
@@ -197,6 +198,7 @@ describe('dashboard logic: the exit supply on a node of a fleet', () => {
     family: 'A'.repeat(40),
     instances,
     banned: null,
+    down: null,
     held_by,
   });
 

@@ -90,6 +90,10 @@ export class FakeInstance extends EventEmitter<PoolInstanceEvents> implements Po
     this.restarts.push(wipe);
     this.setReady(false);
   }
+  /** As a tor whose pinned exit stopped answering does: the instance's own evidence that its exit is dead. */
+  exitDied(fingerprint: string): void {
+    this.emit('exit-down', { fingerprint, evidence: [{ kind: 'extend_failed', circuit: '1', middle: 'M'.repeat(40), reason: 'DESTROYED/CONNECTFAILED', at: 0 }] });
+  }
   setReady(ready: boolean): void {
     this.isReady = ready;
     this.emit(ready ? 'ready' : 'unready');
@@ -132,6 +136,14 @@ export class FakeHealth extends EventEmitter<HealthEvents> implements HealthTrac
   }
   failure(kind: FailureKind, source: FailureSource, scored: boolean, _now?: number, options: FailureOptions = {}): void {
     this.failures.push({ kind, source, scored, ...(options.mayQuarantine === undefined ? {} : { mayQuarantine: options.mayQuarantine }) });
+  }
+  /** How many times the pool said its exit died. */
+  exitDowns = 0;
+  exitDown(): void {
+    this.exitDowns += 1;
+    if (this.state !== 'probation') return;
+    this.state = 'quarantined';
+    this.emit('quarantine', 'probation');
   }
   /** Set by the test: whether the next failure would quarantine. */
   quarantinesNext = false;
