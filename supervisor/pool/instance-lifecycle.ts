@@ -34,8 +34,6 @@ export interface InstanceRotation {
    * on its instance rotating it in place (no other session's exit changes).
    */
   keepSessions?: boolean;
-  /** Ends once a circuit through the new exit is built (a spare given an exit ahead of demand). */
-  untilCircuit?: boolean;
 }
 
 export interface LifecycleDeps {
@@ -244,7 +242,6 @@ export class InstanceLifecycle {
       ...(rotation.session !== undefined ? { session: rotation.session } : {}),
       ...(rotation.avoidDomains?.length ? { avoidDomains: rotation.avoidDomains } : {}),
       ...(rotation.countries?.length ? { countries: rotation.countries } : {}),
-      ...(rotation.untilCircuit ? { untilCircuit: true } : {}),
     });
     e.health.rotationStarted(this.deps.now());
     registry.routabilityMayHaveChanged();

@@ -36,12 +36,6 @@ export interface RotationRequest {
   session?: string;
   /** Only an exit in one of these countries (a session's username asked for them). */
   countries?: readonly string[];
-  /**
-   * End the rotation only once a circuit through the new exit is built (a second or so), not as
-   * soon as the pin is in force: a spare is given its exit this way, so the first request of a
-   * session that takes it needs no circuit built.
-   */
-  untilCircuit?: boolean;
 }
 
 /** What a rotation is heading for. */

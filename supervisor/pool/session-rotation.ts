@@ -108,7 +108,7 @@ export class SessionRotation {
       const drawn = await supply.freshExitFor(key, vacated, wish);
       if (drawn !== null) {
         targets = { placement: { routable: [drawn.id], lastResort: null, fits: registry.fits }, fresh: true };
-        path = drawn.spare ? 'spare_assigned' : 'idle_assigned';
+        path = !drawn.assigned ? 'spare' : drawn.spare ? 'spare_assigned' : 'idle_assigned';
       }
     }
     // The session may have been deleted or moved while a fresh exit was being assigned.

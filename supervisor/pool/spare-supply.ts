@@ -69,22 +69,54 @@ export class SpareSupply {
    * it serves through it. Spares first (they are kept for this), then an idle instance of the
    * pool. Returns the instance and whether it was a spare, or null when none could be given one.
    */
-  async freshExitFor(session: string, from: number, wish: ExitWish): Promise<{ id: number; spare: boolean } | null> {
-    const { registry, lifecycle } = this.deps;
+  async freshExitFor(session: string, from: number, wish: ExitWish): Promise<{ id: number; spare: boolean; assigned: boolean } | null> {
+    const { lifecycle } = this.deps;
+    // A spare on its way to a new exit that suits the session (a recycle, often aimed at this
+    // very session) is waited for: usually milliseconds, while the pin is applied.
+    const arriving = this.freeInstances(from).find((e) => e.spare && e.instance.rotating() && this.headsFor(e, wish));
+    if (arriving) return this.claimWhile(arriving, wish, async () => {
+      await lifecycle.waitRotationEnd(arriving.instance, FRESH_EXIT_WAIT_MS);
+      return false;
+    });
     if (!this.qualifyingExitExists(from, wish)) return null;
     const e = this.freeInstances(from)[0];
     if (!e) return null;
-    const id = e.instance.id;
-    this.claimed.add(id);
-    try {
+    return this.claimWhile(e, wish, async () => {
       const plan = await lifecycle.rotateInstance(e, 'session', rotationFor(session, wish));
       if (plan.exit === '') return null;
       await lifecycle.waitRotationEnd(e.instance, FRESH_EXIT_WAIT_MS);
+      return true;
+    });
+  }
+
+  /** Runs `prepare` with `e` claimed; then `e`, if it serves through an exit new to the session. */
+  private async claimWhile(e: PoolEntry, wish: ExitWish, prepare: () => Promise<boolean | null>): Promise<{ id: number; spare: boolean; assigned: boolean } | null> {
+    const { registry } = this.deps;
+    const id = e.instance.id;
+    this.claimed.add(id);
+    let assigned: boolean | null;
+    try {
+      assigned = await prepare();
     } finally {
       this.claimed.delete(id);
     }
+    if (assigned === null) return null;
     const fresh = isFreshExit(e.instance.exit(), { addresses: wish.avoid, domains: wish.domains }, registry.bannedFor);
-    return registry.entry(id) === e && registry.isRoutable(e) && fresh ? { id, spare: e.spare } : null;
+    return registry.entry(id) === e && registry.isRoutable(e) && fresh ? { id, spare: e.spare, assigned } : null;
+  }
+
+  /** Whether the exit instance `e` is assigned (the one it is rotating to) suits `wish`. */
+  private headsFor(e: PoolEntry, wish: ExitWish): boolean {
+    const exits = this.deps.registry.exits;
+    const a = exits?.assignment(e.instance.id);
+    if (!exits || !a) return false;
+    const blocks = new Set(wish.avoid.map(addressBlock));
+    return (
+      !wish.avoid.includes(a.address) &&
+      !blocks.has(a.block) &&
+      (wish.countries === undefined || wish.countries.includes(a.country)) &&
+      !exits.bannedFor({ fingerprint: a.fingerprint, address: a.address }, wish.domains)
+    );
   }
 
   /**
@@ -142,9 +174,9 @@ export class SpareSupply {
   }
 
   /**
-   * Gives a used spare without sessions a new exit, with a circuit built before it serves: one no
-   * other instance shares a unit with (EXIT_DISTINCT), avoiding its last leaver's exits when the
-   * catalog allows. A spare whose catalog holds no such exit keeps the one it has.
+   * Gives a used spare without sessions a new exit: one no other instance shares a unit with
+   * (EXIT_DISTINCT), avoiding its last leaver's exits when the catalog allows. A spare whose
+   * catalog holds no such exit keeps the one it has.
    */
   private recycleIfFree(e: PoolEntry): boolean {
     const { registry, lifecycle, log } = this.deps;
@@ -156,7 +188,10 @@ export class SpareSupply {
     if (!withHint && this.candidateExits(id, [], [], undefined, true).length === 0) return false;
     this.used.delete(id);
     this.hints.delete(id);
-    const rotation: InstanceRotation = { untilCircuit: true, ...(withHint ? { avoid: hint } : {}) };
+    // Not `untilCircuit`: the spare serves as soon as the pin is in force (milliseconds) and tor
+    // builds its circuit within a second or so; a rotation that takes it sooner has its first
+    // request build one (tens of milliseconds) instead of waiting for tor's housekeeping.
+    const rotation: InstanceRotation = withHint ? { avoid: hint } : {};
     lifecycle.rotateInstance(e, 'spare', rotation).catch((err: unknown) => log.warn('a spare could not be given a new exit', { instance: id, error: errorMessage(err) }));
     return true;
   }

@@ -112,7 +112,7 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
   }
   async rotate(request: RotationRequest = { why: 'rotate' }): Promise<RotationPlan> {
     const { target, plan } = this.planRotation(request);
-    const ticket = this.tor.rotate(target, { untilCircuit: request.untilCircuit === true && target !== undefined }); // throws NotBootstrappedError before bootstrap
+    const ticket = this.tor.rotate(target); // throws NotBootstrappedError before bootstrap
     void ticket.done.then((outcome) => {
       this.rotationEnded(target, outcome);
       this.emit('rotated');

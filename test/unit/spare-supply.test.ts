@@ -118,7 +118,7 @@ describe('spares (WARM_SPARES): supply for rotations in a busy pool', () => {
     expect(pool.summary().spares.warm).to.equal(2);
   });
 
-  it('gives a spare its rotated sessions left a new exit at once, built before it serves and away from the leaver’s exits', async () => {
+  it('gives a spare its rotated sessions left a new exit at once, away from the leaver’s exits', async () => {
     // Enough /24s that an exit outside the leaver's exits is always left for the spare.
     const r = spareRig({}, Array.from({ length: 12 }, (_, i) => relay(String.fromCharCode(97 + i), `10.0.${i + 1}.1`)));
     const { pool, instances } = r;
@@ -137,13 +137,32 @@ describe('spares (WARM_SPARES): supply for rotations in a busy pool', () => {
     await pool.rotateSession('rotator', false);
     const recycle = spare.rotationRequests.slice(before).find((q) => q.why === 'spare');
     expect(recycle, 'the spare left empty is given a new exit').to.not.equal(undefined);
-    expect(recycle?.untilCircuit).to.equal(true);
     expect(recycle?.avoid).to.deep.equal(pool.sessionView('rotator').recent_exits);
     await settle();
     const now = pool.instanceView(on).exit_ip;
     expect(pool.sessionView('rotator').recent_exits.map(addressBlock)).to.not.include(addressBlock(now));
     expect(pool.instanceView(on).rotating).to.equal(false);
     expect(pool.summary().spares.warm).to.be.at.least(1);
+  });
+
+  it('waits for a spare on its way to an exit new to the session (a recycle aimed at it) rather than settle for less', async () => {
+    // 4 /24s, 3 instances: the one free /24 is where the recycled spare goes.
+    const relays = ['a', 'b', 'c', 'd'].map((c, i) => relay(c, `10.0.${i + 1}.1`));
+    const r = spareRig({ POOL_SIZE: '1', WARM_SPARES: '2' }, relays);
+    const { pool, instances, audit } = r;
+    const free = relays.find((x) => !pool.instanceViews().some((i) => i.exit_ip === x.address))?.address;
+    for (let i = 0; i < 2; i++) pool.route(socks(`resident-${i}`), 0);
+    pool.route(socks('k'), 0);
+    const first = await pool.rotateSession('k', false);
+    await settle();
+    const second = await pool.rotateSession('k', false);
+    expect([first.instance, second.instance].sort()).to.deep.equal([1, 2]);
+    // The spare just left is on its way to the free /24; the next rotation comes before it is there.
+    expect(instances.get(first.instance)!.isRotating).to.equal(true);
+    const third = await pool.rotateSession('k', false);
+    expect(third, third.exit_note).to.deep.include({ new_exit: true, instance: first.instance, exit_ip: free });
+    const last = audit.recent(50).find((e) => e.type === 'rotate' && e.session === 'k' && 'supply' in e.details);
+    expect(last?.details.supply).to.equal('spare');
   });
 
   it('rotates a session alone on its instance in place when no instance has a fresh exit, keeping it there', async () => {
