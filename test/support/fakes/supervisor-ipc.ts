@@ -357,6 +357,7 @@ export function cannedData(): CannedData {
       http_port: 9251,
       config: {
         pool_size: 3,
+        warm_spares: 0,
         session_ttl: '10m0s',
         default_session: 'ip',
         min_ready: 1,
