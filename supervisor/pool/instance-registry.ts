@@ -142,7 +142,7 @@ export class InstanceRegistry extends EventEmitter<PoolEvents> implements Verdic
     return this.entries.get(id)?.spare === true;
   }
 
-  /** A spare a rotation can take at once: routable (so its circuit is built) and without sessions. */
+  /** A spare a rotation can take at once: routable (ready, on its exit, not mid-rotation) and without sessions. */
   isWarmSpare(e: PoolEntry): boolean {
     return e.spare && this.isRoutable(e) && this.sessions.countOn(e.instance.id) === 0;
   }

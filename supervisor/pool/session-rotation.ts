@@ -11,8 +11,6 @@ import type { PoolEntry } from './pool-entry.js';
 import { exitFieldsOf } from './pool-views.js';
 import { FRESH_EXIT_WAIT_MS, rotationFor, type ExitWish, type SpareSupply } from './spare-supply.js';
 
-export { FRESH_EXIT_WAIT_MS };
-
 export interface SessionRotationDeps {
   registry: InstanceRegistry;
   lifecycle: InstanceLifecycle;
