@@ -35,7 +35,7 @@ export interface SpareSupplyDeps {
 /**
  * The supply of fresh exits for session rotations in a busy pool (README.md here, "Spares"):
  * WARM_SPARES instances beyond POOL_SIZE that take no new session, each on an exit no other
- * instance has, with a circuit through it already built. A rotation that finds no instance on an
+ * instance has, ready to serve through it. A rotation that finds no instance on an
  * exit new to the session takes a warm spare (InstanceRegistry.targets); failing that, a free
  * instance (a spare, else an idle one of the pool) is given an exit that is new to the session
  * (freshExitFor). A spare its rotated sessions have all left is given another exit at once
@@ -67,7 +67,8 @@ export class SpareSupply {
   /**
    * Gives a free instance an exit new to the session and waits (FRESH_EXIT_WAIT_MS at most) until
    * it serves through it. Spares first (they are kept for this), then an idle instance of the
-   * pool. Returns the instance and whether it was a spare, or null when none could be given one.
+   * pool. Returns the instance, whether it is a spare, and whether it was given the exit for this
+   * session (`assigned`; false for a spare already on its way to a suitable one), or null.
    */
   async freshExitFor(session: string, from: number, wish: ExitWish): Promise<{ id: number; spare: boolean; assigned: boolean } | null> {
     const { lifecycle } = this.deps;
