@@ -33,7 +33,7 @@ const BENCHES: Record<string, () => Promise<BenchSection>> = {
   profile: () => benchWorkerProfile(QUICK ? { relayBytes: 200e6, setups: 1000 } : FULL_PROFILE_OPTIONS),
   'pool-start': () => benchPoolStart(),
   'tor-relay': () => benchTorRelay(QUICK ? { bytes: 8e6, rounds: 2 } : FULL_TOR_RELAY_OPTIONS),
-  rotation: () => benchSessionRotation(QUICK ? { sessions: 8, newnymSamples: 2 } : FULL_ROTATION_OPTIONS),
+  rotation: () => benchSessionRotation(QUICK ? { sessions: 8, newnymSamples: 2, busy: { rotations: 8, perInstance: 1, rotatorSteps: [1, 2], rotationsPerRotator: 4, paceMs: 500, defaultPoolRotators: 3 } } : FULL_ROTATION_OPTIONS),
   clients: () => benchClientOverhead(QUICK ? { requests: 50, rounds: 1 } : FULL_CLIENT_OPTIONS),
   country: () => benchCountryPlacement(QUICK ? { samples: 3 } : FULL_COUNTRY_OPTIONS),
   state: () => benchDurableState(QUICK ? { storedSessions: 20_000, newPerSecond: 1000, loadSeconds: 4, startRounds: 1 } : FULL_DURABLE_OPTIONS),

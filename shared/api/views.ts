@@ -9,10 +9,13 @@ export interface Totals {
 
 export interface PoolSummary {
   version: string;
+  /** The pool's instances (POOL_SIZE, as resized); spares are counted apart. */
   size: number;
   ready: number;
   routable: number;
   sessions: number;
+  /** An addition of ours (docs/api.md): the instances kept beyond the pool for session rotations (WARM_SPARES). */
+  spares: SparesView;
   totals: Totals;
   socks_port: number;
   http_port: number;
@@ -59,6 +62,8 @@ export interface InstanceView {
   totals: Totals & { latency_ms: number };
   /** An addition of ours (docs/api.md): drained, taking no new sessions until released. */
   draining: boolean;
+  /** An addition of ours: a spare (WARM_SPARES), kept for session rotations: it takes no new session, only those that rotate onto it. */
+  spare: boolean;
   /** An addition of ours: mid-rotation, out of service until its new exit is known. */
   rotating: boolean;
   /** An addition of ours: false while its tor does not answer its control port (frozen); out of service meanwhile. */
@@ -67,6 +72,18 @@ export interface InstanceView {
   assigned_exit: ExitAssignmentView | null;
   /** An addition of ours: why the instance has no exit of its own ('' when it has). */
   exit_shortage: string;
+}
+
+/** The spares as GET /api/pool counts them (docs/api.md, "Spares"). */
+export interface SparesView {
+  /** Spare instances (WARM_SPARES; 0 without PIN_EXIT_RELAY). */
+  size: number;
+  /** Bootstrapped ones. */
+  ready: number;
+  /** Ready, routable and without sessions: what a rotation can take at once. */
+  warm: number;
+  /** Carrying sessions that rotated onto them. */
+  in_use: number;
 }
 
 /** An instance's assigned exit (docs/api.md, "Exits"). */

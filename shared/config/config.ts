@@ -36,6 +36,8 @@ export interface Config {
   exitDistinct: 'relay' | 'subnet' | 'family';
   /** Exits a session remembers; a rotation avoids them and their /24s. */
   exitHistory: number;
+  /** Instances beyond POOL_SIZE held for session rotations (supervisor/pool/spare-supply.ts); only with PIN_EXIT_RELAY. */
+  warmSpares: number;
   exitBanTtlMs: number;
   /** The HTTP proxy adds `Exitpool-Exit: <exit IP>` to its responses. */
   exitHeader: boolean;
@@ -91,7 +93,7 @@ export interface Config {
   rotationGraceMs: number;
 }
 
-export { MAX_POOL_SIZE, PORTS_PER_INSTANCE } from './limits.js';
+export { MAX_POOL_SIZE, MAX_WARM_SPARES, PORTS_PER_INSTANCE } from './limits.js';
 
 export function instanceSocksPort(config: Pick<Config, 'instancePortBase'>, index: number): number {
   return config.instancePortBase + index * PORTS_PER_INSTANCE;

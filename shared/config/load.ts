@@ -34,6 +34,9 @@ function crossCheck(c: Config, problems: ConfigProblem[]): void {
   if (c.minReady > c.poolSize) {
     problems.push({ variable: 'MIN_READY', message: `must not exceed POOL_SIZE (${c.poolSize}), got ${c.minReady}` });
   }
+  if (c.poolSize + c.warmSpares > MAX_POOL_SIZE) {
+    problems.push({ variable: 'WARM_SPARES', message: `POOL_SIZE + WARM_SPARES must not exceed ${MAX_POOL_SIZE} (spares take instance indexes too), got ${c.poolSize} + ${c.warmSpares}` });
+  }
   if (c.sessionPortBase !== null && !c.authDisabled) {
     problems.push({
       variable: 'SESSION_PORT_BASE',

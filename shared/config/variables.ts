@@ -1,5 +1,5 @@
 import type { Config } from './config.js';
-import { DEFAULT_SESSION_MODES, MAX_POOL_SIZE, defaultProxyWorkers, resolveDataDir } from './config.js';
+import { DEFAULT_SESSION_MODES, MAX_POOL_SIZE, MAX_WARM_SPARES, defaultProxyWorkers, resolveDataDir } from './config.js';
 import { LOG_LEVELS } from '../logger.js';
 import { ADMIN_PASSWORD_MIN_LENGTH, PLACEHOLDER_RULE, PROXY_TOKEN_MIN_LENGTH, REDIS_PASSWORD_MIN_LENGTH, SIGNING_SECRET_MIN_LENGTH } from './secret-values.js';
 import {
@@ -91,6 +91,8 @@ export const VARIABLES: readonly VariableDefinition[] = [
     description: 'What no two instances share while the exit catalog has enough exits: relay (the same exit relay), subnet (also the same /24, or /48 for IPv6) or family (also the same declared relay family). With too few exits the least-shared exit is assigned and the shortage is reported (GET /api/exits, the instance view, the audit).' }),
   def({ name: 'EXIT_HISTORY', key: 'exitHistory', defaultText: '5', parse: integerIn(0, 50),
     description: "How many exits a session remembers: a session rotation moves it to an exit that is none of them (nor in their /24s), assigning a fresh exit to an idle instance when no ready one qualifies." }),
+  def({ name: 'WARM_SPARES', key: 'warmSpares', defaultText: '2', parse: integerIn(0, MAX_WARM_SPARES),
+    description: `Instances kept beyond POOL_SIZE for session rotations (0 to MAX_WARM_SPARES), each ready on an exit of its own: a rotation that finds no instance on an exit new to the session takes a spare, without moving any other session. Spares take no new sessions, are not counted in POOL_SIZE, and are started only with PIN_EXIT_RELAY. Each is one more tor (about 30 to 40 MB). With POOL_SIZE + WARM_SPARES at least EXIT_HISTORY + 2 (and that many distinct /24s in the catalog), a ready instance on a new exit always exists; see docs/operations.md for sizing.` }),
   def({ name: 'EXIT_HEADER', key: 'exitHeader', defaultText: 'false', parse: parseBoolean,
     description: "The HTTP proxy adds `Exitpool-Exit: <exit IP>` to every response it relays and to its CONNECT reply: the exit the pool knew for the session's instance when it routed the request (empty exits are not named). Off by default: a response then reaches the client exactly as the destination sent it, but for hop-by-hop fields." }),
   def({ name: 'USERNAME_PARAMS', key: 'usernameParams', defaultText: 'true', parse: parseBoolean,

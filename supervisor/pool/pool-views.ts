@@ -42,6 +42,7 @@ export function instanceViewOf(e: PoolEntry, sessionsOn: number, assigned: ExitA
       latency_ms: Math.round(e.latencyMs * 10) / 10,
     },
     draining: e.draining,
+    spare: e.spare,
     rotating: i.rotating(),
     responsive: i.responsive(),
     assigned_exit: assigned,
@@ -50,12 +51,16 @@ export function instanceViewOf(e: PoolEntry, sessionsOn: number, assigned: ExitA
 }
 
 export interface PoolCounts {
+  /** The pool's instances (spares apart), ready and routable ones among them. */
   size: number;
   targetSize: number;
   ready: number;
   routable: number;
   sessions: number;
   totals: { requests: number; failures: number; bytesUp: number; bytesDown: number };
+  spares: { size: number; ready: number; warm: number; inUse: number };
+  /** WARM_SPARES in force (0 without exit assignments). */
+  spareTarget: number;
 }
 
 export function poolSummaryOf(c: Config, n: PoolCounts): PoolSummary {
@@ -65,6 +70,7 @@ export function poolSummaryOf(c: Config, n: PoolCounts): PoolSummary {
     ready: n.ready,
     routable: n.routable,
     sessions: n.sessions,
+    spares: { size: n.spares.size, ready: n.spares.ready, warm: n.spares.warm, in_use: n.spares.inUse },
     totals: {
       requests: n.totals.requests,
       failures: n.totals.failures,
@@ -75,6 +81,7 @@ export function poolSummaryOf(c: Config, n: PoolCounts): PoolSummary {
     http_port: c.httpPort,
     config: {
       pool_size: n.targetSize,
+      warm_spares: n.spareTarget,
       session_ttl: formatDuration(c.sessionTtlMs),
       default_session: c.defaultSession,
       min_ready: c.minReady,

@@ -28,6 +28,7 @@ import type { PoolEntry } from './pool-entry.js';
 import type { PoolInstance } from './pool-instance.js';
 import { instanceViewOf, poolSummaryOf } from './pool-views.js';
 import { SessionRotation } from './session-rotation.js';
+import { SpareSupply } from './spare-supply.js';
 import { isFreshExit } from './exit-freshness.js';
 
 export type { PoolEvents };
@@ -80,6 +81,7 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
   private readonly verdicts: Verdicts;
   private readonly lifecycle: InstanceLifecycle;
   private readonly rotation: SessionRotation;
+  private readonly supply: SpareSupply;
   private readonly countries: CountryPlacement;
   private readonly fleetRouting: FleetRouting | null;
 
@@ -131,7 +133,8 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
       createHealth: deps.createHealth,
       viewOf: (e) => this.viewOfEntry(e),
     });
-    this.rotation = new SessionRotation({ registry, lifecycle: this.lifecycle, config, audit, log });
+    this.supply = new SpareSupply({ registry, lifecycle: this.lifecycle, config, log });
+    this.rotation = new SessionRotation({ registry, lifecycle: this.lifecycle, supply: this.supply, config, audit, log });
     this.countries = new CountryPlacement(registry, this.lifecycle, now);
     this.fleetRouting = deps.fleet
       ? new FleetRouting({ fleet: deps.fleet, hasSession: (key) => this.sessions.get(key) !== undefined, routeHere: (p, slot) => this.routeHere(p, slot), audit, log })
@@ -244,8 +247,9 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
 
   /** After a restart, restored sessions on these instances wait for them (RESTORED_INSTANCE_HOLD_MS). */
   holdRestoredSessions(instances: readonly number[]): void {
+    // Spares take the indexes after the pool's at start, so theirs come back too.
     this.registry.holds.hold(
-      instances.filter((id) => id < this.registry.targetSize),
+      instances.filter((id) => id < this.registry.targetSize + this.registry.spareTarget),
       this.now(),
     );
   }
@@ -287,7 +291,8 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
     this.sessions.expire(now);
     const placement = this.registry.placement();
     this.registry.leases.routableNow(placement.routable);
-    this.rebalanceDisplaced(placement);
+    this.rebalanceDisplaced(this.registry.memberPlacement());
+    this.supply.tick();
     this.stats.tick(now, { sessions: this.sessions.size, routable: placement.routable.length });
   }
 
@@ -335,6 +340,8 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
       routable: this.registry.routableCount(),
       sessions: this.sessions.size,
       totals: this.ledger.totalsNow(),
+      spares: this.registry.spareCounts(),
+      spareTarget: this.registry.spareTarget,
     });
   }
 

@@ -532,6 +532,40 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     });
   });
 
+  describe('with spares (WARM_SPARES)', () => {
+    let spared: RunningService;
+    before(async () => {
+      spared = await startService({ POOL_SIZE: '1', WARM_SPARES: '1', AUTH_DISABLED: '1' });
+      await spared.waitReady(1);
+    });
+    after(async () => {
+      if (spared) expect(await spared.stop()).to.equal(0);
+    });
+
+    it('tags the spare, counts it apart from the pool, and shows it in use once a rotation takes it', async () => {
+      const ctx = await browser.newContext({ viewport: VIEWPORT });
+      const p = await ctx.newPage();
+      const pageErrors = watchErrors(p);
+      await p.goto(`http://127.0.0.1:${spared.apiPort}/`);
+      await streamLive(p);
+      await p.locator('[data-stat="size"] .card-value', { hasText: '1' }).waitFor({ timeout: 30_000 });
+      await p.locator('[data-stat="spares"] .card-value', { hasText: '1' }).waitFor({ timeout: 60_000 });
+      expect(await p.locator('[data-stat="spares"] .card-note').textContent()).to.equal('of 1; 0 in use');
+      await goTo(p, 'Instances');
+      await p.locator('tr[data-instance="1"][data-spare="true"] [data-spare-tag="warm"]').waitFor({ timeout: 30_000 });
+      expect(await p.locator('tr[data-instance="0"] [data-spare-tag]').count(), 'the pool’s instance is no spare').to.equal(0);
+      // The pool's one instance carries a session; rotating it takes the spare.
+      expect((await curlSocks(spared.socksPort, 'busy', '', spared.whoamiUrl)).code).to.equal(0);
+      const r = await fetch(`http://127.0.0.1:${spared.apiPort}/api/sessions/busy/rotate`, { method: 'POST' });
+      expect(((await r.json()) as { instance: number }).instance).to.equal(1);
+      await p.locator('tr[data-instance="1"] [data-spare-tag="in-use"]', { hasText: 'spare, in use' }).waitFor({ timeout: 30_000 });
+      await goTo(p, 'Overview');
+      await p.locator('[data-stat="spares"] .card-note', { hasText: '1 in use' }).waitFor({ timeout: 30_000 });
+      await ctx.close();
+      expect(pageErrors).to.deep.equal([]);
+    });
+  });
+
   describe('with AUTH_DISABLED', () => {
     let open: RunningService;
     before(async () => {

@@ -4,6 +4,7 @@ import { useDashboard } from '../app/dashboard-context.js';
 import { ConfirmDialog } from '../components/ConfirmDialog.js';
 import { ExitCell } from '../components/ExitCell.js';
 import { ScoreBar } from '../components/ScoreBar.js';
+import { SpareTag } from '../components/SpareTag.js';
 import { StateBadge } from '../components/StateBadge.js';
 import { formatBytes, formatCount, formatDuration, formatLatency } from '../logic/format.js';
 import { formatFailureKinds } from '../logic/health.js';
@@ -32,7 +33,7 @@ export function InstancesView() {
 
   return (
     <div className="stack">
-      <PoolControls size={snap.pool.size} />
+      <PoolControls size={snap.pool.size} spares={snap.pool.spares.size} />
       <div className="table-wrap">
         <table className="table instances">
           <caption className="sr-only">Instances, live</caption>
@@ -62,7 +63,7 @@ export function InstancesView() {
               const open = expanded.has(i.id);
               return (
                 <Fragment key={i.id}>
-                  <tr data-instance={i.id} data-state={i.health.state} data-ready={i.ready ? 'true' : 'false'}>
+                  <tr data-instance={i.id} data-state={i.health.state} data-ready={i.ready ? 'true' : 'false'} data-spare={i.spare ? 'true' : 'false'}>
                     <th scope="row">
                       <button
                         type="button"
@@ -94,6 +95,7 @@ export function InstancesView() {
                           draining
                         </span>
                       )}
+                      {i.spare && <SpareTag instance={i} />}
                     </td>
                     <td>
                       <ExitCell instance={i} />
