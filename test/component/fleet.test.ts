@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { AuditLog } from '../../supervisor/audit/audit-log.js';
 import type { StoredToken } from '../../supervisor/auth/auth-file.js';
 import { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
-import type { ExitRelay } from '../../supervisor/exits/exit-relay.js';
+import { asPublished, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
 import { FleetMember } from '../../supervisor/fleet/fleet-member.js';
 import { StartupError } from '../../supervisor/startup/startup-error.js';
 import { logger } from '../../shared/logger.js';
@@ -19,7 +19,7 @@ const LEASE_MS = 2_000;
 const fp = (c: string): string => c.repeat(40).toUpperCase();
 
 function relay(c: string, n: number): ExitRelay {
-  return { fingerprint: fp(c), nickname: `exit${c}`, address: `10.0.${n}.1`, country: 'de', bandwidth: 1000, block: `10.0.${n}.0/24`, family: fp(c) };
+  return asPublished({ fingerprint: fp(c), nickname: `exit${c}`, address: `10.0.${n}.1`, country: 'de', bandwidth: 1000, block: `10.0.${n}.0/24`, family: fp(c) });
 }
 
 const CATALOG = ['a', 'b', 'c', 'd'].map((c, i) => relay(c, i));

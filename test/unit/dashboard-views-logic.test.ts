@@ -185,6 +185,7 @@ describe('dashboard logic: the exit supply on a node of a fleet', () => {
     countries: [],
     exits,
     bans: [],
+    egress: { probing: true, exit_list: false, probes: 0, failed: 0, probes_last_hour: 0, mean_ms: 0, max_ms: 0 },
     fleet,
   });
   const exit = (instances: number[], held_by: string | null): ExitsView['exits'][number] => ({
@@ -195,6 +196,10 @@ describe('dashboard logic: the exit supply on a node of a fleet', () => {
     bandwidth: 1,
     block: '10.0.0.0/24',
     family: 'A'.repeat(40),
+    published_address: '10.0.0.1',
+    address_source: 'published',
+    address_measured_at: null,
+    seen_addresses: [],
     instances,
     banned: null,
     held_by,

@@ -9,7 +9,7 @@ import { loadConfig } from '../../shared/config/index.js';
 import { logger } from '../../shared/logger.js';
 import { AuditLog } from '../../supervisor/audit/audit-log.js';
 import { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
-import { addressBlock, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
+import { addressBlock, asPublished, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
 import { restoreHealth, snapshotHealth } from '../../supervisor/health/health-snapshot.js';
 import { initialHealthState, reduceHealth, type HealthMachineState } from '../../supervisor/health/health-machine.js';
 import { SessionTable } from '../../supervisor/sessions/session-table.js';
@@ -34,7 +34,7 @@ const CAP = { 'audit-session': 3, 'audit-operator': 3, 'stats-fine': 900, 'stats
 const fp = (c: string): string => c.repeat(40).toUpperCase();
 
 function relay(c: string, address: string): ExitRelay {
-  return { fingerprint: fp(c), nickname: `n${c}`, address, country: 'de', bandwidth: 1000, block: addressBlock(address), family: fp(c) };
+  return asPublished({ fingerprint: fp(c), nickname: `n${c}`, address, country: 'de', bandwidth: 1000, block: addressBlock(address), family: fp(c) });
 }
 
 function tempDir(): string {
