@@ -26,7 +26,7 @@ describe('session parameters in the proxy username (real service, private networ
   before(async () => {
     api = await HealApi.signIn(suite.svc);
   });
-  const exitsIn = (country: string): string[] => suite.svc.net.exits.filter((e) => e.country === country).map((e) => e.address);
+  const exitsIn = (country: string): string[] => suite.svc.net.exits.filter((e) => e.egressCountry === country).map((e) => e.egressAddress);
   const rotate = (key: string): Promise<SessionRotateResult> => api.json<SessionRotateResult>(`/api/sessions/${encodeURIComponent(key)}/rotate`, { method: 'POST' });
 
   it('leaves through an exit of the country asked for, every time, across rotations and a quarantine', async () => {
@@ -86,7 +86,7 @@ describe('session parameters in the proxy username (real service, private networ
 
   it('gives an instance an exit in a country none serves, within the bound, for the first request', async () => {
     const assigned = new Set((await api.instances()).map((i) => i.assigned_exit?.country));
-    const unserved = [...new Set(suite.svc.net.exits.map((e) => e.country))].find((c) => !assigned.has(c)) as string;
+    const unserved = [...new Set(suite.svc.net.exits.map((e) => e.egressCountry))].find((c) => !assigned.has(c)) as string;
     expect(unserved, 'a country no instance is in').to.be.a('string');
     const started = Date.now();
     const ip = await exitIpOf(suite.svc, `far-${unserved}-country-${unserved}`);
