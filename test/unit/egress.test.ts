@@ -390,6 +390,31 @@ describe('what sites see: assignments by the egress address', () => {
     }
   });
 
+  it('fetches an exit list named by URL through an instance, once one is pinned, and never from the host', async () => {
+    const echo = new FakeEcho({ [fp('a')]: answer('10.0.0.1') });
+    const LIST_URL = 'https://lists.testnet/exit-addresses';
+    const listFetch = (f: EgressFetch): Promise<EgressFetchResult | null> =>
+      f.url === LIST_URL ? Promise.resolve({ ok: true, status: 200, body: `ExitNode ${fp('c')}\nExitAddress 10.0.0.9 2024-05-01 00:00:00\n` }) : echo.fetch(f);
+    const now = { t: 1_000_000 };
+    const a = new ExitAssignments({
+      unit: 'subnet',
+      banTtlMs: 60_000,
+      exitNodes: [],
+      strictNodes: false,
+      audit: new AuditLog(),
+      log: logger(),
+      now: () => now.t,
+      random: () => 0,
+      egress: { urls: ['http://whoami.testnet/ip'], ttlMs: 3_600_000, timeoutMs: 5_000, exitList: LIST_URL, fetch: listFetch },
+    });
+    a.catalog.replace(CATALOG(), now.t);
+    expect(a.egress.listReadable(), 'no instance to fetch it through yet').to.equal(false);
+    await pin(a, echo, 0);
+    await a.refreshExitList();
+    expect(a.catalog.get(fp('c'))).to.deep.include({ address: '10.0.0.9', addressSource: 'exit_list' });
+    expect(echo.asked.map((f) => f.url).filter((u) => u === LIST_URL), 'the list is not an echo request').to.deep.equal([]);
+  });
+
   it('a failed probe is evidence about the exit only when the echo service answered through another exit', async () => {
     const now = { t: 1_000_000 };
     const echo = new FakeEcho({ [fp('a')]: answer('10.0.0.1') });
