@@ -11,6 +11,7 @@ import { benchIdleConnections, FULL_IDLE_OPTIONS } from './idle-connections.js';
 import { benchClientOverhead, FULL_CLIENT_OPTIONS } from './client-overhead.js';
 import { benchCountryPlacement, FULL_COUNTRY_OPTIONS } from './country-placement.js';
 import { benchDurableState, FULL_DURABLE_OPTIONS } from './durable-state.js';
+import { benchEgressProbe, FULL_EGRESS_OPTIONS } from './egress-probe.js';
 import { benchIpcRoundTrip } from './ipc-roundtrip.js';
 import { benchPoolStart } from './pool-start.js';
 import { benchRelayThroughput, FULL_RELAY_OPTIONS } from './relay-throughput.js';
@@ -37,6 +38,7 @@ const BENCHES: Record<string, () => Promise<BenchSection>> = {
   state: () => benchDurableState(QUICK ? { storedSessions: 20_000, newPerSecond: 1000, loadSeconds: 4, startRounds: 1 } : FULL_DURABLE_OPTIONS),
   peers: () => benchPeers(QUICK ? { clients: 16, roundMs: 4_000, rounds: 1, burst: 100, bursts: 1 } : FULL_PEERS_OPTIONS),
   fleet: () => benchFleet(QUICK ? { clients: 12, roundMs: 4_000, rounds: 1 } : FULL_FLEET_OPTIONS),
+  egress: () => benchEgressProbe(QUICK ? { rounds: 1, poolSize: 4, rotations: 8 } : FULL_EGRESS_OPTIONS),
 };
 
 async function main(): Promise<void> {
