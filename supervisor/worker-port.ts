@@ -4,6 +4,8 @@ import { errorMessage } from '../shared/errors/error-message.js';
 import type { WorkerHandle, WorkerManager } from './cluster/worker-manager.js';
 import { invalidateRouteLeases, probeDestinationThroughWorker } from './worker-ipc.js';
 
+/** How often a fetch asked for before any proxy worker is up looks again. */
+const WORKER_WAIT_STEP_MS = 100;
 /** What the IPC round trip may add to a fetch's own deadline. */
 const EGRESS_FETCH_IPC_MARGIN_MS = 2_000;
 
@@ -50,10 +52,17 @@ export class WorkerPort {
    * trusts no worker's input: the body is checked against the size asked for).
    */
   async fetchThroughInstance(fetch: EgressFetch): Promise<EgressFetchResult | null> {
-    const [h] = this.workers?.liveHandles('proxy') ?? [];
+    // At start a tor can be ready before the proxy workers are: wait for one, within the fetch's time.
+    const deadline = Date.now() + fetch.timeoutMs;
+    let [h] = this.workers?.liveHandles('proxy') ?? [];
+    while (!h && Date.now() + WORKER_WAIT_STEP_MS < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, WORKER_WAIT_STEP_MS));
+      [h] = this.workers?.liveHandles('proxy') ?? [];
+    }
     if (!h) return null;
     try {
-      const result = await h.endpoint.request('egress.fetch', fetch, fetch.timeoutMs + EGRESS_FETCH_IPC_MARGIN_MS);
+      const timeoutMs = Math.max(1, deadline - Date.now());
+      const result = await h.endpoint.request('egress.fetch', { ...fetch, timeoutMs }, timeoutMs + EGRESS_FETCH_IPC_MARGIN_MS);
       return isFetchResult(result, fetch.maxBytes) ? result : null;
     } catch (e) {
       this.log.debug('egress fetch not answered', { slot: h.slot, error: errorMessage(e) });

@@ -587,9 +587,12 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
       });
       this.emit('egress-failed', evidence);
     }
-    if (measured.kind === 'measured') {
+    // Only new knowledge is reacted to: the choice already weighed what was known (a session's
+    // history, its countries), and a measurement that confirms it changes nothing.
+    const changed = measured.kind === 'measured' && measured.address !== measured.previous;
+    if (changed) {
       const relay = this.catalog.get(fingerprint);
-      if (relay && measured.address !== measured.previous) {
+      if (relay) {
         this.audit(id, `exit ${relay.nickname} leaves from ${measured.address}${measured.address === relay.published ? ', its published address' : `, not its published ${relay.published}`}${relay.country ? ` (${relay.country})` : ''}`, {
           fingerprint,
           reason: 'egress_measured',
@@ -601,7 +604,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
       }
       this.afterEgressChange([fingerprint], id);
     }
-    if (!this.egressConflict(id)) return { keep: true };
+    if (!changed || !this.egressConflict(id)) return { keep: true };
     const relay = this.catalog.get(fingerprint);
     this.audit(id, `exit ${relay?.nickname ?? fingerprint} of instance ${id} leaves from ${relay?.address ?? '?'}, which shares its ${this.unitWord()} with another instance's exit: ${settling ? 'another exit is chosen before it serves' : 'it moves to another exit'}`, {
       fingerprint,
@@ -648,19 +651,22 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
 
   /**
    * Exits' addresses changed (a probe, the list): every assignment is read again from the
-   * catalog, its `distinct` and shortage with it; instances whose exit now shares a unit while
-   * another exit would not move (but `settling`, whose caller decides); the fleet re-leases.
+   * catalog; those on a changed exit get their `distinct` and shortage anew (the others keep
+   * theirs: an instance that held a /24 first keeps it, and its fleet lease), and move when
+   * they now share a unit while another exit would not (but `settling`, whose caller decides);
+   * the fleet re-leases.
    */
   private afterEgressChange(fingerprints: readonly string[], settling: number | null): void {
     const changed = new Set(fingerprints);
     const moving: number[] = [];
     for (const a of this.assigned.values()) a.relay = this.catalog.get(a.relay.fingerprint) ?? a.relay;
     for (const [id, a] of this.assigned) {
+      if (!changed.has(a.relay.fingerprint)) continue;
       const shares = this.sharesUnit(id);
       a.distinct = !shares;
-      if (!shares) this.shortage.delete(id);
-      else if (!this.shortage.has(id)) this.shortage.set(id, `every eligible exit shares its ${this.unitWord()} with another instance's (measured: it leaves from ${a.relay.address})`);
-      if (id !== settling && changed.has(a.relay.fingerprint) && this.egressConflict(id)) moving.push(id);
+      if (shares) this.shortage.set(id, `every eligible exit shares its ${this.unitWord()} with another instance's (measured: it leaves from ${a.relay.address})`);
+      else this.shortage.delete(id);
+      if (id !== settling && this.egressConflict(id)) moving.push(id);
     }
     for (const id of moving) {
       const relay = (this.assigned.get(id) as { relay: ExitRelay }).relay;

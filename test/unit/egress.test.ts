@@ -301,7 +301,7 @@ describe('what sites see: assignments by the egress address', () => {
   // a and c publish their own /24s, but c's traffic leaves from a's /24 (and country).
   const CATALOG = (): PublishedExit[] => [published('a', '10.0.0.1', 'us'), published('b', '10.1.0.1', 'se'), published('c', '10.2.0.1', 'jp')];
 
-  it('measures a freshly pinned exit; exit_ip, /24 and country become the egress’s, and a clash is chosen again before it serves', async () => {
+  it('measures a freshly pinned exit; exit_ip, /24 and country become the egress’s; a clash with no other exit free is kept as a shortage', async () => {
     const echo = new FakeEcho({ [fp('a')]: answer('10.0.0.1'), [fp('b')]: answer('10.1.0.1'), [fp('c')]: answer('10.0.0.9') });
     const { a, audit } = assignments(CATALOG(), echo);
     // The control ports a new address's country is looked up through (the catalog is read already).
@@ -320,12 +320,22 @@ describe('what sites see: assignments by the egress address', () => {
     expect(a.shortageOf(1)).to.match(/shares its \/24/);
     expect(a.egressOf(fp('c')), 'the GeoIP country of the egress address, not of the published one (jp)').to.deep.equal({ address: '10.0.0.9', country: 'us' });
     expect(audit.recent(20).some((e) => e.details.reason === 'egress_measured' && e.details.address === '10.0.0.9')).to.equal(true);
-    // The ban lifted: b is distinct again, so c's clash now moves the instance (settling: chosen again).
+    // Pinned again within EGRESS_PROBE_TTL, nothing new is learnt: the choice stands, whatever else changed.
     a.liftBan(fp('b'));
-    const again = await a.egressPinned(1, fp('c'), { ...SOCKS, port: 1001 }, true);
-    expect(again.keep).to.equal(false);
+    expect((await a.egressPinned(1, fp('c'), { ...SOCKS, port: 1001 }, true)).keep).to.equal(true);
+  });
+
+  it('chooses again before serving when the measured address clashes and another exit is free', async () => {
+    const echo = new FakeEcho({ [fp('a')]: answer('10.0.0.1'), [fp('b')]: answer('10.1.0.1'), [fp('c')]: answer('10.0.0.9') });
+    // c before b: judged by its published /24, c is the first free choice for instance 1.
+    const [ca, cb, cc] = CATALOG() as [PublishedExit, PublishedExit, PublishedExit];
+    const { a, audit } = assignments([ca, cc, cb], echo);
+    expect((await pin(a, echo, 0)).fingerprint).to.equal(fp('a'));
+    expect(await pin(a, echo, 1)).to.deep.equal({ fingerprint: fp('c'), keep: false });
+    expect(audit.recent(20).some((e) => e.details.reason === 'egress_conflict' && e.instance === 1)).to.equal(true);
     const next = a.next(1, { fresh: true, why: 'egress' });
     expect(next.ok && next.relay.fingerprint).to.equal(fp('b'));
+    expect(a.assignment(1)).to.deep.include({ distinct: true, block: '10.1.0.0/24' });
   });
 
   it('moves a serving instance whose exit turns out to share a /24 (exit-gone), and probes an exit only once per TTL', async () => {
