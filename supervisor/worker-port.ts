@@ -56,7 +56,8 @@ export class WorkerPort {
     const deadline = Date.now() + fetch.timeoutMs;
     let [h] = this.workers?.liveHandles('proxy') ?? [];
     while (!h && Date.now() + WORKER_WAIT_STEP_MS < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, WORKER_WAIT_STEP_MS));
+      // Unref'd: a probe waiting for a worker never holds a stopping supervisor open.
+      await new Promise((resolve) => setTimeout(resolve, WORKER_WAIT_STEP_MS).unref());
       [h] = this.workers?.liveHandles('proxy') ?? [];
     }
     if (!h) return null;

@@ -87,6 +87,7 @@ export class EgressProber {
         if (at >= 0) this.queue.splice(at, 1);
         resolve(false);
       }, Math.max(0, waitMs));
+      timer.unref();
       this.queue.push(go);
     });
   }

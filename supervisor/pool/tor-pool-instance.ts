@@ -75,7 +75,9 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
     let rechoices = 0;
     for (let attempt = 0; attempt < ASSIGN_ATTEMPTS && !stale(); attempt++) {
       const pinned = this.tor.exit.pinnedExit;
-      if (pinned !== '' && steering.current(this.id) === pinned) {
+      // Only a tor that comes back already pinned (a keep-state restart) keeps its exit as it is:
+      // after a pin made here failed, or was swapped for its address, the pin is this loop's own.
+      if (attempt === 0 && rechoices === 0 && pinned !== '' && steering.current(this.id) === pinned) {
         // Kept across a keep-state restart: measured (when due) while it serves.
         this.measureEgress(pinned);
         break;

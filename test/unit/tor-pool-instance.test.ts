@@ -76,6 +76,7 @@ describe('a steered instance and the address its exit leaves from', () => {
     let release: () => void = () => undefined;
     const gate = new Promise<void>((resolve) => (release = resolve));
     const choices = [relay('A'), relay('B')];
+    const pinned: (string | undefined)[] = [];
     const steering: ExitSteering = {
       ensureCatalog: () => Promise.resolve(),
       next: (_id, options) => {
@@ -83,7 +84,8 @@ describe('a steered instance and the address its exit leaves from', () => {
         const next = choices.shift();
         return next ? { ok: true, relay: next, distinct: true, note: '' } : { ok: false, note: 'none' };
       },
-      current: () => undefined,
+      // The steering records each choice as the instance's assignment, as ExitAssignments does.
+      current: () => pinned.at(-1),
       unreachable: () => undefined,
       egressPinned: async (_id, fingerprint, socks, settling) => {
         expect(socks).to.deep.include({ host: '127.0.0.1', port: 39980 });
@@ -95,7 +97,8 @@ describe('a steered instance and the address its exit leaves from', () => {
     };
     const instance = new TorPoolInstance({ index: 0, dataDir: dir, socksPort: 39980, controlPort: 39981, log: quietLogger() }, steering);
     Object.defineProperty(instance.tor, 'ready', { get: () => true });
-    const pinned: (string | undefined)[] = [];
+    // tor names the exit it is pinned to, as it does once a pin is in force.
+    Object.defineProperty(instance.tor, 'exit', { get: () => ({ exitIp: '', exitCountry: '', exitNickname: '', exitFingerprint: '', exitConfirmed: false, retiredExitIp: '', pinnedExit: pinned.at(-1) ?? '', rotating: false }) });
     instance.tor.rotate = (target?: string): RotationTicket => {
       pinned.push(target);
       return { id: pinned.length, newnymSent: new Promise(() => undefined), done: Promise.resolve({ ok: true, exit: instance.tor.exit }) };
