@@ -12,6 +12,7 @@ import { benchClientOverhead, FULL_CLIENT_OPTIONS } from './client-overhead.js';
 import { benchCountryPlacement, FULL_COUNTRY_OPTIONS } from './country-placement.js';
 import { benchDurableState, FULL_DURABLE_OPTIONS } from './durable-state.js';
 import { benchExitDeath, FULL_EXIT_DEATH_OPTIONS } from './exit-death.js';
+import { benchEgressProbe, FULL_EGRESS_OPTIONS } from './egress-probe.js';
 import { benchIpcRoundTrip } from './ipc-roundtrip.js';
 import { benchPoolStart } from './pool-start.js';
 import { benchRelayThroughput, FULL_RELAY_OPTIONS } from './relay-throughput.js';
@@ -41,6 +42,7 @@ const BENCHES: Record<string, () => Promise<BenchSection>> = {
   fleet: () => benchFleet(QUICK ? { clients: 12, roundMs: 4_000, rounds: 1 } : FULL_FLEET_OPTIONS),
   verdicts: () => benchVerdictCost(QUICK ? { sessions: 2_000, records: 50_000, batch: 256, rounds: 1 } : FULL_VERDICT_COST_OPTIONS),
   'exit-death': () => benchExitDeath(QUICK ? { rounds: 2, sessionsPerInstance: 3 } : FULL_EXIT_DEATH_OPTIONS),
+  egress: () => benchEgressProbe(QUICK ? { rounds: 1, poolSize: 4, rotations: 8 } : FULL_EGRESS_OPTIONS),
 };
 
 async function main(): Promise<void> {

@@ -1,6 +1,6 @@
 import { AuditLog } from '../supervisor/audit/audit-log.js';
 import { ExitAssignments } from '../supervisor/exits/exit-assignments.js';
-import { addressBlock, type ExitRelay } from '../supervisor/exits/exit-relay.js';
+import { addressBlock, asPublished, type ExitRelay } from '../supervisor/exits/exit-relay.js';
 import { partyResolver } from '../supervisor/verdicts/parties.js';
 import type { CloseRecord, ReachedHost } from '../shared/ipc/protocol.js';
 import { fakeExit, fakePool } from '../test/support/fakes/pool-parts.js';
@@ -28,7 +28,7 @@ export const FULL_VERDICT_COST_OPTIONS: VerdictCostOptions = { sessions: 10_000,
 export async function benchVerdictCost(o: VerdictCostOptions = FULL_VERDICT_COST_OPTIONS): Promise<BenchSection> {
   const catalog: ExitRelay[] = Array.from({ length: 8 }, (_, i) => {
     const address = `10.${i + 1}.0.1`;
-    return { fingerprint: ('ABCDEF01'[i] as string).repeat(40), nickname: `e${i}`, address, country: 'de', bandwidth: 1000, block: addressBlock(address), family: `F${i}` };
+    return asPublished({ fingerprint: ('ABCDEF01'[i] as string).repeat(40), nickname: `e${i}`, address, country: 'de', bandwidth: 1000, block: addressBlock(address), family: `F${i}` });
   });
   const exits = new ExitAssignments({ unit: 'subnet', banTtlMs: 3_600_000, exitNodes: [], strictNodes: false, audit: new AuditLog(), log: quietLogger(), random: () => 0 });
   exits.catalog.replace(catalog, 1);

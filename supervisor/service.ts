@@ -284,6 +284,13 @@ function assemblePool(config: Config, options: ServiceOptions, state: LoadedStat
         strictNodes: config.torStrictNodes,
         audit,
         log: log.child({ component: 'exits' }),
+        egress: {
+          urls: config.egressProbeUrls,
+          ttlMs: config.egressProbeTtlMs,
+          timeoutMs: config.egressProbeTimeoutMs,
+          exitList: config.exitList,
+          fetch: (fetch) => workers.fetchThroughInstance(fetch),
+        },
       })
     : undefined;
   exits?.start();

@@ -10,6 +10,7 @@ import { fetchDirectoryDocument } from './directory-fetch.js';
 import { DnsResponder } from './dns-responder.js';
 import { trackWorkDir, untrackWorkDir } from './emergency-teardown.js';
 import { ShimNotLoadedError, TestnetError, TestnetNotUsableError, TestnetStoppedError, WorkDirInUseError } from './errors.js';
+import { exitListFileContent } from './exit-list-file.js';
 import { geoip6FileContent, geoipFileContent } from './geoip-file.js';
 import { generateAuthorityKeys, generateRelayIdentity, type KeygenTools } from './node-keys.js';
 import { reservePortBlock, type PortBlock } from './port-block.js';
@@ -75,10 +76,17 @@ export interface TestnetOptions {
 export interface TestnetExit {
   readonly nickname: string;
   readonly fingerprint: string;
-  /** The exit's own loopback address, which destinations see as the source of its traffic. */
+  /** The exit's own loopback address, published in the consensus (its OR address). */
   readonly address: string;
-  /** Lower-case code, as tor's GETINFO ip-to-country answers it. */
+  /** Lower-case code of the published address, as tor's GETINFO ip-to-country answers it. */
   readonly country: string;
+  /**
+   * The address destinations see as the source of its traffic: `address`, except for the exits
+   * that leave from an address in another exit's /24 (EGRESS_ELSEWHERE_EXITS).
+   */
+  readonly egressAddress: string;
+  /** Lower-case code of the egress address (GETINFO ip-to-country/<egressAddress>). */
+  readonly egressCountry: string;
   /** Fingerprints of the exits it declares as family (FAMILY_EXITS), empty for the others. */
   readonly family: readonly string[];
 }
@@ -110,6 +118,8 @@ export interface Testnet {
   readonly dns: { readonly host: string; readonly port: number };
   readonly geoipFile: string;
   readonly geoip6File: string;
+  /** Every exit and the address its traffic leaves from, in the Tor exit list's bulk `exit-addresses` format (EXIT_LIST). */
+  readonly exitListFile: string;
   readonly shimLibrary: string;
   /** The tor binary and empty defaults file the network uses (clients should use them too). */
   readonly torBinary: string;
@@ -147,6 +157,7 @@ class RunningTestnet implements Testnet {
   readonly clientEnvironment: Readonly<Record<string, string>>;
   readonly geoipFile: string;
   readonly geoip6File: string;
+  readonly exitListFile: string;
   readonly defaultsTorrc: string;
   private readonly log: Logger;
   private readonly startedAt: number;
@@ -180,6 +191,7 @@ class RunningTestnet implements Testnet {
     this.clientEnvironment = { LD_PRELOAD: shimLibrary };
     this.geoipFile = path.join(workDir, 'geoip');
     this.geoip6File = path.join(workDir, 'geoip6');
+    this.exitListFile = path.join(workDir, 'exit-addresses');
     this.defaultsTorrc = path.join(workDir, 'torrc-defaults');
   }
 
@@ -199,6 +211,8 @@ class RunningTestnet implements Testnet {
         fingerprint: n.fingerprint,
         address: n.plan.address,
         country: n.plan.country ?? '??',
+        egressAddress: n.plan.egressAddress,
+        egressCountry: n.plan.egressCountry ?? '??',
         family: n.plan.familyExits.map((i) => exits.find((e) => e.plan.index === i)?.fingerprint ?? ''),
       }));
   }
@@ -270,7 +284,10 @@ class RunningTestnet implements Testnet {
     for (const node of plan.nodes) mkdirSync(node.dir, { recursive: true, mode: 0o700 });
     await Promise.all([
       writeFile(files.resolvConfFile, `${this.dnsServer.resolvConfLine()}\n`),
-      writeFile(files.geoipFile, geoipFileContent(exitPlans.map((n) => ({ address: n.address, country: n.country ?? '??' })))),
+      writeFile(
+        files.geoipFile,
+        geoipFileContent(exitPlans.flatMap((n) => [{ address: n.address, country: n.country ?? '??' }, { address: n.egressAddress, country: n.egressCountry ?? '??' }])),
+      ),
       writeFile(files.geoip6File, geoip6FileContent()),
       writeFile(this.defaultsTorrc, '# intentionally empty: no system-wide tor defaults for the test network\n'),
     ]);
@@ -299,6 +316,13 @@ class RunningTestnet implements Testnet {
         : [],
     );
     const fingerprintsOf = (role: NodeRole): string[] => identities.filter((i) => i.node.role === role).map((i) => i.fingerprint);
+    await writeFile(
+      this.exitListFile,
+      exitListFileContent(
+        identities.filter((i) => i.node.role === 'exit').map((i) => ({ fingerprint: i.fingerprint, exitAddress: i.node.egressAddress })),
+        new Date(),
+      ),
+    );
     this.clientLines = networkMembershipLines(authorities, files);
     await this.writeBandwidthFile(files.bandwidthFile, identities.map((i) => i.fingerprint));
     this.refreshTimer = setInterval(() => {
@@ -350,6 +374,11 @@ class RunningTestnet implements Testnet {
       LANG: 'C',
       LD_PRELOAD: this.shimLibrary,
       EXITPOOL_SHIM_BIND_IPV4: node.address,
+      // An exit whose traffic leaves from another address (EGRESS_ELSEWHERE_EXITS): relay traffic
+      // to the network's own ports keeps the published address.
+      ...(node.egressAddress !== node.address
+        ? { EXITPOOL_SHIM_EXIT_BIND_IPV4: node.egressAddress, EXITPOOL_SHIM_RELAY_PORTS: `${this.requirePlan().relayPorts.low}-${this.requirePlan().relayPorts.high}` }
+        : {}),
     };
   }
 

@@ -39,6 +39,14 @@ export interface Config {
   /** Instances beyond POOL_SIZE held for session rotations (supervisor/pool/spare-supply.ts); only with PIN_EXIT_RELAY. */
   warmSpares: number;
   exitBanTtlMs: number;
+  /** IP-echo URLs an exit's egress address is measured with (tried in order); empty: no probe. */
+  egressProbeUrls: string[];
+  /** A measured egress address is measured again after this long (when its exit is pinned or stays pinned). */
+  egressProbeTtlMs: number;
+  /** One probe's whole time (every URL): a bootstrapping instance waits for its egress at most this long. */
+  egressProbeTimeoutMs: number;
+  /** A Tor exit list (bulk exit-addresses format): an http(s) URL, an absolute file path, or '' for none. */
+  exitList: string;
   /** The HTTP proxy adds `Exitpool-Exit: <exit IP>` to its responses. */
   exitHeader: boolean;
   /** Session parameters in the proxy username (country, lifetime, mode); off: the username is the raw key. */

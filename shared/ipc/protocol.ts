@@ -130,6 +130,29 @@ export interface DestinationProbeResult {
   socksReply: number | null;
 }
 
+/** A GET through one instance on the supervisor's behalf: an exit's egress probe, or the exit list (supervisor/exits). */
+export interface EgressFetch {
+  socks: { host: string; port: number; path?: string };
+  /** http: or https: (the certificate is checked against Node's CAs); the host is resolved by the exit. */
+  url: string;
+  /** For the whole fetch: the dial through tor, TLS, the answer. */
+  timeoutMs: number;
+  /** A longer body fails the fetch (`too_large`). */
+  maxBytes: number;
+}
+
+/**
+ * Why a fetch through an instance failed: `url` (not one it can fetch), `dial` (the instance's
+ * SocksPort did not answer: the tor process, not the exit), `socks` (tor refused the CONNECT:
+ * `socksReply`), `timeout`, `tls`, `http` (a status other than 2xx: `status`), `too_large`,
+ * `broken` (the connection ended before the answer did).
+ */
+export type EgressFetchFailure = 'url' | 'dial' | 'socks' | 'timeout' | 'tls' | 'http' | 'too_large' | 'broken';
+
+export type EgressFetchResult =
+  | { ok: true; status: number; body: string }
+  | { ok: false; failure: EgressFetchFailure; socksReply: number | null; status: number | null; detail: string };
+
 /** Who sent a failure report: one identity per credential (an address only under AUTH_DISABLED). */
 export type FailureReporter = { kind: 'token'; id: string } | { kind: 'sign-in'; user: string } | { kind: 'address'; ip: string };
 
@@ -253,6 +276,8 @@ export interface SupervisorRequests extends MethodMap {
   'accounting.flush': { params: null; result: null };
   /** Proxy workers: dial a destination through an instance and hang up (the supervisor judges who failed). */
   'destination.probe': { params: DestinationProbe; result: DestinationProbeResult };
+  /** Proxy workers: GET a URL through an instance (an exit's egress probe, the exit list); answered within the fetch's own timeout. */
+  'egress.fetch': { params: EgressFetch; result: EgressFetchResult };
 }
 
 /**

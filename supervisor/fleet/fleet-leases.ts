@@ -3,7 +3,9 @@ import type { Redis } from 'ioredis';
 /**
  * The fleet's leases in Redis, as plain keys with a time to live under the pool's prefix:
  * `fleet:node:<node>` holds the token of the one process running that node, and
- * `fleet:exit:<fingerprint>` the name of the node that pins that exit. A lease is taken,
+ * `fleet:exit:<fingerprint>` the name of the node that pins that exit, and
+ * `fleet:unit:<key>` the node whose instance holds a distinctness unit (EXIT_DISTINCT beyond
+ * the relay: `block:<the egress /24 or /48>`, `family:<fingerprint>`). A lease is taken,
  * renewed and given up only by its holder, each in one script, so two nodes can never both
  * believe they hold one. Redis's own expiry ends the leases of a node that died.
  */
@@ -41,6 +43,11 @@ export class FleetLeases {
 
   exitKey(fingerprint: string): string {
     return `${this.poolPrefix}fleet:exit:${fingerprint}`;
+  }
+
+  /** A distinctness unit (`block:…`, `family:…`) an instance of the holding node leaves through. */
+  unitKey(unit: string): string {
+    return `${this.poolPrefix}fleet:unit:${unit}`;
   }
 
   /** `host:port` of a live node's hop listener (NODE_ADDRESS, HOP_PORT); lapses with the node's lease. */
@@ -144,6 +151,11 @@ export class FleetLeases {
   /** Every exit lease in force: fingerprint → holding node. */
   async exitHolders(): Promise<Map<string, string>> {
     return this.valuesUnder(this.exitKey(''));
+  }
+
+  /** Every unit lease in force: unit → holding node. */
+  async unitHolders(): Promise<Map<string, string>> {
+    return this.valuesUnder(this.unitKey(''));
   }
 
   /** Every key under `prefix` with its value, the prefix cut off. */

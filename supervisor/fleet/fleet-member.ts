@@ -75,6 +75,8 @@ export class FleetMember {
   private exits: ExitAssignments | undefined;
   /** Exit leases this node held at the last renewal. */
   private claimed = new Set<string>();
+  /** Unit leases (a /24, a family: supervisor/exits, EXIT_DISTINCT) this node held at the last renewal. */
+  private claimedUnits = new Set<string>();
   private running: Promise<void> | null = null;
   private again = false;
   private scheduled: NodeJS.Immediate | null = null;
@@ -292,6 +294,7 @@ export class FleetMember {
     const giveUp = async (): Promise<void> => {
       await this.running;
       await this.leases.releaseAll([...this.claimed].map((fp) => this.leases.exitKey(fp)), this.options.node);
+      await this.leases.releaseAll([...this.claimedUnits].map((u) => this.leases.unitKey(u)), this.options.node);
       await this.leases.releaseAll([this.leases.addressKey(this.options.node)], this.addressText);
       await this.leases.dropHopKeys(this.options.node, this.token);
       await this.leases.forgetApiAddress(this.options.node);
@@ -453,6 +456,41 @@ export class FleetMember {
     for (const [fp, holder] of lost) exits.yieldExit(fp, holder);
     const elsewhere = new Map([...(await this.leases.exitHolders())].filter(([, holder]) => holder !== node));
     exits.setHeldElsewhere(elsewhere);
+    await this.reconcileUnits(exits);
+  }
+
+  /**
+   * The distinctness units (EXIT_DISTINCT: the /24 an exit's traffic leaves from, its family)
+   * this node's instances hold on exits assigned as distinct are leased like the exits, so no two
+   * instances anywhere in the fleet share one while the catalog allows: a unit another node
+   * claimed first is yielded (its instances move), and the units other nodes hold count as taken
+   * in every choice here. Exits assigned in a shortage lease no unit: they share by necessity,
+   * and say so (`exit_shortage`, in the node's summary too).
+   */
+  private async reconcileUnits(exits: ExitAssignments): Promise<void> {
+    const { node, leaseMs } = this.options;
+    const mine = [...exits.heldUnits().keys()];
+    const holders = await this.leases.claimAll(
+      mine.map((u) => this.leases.unitKey(u)),
+      node,
+      leaseMs,
+    );
+    const kept = new Set<string>();
+    const lost: [string, string][] = [];
+    mine.forEach((u, i) => {
+      const holder = holders[i] as string;
+      if (holder === node) kept.add(u);
+      else lost.push([u, holder]);
+    });
+    const dropped = [...this.claimedUnits].filter((u) => !kept.has(u));
+    this.claimedUnits = kept;
+    await this.leases.releaseAll(
+      dropped.map((u) => this.leases.unitKey(u)),
+      node,
+    );
+    for (const [u, holder] of lost) exits.yieldUnit(u, holder);
+    const elsewhere = new Map([...(await this.leases.unitHolders())].filter(([, holder]) => holder !== node));
+    exits.setUnitsHeldElsewhere(elsewhere);
   }
 }
 

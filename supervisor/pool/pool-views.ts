@@ -1,4 +1,4 @@
-import type { ExitAssignmentView, InstanceView, PoolSummary } from '../../shared/api/views.js';
+import type { ExitAddressSource, ExitAssignmentView, InstanceView, PoolSummary } from '../../shared/api/views.js';
 import { formatDuration, type Config } from '../../shared/config/index.js';
 import { serviceVersion } from '../../shared/version.js';
 import type { PoolEntry } from './pool-entry.js';
@@ -21,8 +21,27 @@ export function exitFieldsOf(x: ExitState): Pick<InstanceView, 'exit_ip' | 'exit
   };
 }
 
-export function instanceViewOf(e: PoolEntry, sessionsOn: number, assigned: ExitAssignmentView | null = null, shortage = ''): InstanceView {
+/**
+ * How the exit's address was found (supervisor/exits, "What sites see"): exit_ip is the address
+ * sites see (`ExitState.exitIp` is already the measured one); the relay's published address, the
+ * source and the time come from the exit catalog. Unknown to the catalog (PIN_EXIT_RELAY off, or
+ * not in the consensus read), exit_ip is the published address.
+ */
+export interface ExitAddressOrigin {
+  published: string;
+  source: ExitAddressSource;
+  measuredAt: number | null;
+}
+
+export function exitAddressFieldsOf(x: ExitState, origin: ExitAddressOrigin | undefined): Pick<InstanceView, 'published_exit_ip' | 'exit_ip_source' | 'exit_ip_measured_at'> {
+  if (x.exitIp === '') return { published_exit_ip: '', exit_ip_source: '', exit_ip_measured_at: null };
+  if (!origin) return { published_exit_ip: x.exitIp, exit_ip_source: 'published', exit_ip_measured_at: null };
+  return { published_exit_ip: origin.published, exit_ip_source: origin.source, exit_ip_measured_at: origin.measuredAt === null ? null : new Date(origin.measuredAt).toISOString() };
+}
+
+export function instanceViewOf(e: PoolEntry, sessionsOn: number, assigned: ExitAssignmentView | null = null, shortage = '', origin?: (fingerprint: string) => ExitAddressOrigin | undefined): InstanceView {
   const i = e.instance;
+  const exit = i.exit();
   return {
     id: i.id,
     ready: i.ready(),
@@ -32,7 +51,8 @@ export function instanceViewOf(e: PoolEntry, sessionsOn: number, assigned: ExitA
     uptime_secs: i.uptimeSecs(),
     sessions: sessionsOn,
     socks_addr: i.socksPath !== null ? `unix:${i.socksPath}` : `${i.socksHost}:${i.socksPort}`,
-    ...exitFieldsOf(i.exit()),
+    ...exitFieldsOf(exit),
+    ...exitAddressFieldsOf(exit, exit.exitFingerprint === '' ? undefined : origin?.(exit.exitFingerprint)),
     health: e.health.view(),
     totals: {
       requests: e.requests,

@@ -357,7 +357,7 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
 
   private viewOfEntry(e: PoolEntry): InstanceView {
     const id = e.instance.id;
-    return instanceViewOf(e, this.sessions.countOn(id), this.deps.exits?.assignment(id) ?? null, this.deps.exits?.shortageOf(id) ?? '');
+    return instanceViewOf(e, this.sessions.countOn(id), this.deps.exits?.assignment(id) ?? null, this.deps.exits?.shortageOf(id) ?? '', (fp) => this.deps.exits?.addressOf(fp));
   }
 
   sessionViews(): SessionView[] {
@@ -482,6 +482,7 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
         exit_ip: i.exit_ip,
         exit_country: i.exit_country,
         exit_fingerprint: i.assigned_exit?.fingerprint ?? '',
+        exit_shortage: i.exit_shortage,
         sessions: i.sessions,
         requests: i.totals.requests,
       })),

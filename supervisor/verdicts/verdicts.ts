@@ -4,6 +4,7 @@ import type { CloseRecord, DestinationProbe, DestinationProbeResult, ReachedHost
 import type { Logger } from '../../shared/logger.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { ExitAssignments } from '../exits/exit-assignments.js';
+import type { EgressProbeFailure } from '../exits/exit-egress.js';
 import type { FailureKind, QuarantineCause } from '../health/health-tracker.js';
 import { failureWeights } from '../health/weights.js';
 import type { SessionTable } from '../sessions/session-table.js';
@@ -106,6 +107,7 @@ export class Verdicts {
       : null;
     // Every ban this node makes counts towards the hourly rate (BAN_RATE_ALERT), whoever made it.
     deps.exits?.on('banned', () => this.countBan());
+    deps.exits?.on('egress-failed', (failure) => this.egressProbeFailed(failure));
   }
 
   // ---- a client's report ----
@@ -201,6 +203,27 @@ export class Verdicts {
         return;
       }
     }
+  }
+
+  // ---- the pool's own probes ----
+
+  /**
+   * A probe through an instance's exit to the IP-echo service found no address (supervisor/exits,
+   * "What sites see"): the pool's own evidence about the exit, never charged to a credential.
+   * It is the exit's fault only when the echo service answered through another exit within
+   * ECHO_ALIVE_MS: then it weighs as a transport failure on the instance (health's rules apply:
+   * not while the instance is starting, rotating or within ROTATION_GRACE of a rotation, where
+   * it is counted only). Otherwise the service itself may be down: nobody is blamed.
+   */
+  egressProbeFailed(f: EgressProbeFailure): void {
+    const e = this.deps.subjects.judged(f.instance);
+    if (!e) return;
+    if (!f.echoAnswered) {
+      this.deps.log.debug('egress probe failed with no answer through any other exit either: nobody blamed', { instance: f.instance, fingerprint: f.fingerprint, failure: f.failure });
+      return;
+    }
+    this.lastFailureKind.set(f.instance, 'transport');
+    e.health.failure('transport', 'transport', true, this.deps.now(), { occurredAt: f.at });
   }
 
   // ---- health's own verdicts ----

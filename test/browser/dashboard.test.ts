@@ -300,7 +300,7 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     // And one in another country, which the filter must hide: instance 0's, unless both instances
     // happen to leave from the same country (two exits are in us), then one an instance is given.
     const countryOf0 = ((await (await svc.api('/api/instances/0', { bearer: jwt })).json()) as { assigned_exit: { country: string } }).assigned_exit.country;
-    const other = countryOf0 !== country ? countryOf0 : (svc.net.exits.find((e) => e.country !== country)?.country as string);
+    const other = countryOf0 !== country ? countryOf0 : (svc.net.exits.find((e) => e.egressCountry !== country)?.egressCountry as string);
     const frank = await curlSocks(svc.socksPort, `frank-country-${other}`, TEST_PROXY_TOKEN, svc.whoamiUrl);
     expect(frank.code, frank.stderr).to.equal(0);
     await goTo(page, 'Sessions');

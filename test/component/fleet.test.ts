@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { AuditLog } from '../../supervisor/audit/audit-log.js';
 import type { StoredToken } from '../../supervisor/auth/auth-file.js';
 import { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
-import type { ExitRelay } from '../../supervisor/exits/exit-relay.js';
+import { asPublished, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
 import { FleetMember } from '../../supervisor/fleet/fleet-member.js';
 import { StartupError } from '../../supervisor/startup/startup-error.js';
 import { logger } from '../../shared/logger.js';
@@ -20,7 +20,7 @@ const LEASE_MS = FLEET_TEST_LEASE_MS;
 const fp = (c: string): string => c.repeat(40).toUpperCase();
 
 function relay(c: string, n: number): ExitRelay {
-  return { fingerprint: fp(c), nickname: `exit${c}`, address: `10.0.${n}.1`, country: 'de', bandwidth: 1000, block: `10.0.${n}.0/24`, family: fp(c) };
+  return asPublished({ fingerprint: fp(c), nickname: `exit${c}`, address: `10.0.${n}.1`, country: 'de', bandwidth: 1000, block: `10.0.${n}.0/24`, family: fp(c) });
 }
 
 const CATALOG = ['a', 'b', 'c', 'd'].map((c, i) => relay(c, i));
@@ -107,6 +107,47 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
     const again = exitsB.next(3, { fresh: true, why: 'exit_gone' });
     expect(again.ok && again.relay.fingerprint !== contested).to.equal(true);
     expect(await raw.get(`exitpool:pool-a:fleet:exit:${contested}`)).to.equal('node-a');
+  });
+
+  it('leases the /24 an instance leaves from: no other node’s instance is given it while the catalog allows, a later claim yields, a shortage is said', async () => {
+    // a and b leave from one /24 (b's traffic was measured there); c and d have their own.
+    const subnetCatalog = [relay('a', 0), { ...relay('b', 1), address: '10.0.0.7', block: '10.0.0.0/24' }, relay('c', 2), relay('d', 3)];
+    const subnet = (audit = new AuditLog(), order: ExitRelay[] = subnetCatalog): ExitAssignments => {
+      const x = new ExitAssignments({ unit: 'subnet', banTtlMs: 60_000, exitNodes: [], strictNodes: false, audit, log: logger(), random: () => 0 });
+      x.catalog.replace(order, 1);
+      return x;
+    };
+    // Both nodes choose before either joins: node-a takes a, node-b (its catalog read in another order) b: one /24.
+    const exitsA = subnet();
+    const auditB = new AuditLog();
+    const exitsB = subnet(auditB, [subnetCatalog[1], subnetCatalog[0], subnetCatalog[2], subnetCatalog[3]] as ExitRelay[]);
+    const moved: number[][] = [];
+    exitsB.on('exit-gone', (ids) => moved.push(ids));
+    const pickA = exitsA.next(0, { fresh: false, why: 'bootstrap' });
+    const pickB = exitsB.next(5, { fresh: false, why: 'bootstrap' });
+    expect([pickA.ok && pickA.relay.fingerprint, pickB.ok && pickB.relay.fingerprint]).to.deep.equal([fp('a'), fp('b')]);
+    const a = await join('node-a');
+    await a.manageExits(exitsA);
+    expect(await raw.get('exitpool:pool-a:fleet:unit:block:10.0.0.0/24')).to.equal('node-a');
+    const b = await join('node-b');
+    await b.manageExits(exitsB);
+    expect(moved, 'the later claim yields: its instance moves').to.deep.equal([[5]]);
+    expect(exitsB.unitHolderOf('block:10.0.0.0/24')).to.equal('node-a');
+    expect(auditB.recent(10).some((e) => e.details?.reason === 'unit_held_by_other_node' && e.details.node === 'node-a')).to.equal(true);
+    // From now on node-b's choices keep off that /24: c and d, then a shortage, said and never leased.
+    const again = exitsB.next(5, { fresh: true, why: 'exit_gone' });
+    const next = exitsB.next(6, { fresh: false, why: 'bootstrap' });
+    expect([again, next].map((n) => (n.ok ? n.relay.fingerprint : ''))).to.deep.equal([fp('c'), fp('d')]);
+    expect(exitsB.distinctCapacity()).to.equal(2);
+    const short = exitsB.next(7, { fresh: false, why: 'bootstrap' });
+    expect(short).to.deep.include({ ok: true, distinct: false });
+    expect(exitsB.shortageOf(7)).to.match(/on this node or another of the fleet/);
+    await pollUntil('node-b leases its two /24s', async () => ((await raw.keys('exitpool:pool-a:fleet:unit:*')).length === 3 ? true : undefined), 5_000, 20);
+    expect((await raw.mget('exitpool:pool-a:fleet:unit:block:10.0.2.0/24', 'exitpool:pool-a:fleet:unit:block:10.0.3.0/24'))).to.deep.equal(['node-b', 'node-b']);
+    // A node that leaves gives its /24s back at once.
+    await a.leave();
+    members.splice(members.indexOf(a), 1);
+    expect(await raw.exists('exitpool:pool-a:fleet:unit:block:10.0.0.0/24')).to.equal(0);
   });
 
   it('releases an exit the node no longer uses, and all of them when it leaves', async () => {

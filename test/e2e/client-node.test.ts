@@ -79,7 +79,7 @@ describe('Node client @exitpool/client (real service, private network)', functio
   });
 
   it('a move that finds no new exit (the only exit of its country) stops with NoFreshExitError, never retrying on the exit it reported', async () => {
-    const se = suite.svc.net.exits.filter((e) => e.country === 'se').map((e) => e.address);
+    const se = suite.svc.net.exits.filter((e) => e.egressCountry === 'se').map((e) => e.egressAddress);
     expect(se, 'se has one exit on the test network').to.have.length(1);
     const key = 'node-only-se';
     const s = session(key, { choices: { countries: ['se'] }, attempts: 3 });
@@ -179,7 +179,7 @@ describe('Node client @exitpool/client (real service, private network)', functio
   });
 
   it('asks for a country through got and axios (both ways each) and Crawlee too, and gets SOCKS5 refusals as SocksReplyError and the HTTP proxy’s as ProxyRefusedError', async () => {
-    const us = suite.svc.net.exits.filter((e) => e.country === 'us').map((e) => e.address);
+    const us = suite.svc.net.exits.filter((e) => e.egressCountry === 'us').map((e) => e.egressAddress);
     const socks = `127.0.0.1:${suite.svc.socksPort}`;
     const make = (key: string, country: string): ExitpoolSession => session(key, { choices: { countries: [country] } });
     const sessions: ExitpoolSession[] = [];
@@ -224,7 +224,7 @@ describe('Node client @exitpool/client (real service, private network)', functio
   });
 
   it('asks for a country through the username it builds, and surfaces the proxy’s refusal as a typed error', async () => {
-    const us = suite.svc.net.exits.filter((e) => e.country === 'us').map((e) => e.address);
+    const us = suite.svc.net.exits.filter((e) => e.egressCountry === 'us').map((e) => e.egressAddress);
     const inUs = session('client-us', { choices: { countries: ['us'] } });
     const nowhere = session('client-zz', { choices: { countries: ['zz'] } });
     try {

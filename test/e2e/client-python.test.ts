@@ -70,7 +70,7 @@ describe('Python client exitpool_client (real service, private network, Debian p
   });
 
   it('requests: a move that finds no new exit (the only exit of its country) stops with NoFreshExitError, never retrying on the exit it reported', async () => {
-    const se = suite.svc.net.exits.filter((e) => e.country === 'ca').map((e) => e.address);
+    const se = suite.svc.net.exits.filter((e) => e.egressCountry === 'ca').map((e) => e.egressAddress);
     expect(se, 'ca has one exit on the test network').to.have.length(1);
     const key = 'py-only-ca';
     expect(await exitIpOf(suite.svc, `${key}-country-ca`)).to.equal(se[0]);
@@ -123,7 +123,7 @@ describe('Python client exitpool_client (real service, private network, Debian p
   });
 
   it('asks for a country through each client (requests both ways, httpx sync and async, Scrapy), and surfaces refusals as typed errors on both listeners', async () => {
-    const us = suite.svc.net.exits.filter((e) => e.country === 'us').map((e) => e.address);
+    const us = suite.svc.net.exits.filter((e) => e.egressCountry === 'us').map((e) => e.egressAddress);
     for (const scenario of ['requests', 'requests-socks', 'httpx', 'httpx-async']) {
       const inUs = await runPython(['test/support/python/client_scenario.py', scenario], env(`py-us-${scenario}`, { COUNTRIES: 'us' }));
       expect(inUs.code, inUs.stderr).to.equal(0);

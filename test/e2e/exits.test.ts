@@ -1,6 +1,8 @@
 /**
- * Exits, not instances (issue 17), end to end on the private network: its 8 exits sit in 7
- * /24s (two share one, two declare one family) in 7 countries. The pool assigns each instance
+ * Exits, not instances (issue 17), end to end on the private network: its 8 exits publish 7
+ * /24s (two share one, two declare one family) and send their traffic from 5 (two leave from
+ * another exit's /24: issue 31; the service fixture gives the pool the network's exit list, so
+ * every exit's /24 is known from the start). The pool assigns each instance
  * its own exit, a session rotation leaves through an exit none of its last EXIT_HISTORY,
  * a captcha quarantine bans the exit, and a catalog too small for distinct exits says so.
  */
@@ -15,7 +17,11 @@ import { pollUntil } from '../support/waiting.js';
 import { documentationGaps, loadOpenApiDocument } from '../support/parsers/openapi-document.js';
 
 const READY_TIMEOUT_MS = 120_000;
-const EXIT_HISTORY = 5;
+/**
+ * The sessions' history in the suite of 4 below: a rotation must find a /24 outside the current
+ * one and the last EXIT_HISTORY, and the network's exits leave from 5 /24s.
+ */
+const EXIT_HISTORY = 3;
 /** Reports within ROTATION_GRACE of an instance's rotation are not held against it (proxy rule 5): kept short here. */
 const ROTATION_GRACE_MS = 1000;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -59,7 +65,7 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
           expect(i.exit_shortage).to.equal('');
         }
         const exits = await api.json<ExitsView>('/api/exits');
-        expect(exits).to.deep.include({ assigning: true, distinct_by: 'subnet', in_use: 4, eligible: 8, capacity: 7 });
+        expect(exits).to.deep.include({ assigning: true, distinct_by: 'subnet', in_use: 4, eligible: 8, capacity: 5 });
         expect(exits.shortages).to.deep.equal([]);
         expect(exits.exits.filter((e) => e.instances.length > 0)).to.have.lengthOf(4);
         const metrics = (await api.metricsText()).text;
@@ -85,8 +91,11 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
       const exits = await pollUntil('the family known to the catalog', () => api.json<ExitsView>('/api/exits'), 90_000, {
         until: (v) => new Set(v.exits.filter((e) => declared.some((d) => d.fingerprint === e.fingerprint)).map((e) => e.family)).size === 1,
       });
-      // 8 exits, 7 /24s, and the family pair in two of them: 6 units.
-      expect(exits).to.deep.include({ distinct_by: 'family', eligible: 8, capacity: 6 });
+      // 8 exits leave from 5 /24s, and the family pair joins two of them: 5 exits share no unit at
+      // most (one per /24, the family's pair taken from its two /24s by exits outside it), and the
+      // greedy count in catalog order (a lower bound) finds 4 or 5.
+      expect(exits).to.deep.include({ distinct_by: 'family', eligible: 8 });
+      expect(exits.capacity).to.be.within(4, 5);
       const others = exits.exits.filter((e) => !declared.some((d) => d.fingerprint === e.fingerprint));
       for (const e of others) expect(e.family, e.nickname).to.equal(e.fingerprint);
       await pollUntil('every instance on an exit of its own family', () => api.instances(), 60_000, {
@@ -103,7 +112,7 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
     const suite = withService(
       // Most countries of the test network have one exit: the per-country floor would withhold
       // every ban there (test/e2e/verdicts.test.ts proves the floors).
-      { POOL_SIZE: '4', MIN_ELIGIBLE_EXITS_PER_COUNTRY: '0', CLIENT_REPORT_BUDGET: '1000/1m', FAILURE_WINDOW: '60s', REMEDIATION_BACKOFF_BASE: '2s', ROTATION_GRACE: `${ROTATION_GRACE_MS}ms`, EXIT_HEADER: '1' },
+      { POOL_SIZE: '4', MIN_ELIGIBLE_EXITS_PER_COUNTRY: '0', CLIENT_REPORT_BUDGET: '1000/1m', FAILURE_WINDOW: '60s', REMEDIATION_BACKOFF_BASE: '2s', ROTATION_GRACE: `${ROTATION_GRACE_MS}ms`, EXIT_HEADER: '1', EXIT_HISTORY: String(EXIT_HISTORY) },
       { ready: 4, readyTimeoutMs: READY_TIMEOUT_MS },
     );
     let api: HealApi;
@@ -175,7 +184,7 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
       expect(tunnelled.stdout).to.match(new RegExp(`^HTTP/1.1 200 Connection Established\r\nExitpool-Exit: ${ip.replace(/\./g, '\\.')}\r$`, 'm'));
     });
 
-    it('moves a session to a new IP on each of 30 rotations, never one of its last 5 nor their /24s', async () => {
+    it(`moves a session to a new IP on each of 30 rotations, never one of its last ${EXIT_HISTORY} nor their /24s`, async () => {
       const key = 'rotating-30';
       const history: string[] = [await exitIpOf(suite.svc, key)];
       for (let i = 0; i < 30; i++) {

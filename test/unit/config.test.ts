@@ -103,6 +103,10 @@ describe('configuration', () => {
       exitHistory: 5,
       warmSpares: 2,
       exitBanTtlMs: 3 * 60 * 60 * 1000,
+      egressProbeUrls: ['https://check.torproject.org/api/ip'],
+      egressProbeTtlMs: 3_600_000,
+      egressProbeTimeoutMs: 10_000,
+      exitList: '',
       exitHeader: false,
       usernameParams: true,
       sessionTtlMaxMs: 86_400_000,
@@ -186,6 +190,10 @@ describe('configuration', () => {
       ['EXIT_HISTORY', '0', 0, '51'],
       ['WARM_SPARES', '0', 0, '9'],
       ['EXIT_BAN_TTL', '30m', 1_800_000, '10s'],
+      ['EGRESS_PROBE_URLS', 'http://whoami.testnet:20001/ip, https://api.ipify.org', ['http://whoami.testnet:20001/ip', 'https://api.ipify.org/'], 'ftp://echo.example/'],
+      ['EGRESS_PROBE_TTL', '6h', 21_600_000, '10s'],
+      ['EGRESS_PROBE_TIMEOUT', '15s', 15_000, '1h'],
+      ['EXIT_LIST', '/var/lib/exitpool/exit-addresses', '/var/lib/exitpool/exit-addresses', 'exit-addresses'],
       ['EXIT_HEADER', '1', true, 'sometimes'],
       ['USERNAME_PARAMS', '0', false, 'maybe'],
       ['SESSION_TTL_MAX', '2h', 7_200_000, '10s'],
@@ -328,6 +336,31 @@ describe('configuration', () => {
         { numRuns: fuzzRuns(500) },
       );
     });
+  });
+});
+
+describe('configuration: EGRESS_PROBE_URLS and EXIT_LIST (hostile input)', () => {
+  it('refuses credentials in a URL (they would reach every exit probed), other schemes, too many URLs, and relative paths', () => {
+    for (const [name, value] of [
+      ['EGRESS_PROBE_URLS', 'https://user:pass@echo.example/'],
+      ['EGRESS_PROBE_URLS', 'javascript:alert(1)'],
+      ['EGRESS_PROBE_URLS', 'file:///etc/passwd'],
+      ['EGRESS_PROBE_URLS', Array.from({ length: 9 }, (_, i) => `https://e${i}.example/`).join(',')],
+      ['EGRESS_PROBE_URLS', `https://echo.example/${'a'.repeat(2100)}`],
+      ['EXIT_LIST', 'https://user@lists.example/exit-addresses'],
+      ['EXIT_LIST', '../exit-addresses'],
+      ['EXIT_LIST', 'gopher://lists.example/'],
+      ['EXIT_LIST', '/var/lib/a\u0000b'],
+    ] as const) {
+      expect(problemsOf({ [name]: value }).map((p) => p.variable), `${name}=${value.slice(0, 60)}`).to.deep.equal([name]);
+    }
+  });
+
+  it('reads none as no probe, and keeps a URL list in order', () => {
+    expect(loadConfig({ EGRESS_PROBE_URLS: 'none' }).egressProbeUrls).to.deep.equal([]);
+    expect(loadConfig({ EGRESS_PROBE_URLS: '' }).egressProbeUrls, 'empty is unset: the default').to.deep.equal(['https://check.torproject.org/api/ip']);
+    expect(loadConfig({ EGRESS_PROBE_URLS: ' https://b.example/ip ,https://a.example/' }).egressProbeUrls).to.deep.equal(['https://b.example/ip', 'https://a.example/']);
+    expect(loadConfig({ EXIT_LIST: 'https://check.torproject.org/exit-addresses' }).exitList).to.equal('https://check.torproject.org/exit-addresses');
   });
 });
 

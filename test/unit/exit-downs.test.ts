@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { AuditLog } from '../../supervisor/audit/audit-log.js';
 import { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
 import { EXIT_DOWN_TIMES, ExitDowns } from '../../supervisor/exits/exit-downs.js';
-import { addressBlock, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
+import { addressBlock, asPublished, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
 import { exitsViewOf } from '../../supervisor/exits/exits-view.js';
 import { logger } from '../../shared/logger.js';
 
@@ -15,7 +15,7 @@ const fp = (c: string): string => c.repeat(40).toUpperCase();
 const { holdMs, holdMaxMs, probationMs } = EXIT_DOWN_TIMES;
 
 function relay(c: string, address: string): ExitRelay {
-  return { fingerprint: fp(c), nickname: `n${c}`, address, country: 'de', bandwidth: 1000, block: addressBlock(address), family: fp(c) };
+  return asPublished({ fingerprint: fp(c), nickname: `n${c}`, address, country: 'de', bandwidth: 1000, block: addressBlock(address), family: fp(c) });
 }
 
 function assignments(exits: ExitRelay[], clock: { t: number }, audit = new AuditLog()): ExitAssignments {

@@ -5,13 +5,13 @@ import type { RouteResult } from '../../shared/ipc/protocol.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
 import { AuditLog } from '../../supervisor/audit/audit-log.js';
 import { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
-import { addressBlock, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
+import { addressBlock, asPublished, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
 import { fakePool, type FakePool } from '../support/fakes/pool-parts.js';
 import { quietLogger } from '../support/fakes/quiet-logger.js';
 
 const fp = (c: string): string => c.repeat(40).toUpperCase();
 function relay(c: string, address: string, country = 'de'): ExitRelay {
-  return { fingerprint: fp(c), nickname: `n${c}`, address, country, bandwidth: 1000, block: addressBlock(address), family: fp(c) };
+  return asPublished({ fingerprint: fp(c), nickname: `n${c}`, address, country, bandwidth: 1000, block: addressBlock(address), family: fp(c) });
 }
 /** The private network's shape: 8 exits in 7 /24s (g and h share one). */
 const TESTNET_LIKE = ['a', 'b', 'c', 'd', 'e', 'f', 'g'].map((c, i) => relay(c, `10.0.${i + 1}.1`)).concat(relay('h', '10.0.7.2'));

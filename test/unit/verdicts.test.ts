@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import type { DestinationProbe, DestinationProbeResult, RouteResult } from '../../shared/ipc/protocol.js';
 import { AuditLog } from '../../supervisor/audit/audit-log.js';
 import { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
-import { addressBlock, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
+import { addressBlock, asPublished, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
 import { partyResolver } from '../../supervisor/verdicts/parties.js';
 import { ExitComplaints } from '../../supervisor/verdicts/exit-complaints.js';
 import { hostIsSite, VisitLog } from '../../supervisor/verdicts/visit-log.js';
@@ -12,7 +12,7 @@ import { quietLogger } from '../support/fakes/quiet-logger.js';
 const fp = (c: string): string => c.repeat(40).toUpperCase();
 
 function relay(c: string, address: string, country: string): ExitRelay {
-  return { fingerprint: fp(c), nickname: `n${c}`, address, country, bandwidth: 1000, block: addressBlock(address), family: fp(c) };
+  return asPublished({ fingerprint: fp(c), nickname: `n${c}`, address, country, bandwidth: 1000, block: addressBlock(address), family: fp(c) });
 }
 
 /** Six exits: two in de, two in nl, one in fr, one in us (each its own /24). */
@@ -368,6 +368,23 @@ describe('verdicts: what evidence earns (supervisor/verdicts/README.md, the tabl
       await settle();
       expect(r.probes).to.have.length(0);
       expect(r.health.get(0)!.failures.at(-1)).to.include({ scored: false });
+    });
+  });
+
+  describe('a failed egress probe (the pool’s own evidence about the exit)', () => {
+    const probeFailure = (instance: number, fingerprint: string, echoAnswered: boolean) => ({ instance, fingerprint, failure: 'timeout', detail: 'no answer', echoAnswered, at: 1 });
+
+    it('weighs a transport failure on the instance when the echo service answered through another exit', () => {
+      const r = rig();
+      r.exits.emit('egress-failed', probeFailure(2, r.fingerprintOn(2), true));
+      expect(r.health.get(2)!.failures).to.deep.equal([{ kind: 'transport', source: 'transport', scored: true }]);
+      for (const id of [0, 1, 3]) expect(r.health.get(id)!.failures, `instance ${id}`).to.deep.equal([]);
+    });
+
+    it('blames nobody when the echo service answered through no other exit (it may be down itself)', () => {
+      const r = rig();
+      r.exits.emit('egress-failed', probeFailure(2, r.fingerprintOn(2), false));
+      expect(r.health.get(2)!.failures).to.deep.equal([]);
     });
   });
 });

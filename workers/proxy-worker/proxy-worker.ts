@@ -5,6 +5,7 @@ import { ConnectionBudget } from '../proxy/connection-budget.js';
 import { credentialRefusalLog } from '../proxy/credential-refusal-log.js';
 import { HttpProxyServer } from '../proxy/http-proxy-server.js';
 import { probeDestination } from '../proxy/destination-probe.js';
+import { fetchThroughInstance } from '../proxy/egress-probe.js';
 import { InstanceDownSignal } from '../proxy/instance-down.js';
 import type { ListenerKind } from '../../shared/ipc/protocol.js';
 import type { ConnectionEvidence, ConnectionStats, RouteGranted } from '../proxy/proxy-types.js';
@@ -60,6 +61,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
     return null;
   });
   endpoint.handle('destination.probe', (probe) => probeDestination(probe));
+  endpoint.handle('egress.fetch', (fetch) => fetchThroughInstance(fetch));
 
   const events = {
     connectionOpened(route: RouteGranted, _listener: ListenerKind, evidence: ConnectionEvidence): void {

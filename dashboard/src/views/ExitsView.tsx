@@ -59,8 +59,14 @@ export function ExitsView() {
                       {e.nickname}
                       {familySize > 1 && <span className="muted" title={`declared family ${e.family}`}> (family of {familySize})</span>}
                     </th>
-                    <td>
+                    <td data-address-source={e.address_source}>
                       <code>{e.address}</code>
+                      {e.address_source !== 'published' && e.published_address !== e.address && (
+                        <span className="muted" title={`${e.address_source === 'probe' ? 'measured through the exit' : 'from the Tor exit list'}; the relay publishes ${e.published_address}`}>
+                          {' '}
+                          (publishes <code>{e.published_address}</code>)
+                        </span>
+                      )}
                     </td>
                     <td>
                       <code>{e.block}</code>

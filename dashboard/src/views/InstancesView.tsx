@@ -6,7 +6,8 @@ import { ExitCell } from '../components/ExitCell.js';
 import { ScoreBar } from '../components/ScoreBar.js';
 import { SpareTag } from '../components/SpareTag.js';
 import { StateBadge } from '../components/StateBadge.js';
-import { formatBytes, formatCount, formatDuration, formatLatency } from '../logic/format.js';
+import { exitIpOrigin } from '../logic/exit-display.js';
+import { formatBytes, formatCount, formatDuration, formatLatency, formatUtc } from '../logic/format.js';
 import { formatFailureKinds } from '../logic/health.js';
 import { INSTANCE_ACTIONS, actionBlockedReason, actionPath, type InstanceActionSpec } from '../logic/instance-actions.js';
 import { PoolControls } from './PoolControls.js';
@@ -177,6 +178,12 @@ function InstanceDetails({ instance: i }: { instance: InstanceView }) {
         <dt>Exit IP</dt>
         <dd>
           <code>{i.exit_ip || '–'}</code>
+        </dd>
+        <dt>Exit IP from</dt>
+        <dd>{exitIpOrigin(i, formatUtc)}</dd>
+        <dt>Published address</dt>
+        <dd>
+          <code>{i.published_exit_ip || '–'}</code>
         </dd>
         <dt>Exit country</dt>
         <dd>{i.exit_country || '–'}</dd>
