@@ -17,6 +17,7 @@ import type { ExitAssignments } from './exits/exit-assignments.js';
 import type { FleetMember } from './fleet/fleet-member.js';
 import { exitsViewOf, liftBan } from './exits/exits-view.js';
 import { LEASE_INVALIDATION_TIMEOUT_MS } from './routing/route-leases.js';
+import { errorMessage } from '../shared/errors/error-message.js';
 
 export interface WorkerIpcDeps {
   pool: Pool;
@@ -161,7 +162,7 @@ async function askEveryProxyWorker<M extends Known<SupervisorRequests>>(
       h.endpoint.request(method, params, timeoutMs).then(
         () => undefined,
         (e: unknown) => {
-          if (!(e instanceof IpcPeerGoneError)) log[level](`${method} not answered by a proxy worker`, { slot: h.slot, error: (e as Error).message });
+          if (!(e instanceof IpcPeerGoneError)) log[level](`${method} not answered by a proxy worker`, { slot: h.slot, error: errorMessage(e) });
         },
       ),
     ),
@@ -178,7 +179,7 @@ export async function probeDestinationThroughWorker(workers: WorkerManager, prob
   try {
     return await h.endpoint.request('destination.probe', probe, DESTINATION_PROBE_IPC_TIMEOUT_MS);
   } catch (e) {
-    log.debug('destination probe not answered', { slot: h.slot, error: (e as Error).message });
+    log.debug('destination probe not answered', { slot: h.slot, error: errorMessage(e) });
     return null;
   }
 }

@@ -4,6 +4,7 @@ import { rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { childLogger, type Logger } from '../../shared/logger.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 import { BANDWIDTH_FILE_REFRESH_MS, bandwidthFileContent } from './bandwidth-file.js';
 import { countMicrodescriptors, parseConsensus, usabilityProblems, type UsabilityExpectation } from './consensus.js';
 import { fetchDirectoryDocument } from './directory-fetch.js';
@@ -148,7 +149,7 @@ function tryRun(label: string, log: Logger, action: () => void): void {
   try {
     action();
   } catch (err) {
-    log.warn(`${label} failed`, { error: (err as Error).message });
+    log.warn(`${label} failed`, { error: errorMessage(err) });
   }
 }
 
@@ -389,7 +390,7 @@ class RunningTestnet implements Testnet {
       await writeFile(temporary, bandwidthFileContent(fingerprints));
       await rename(temporary, file);
     } catch (err) {
-      this.log.warn('bandwidth file not written', { error: (err as Error).message });
+      this.log.warn('bandwidth file not written', { error: errorMessage(err) });
     }
   }
 
@@ -448,7 +449,7 @@ class RunningTestnet implements Testnet {
           for (const router of consensus.routers) if (router.microdescDigest) digests.add(router.microdescDigest);
           return usabilityProblems(consensus, expectation).map((p) => `${a.plan.nickname}: ${p}`);
         } catch (err) {
-          return [`${a.plan.nickname}: ${(err as Error).message}`];
+          return [`${a.plan.nickname}: ${errorMessage(err)}`];
         }
       }),
     );
@@ -463,7 +464,7 @@ class RunningTestnet implements Testnet {
           const held = res.status === 200 ? countMicrodescriptors(res.body) : 0;
           return held >= wanted.length ? [] : [`${c.plan.nickname}: cache holds ${held}/${wanted.length} microdescriptors`];
         } catch (err) {
-          return [`${c.plan.nickname}: ${(err as Error).message}`];
+          return [`${c.plan.nickname}: ${errorMessage(err)}`];
         }
       }),
     );
@@ -535,7 +536,7 @@ export async function startTestnet(options: TestnetOptions = {}): Promise<Testne
   try {
     await reapStaleRuns(root, log);
   } catch (err) {
-    log.warn('stale test network reaping failed', { error: (err as Error).message });
+    log.warn('stale test network reaping failed', { error: errorMessage(err) });
   }
   const shimLibrary = await ensureShimBuilt(repoRoot, path.join(root, SHIM_CACHE_DIR), log);
   const runId = `run-${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}-${randomBytes(3).toString('hex')}`;
@@ -547,8 +548,8 @@ export async function startTestnet(options: TestnetOptions = {}): Promise<Testne
   try {
     await testnet.start(options, gencertBinary);
   } catch (err) {
-    log.error('test network failed to start', { error: (err as Error).message });
-    await testnet.stop().catch((stopErr: unknown) => log.error('cleanup after failed start failed', { error: (stopErr as Error).message }));
+    log.error('test network failed to start', { error: errorMessage(err) });
+    await testnet.stop().catch((stopErr: unknown) => log.error('cleanup after failed start failed', { error: errorMessage(stopErr) }));
     throw err;
   }
   return testnet;

@@ -2,6 +2,7 @@ import type { Config } from './config.js';
 import { MAX_POOL_SIZE, PORTS_PER_INSTANCE } from './config.js';
 import { ConfigError, type ConfigProblem } from './errors.js';
 import { VARIABLES, type VariableDefinition } from './variables.js';
+import { errorMessage } from '../errors/error-message.js';
 
 export type Environment = Readonly<Record<string, string | undefined>>;
 
@@ -89,7 +90,7 @@ export function loadConfig(env: Environment): Config {
       else if (def.defaultText !== null) values[def.key] = def.parse(def.defaultText);
       else values[def.key] = def.computeDefault ? def.computeDefault() : null;
     } catch (e) {
-      problems.push({ variable: def.name, message: (e as Error).message });
+      problems.push({ variable: def.name, message: errorMessage(e) });
     }
   }
   if (problems.length > 0) throw new ConfigError(problems);

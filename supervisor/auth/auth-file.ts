@@ -3,6 +3,7 @@ import { AuthBadRequestError } from '../../shared/auth/errors.js';
 import { isScope, type Scope } from '../../shared/auth/principal.js';
 import { validateTokenName, validateTokenOwner } from '../../shared/auth/token-request.js';
 import { SIGNING_SECRET_BYTES } from './signing-key.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 
 export const AUTH_FILE_NAME = 'auth.json';
 /** The layout this code writes; it also reads the two before it. Any other number is refused, not guessed at. */
@@ -69,7 +70,7 @@ export function parseAuthFile(text: string): ParsedAuthFile {
   try {
     value = JSON.parse(text);
   } catch (e) {
-    throw new AuthFileShapeError(`is not valid JSON (${(e as Error).message})`);
+    throw new AuthFileShapeError(`is not valid JSON (${errorMessage(e)})`);
   }
   const version = typeof value === 'object' && value !== null ? (value as Record<string, unknown>).version : undefined;
   if (version !== AUTH_FILE_VERSION && version !== PREVIOUS_AUTH_FILE_VERSION && version !== LEGACY_AUTH_FILE_VERSION) {

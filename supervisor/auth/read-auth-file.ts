@@ -3,6 +3,7 @@ import * as fsp from 'node:fs/promises';
 import type { Logger } from '../../shared/logger.js';
 import { AuthFileShapeError, MAX_AUTH_FILE_BYTES, parseAuthFile, type ParsedAuthFile } from './auth-file.js';
 import { AuthStoreCorruptError } from './errors.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 
 /** Mode auth.json is written with and tightened to. */
 export const AUTH_FILE_MODE = 0o600;
@@ -16,7 +17,7 @@ export async function readAuthFile(file: string, log: Logger): Promise<ParsedAut
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return null;
-    throw new AuthStoreCorruptError(file, `is unreadable (${code ?? (e as Error).message})`);
+    throw new AuthStoreCorruptError(file, `is unreadable (${code ?? errorMessage(e)})`);
   }
   try {
     const stat = await handle.stat();
@@ -26,7 +27,7 @@ export async function readAuthFile(file: string, log: Logger): Promise<ParsedAut
     try {
       bytes = await handle.readFile();
     } catch (e) {
-      throw new AuthStoreCorruptError(file, `is unreadable (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+      throw new AuthStoreCorruptError(file, `is unreadable (${(e as NodeJS.ErrnoException).code ?? errorMessage(e)})`);
     }
     let text: string;
     try {
@@ -49,7 +50,7 @@ export async function readAuthFile(file: string, log: Logger): Promise<ParsedAut
         await handle.chmod(AUTH_FILE_MODE);
         log.warn('auth.json was readable by others; its mode is now 0600', { file, was: (stat.mode & 0o777).toString(8) });
       } catch (e) {
-        log.warn('auth.json is readable by others and its mode could not be fixed', { file, error: (e as Error).message });
+        log.warn('auth.json is readable by others and its mode could not be fixed', { file, error: errorMessage(e) });
       }
     }
     return contents;

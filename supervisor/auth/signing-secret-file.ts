@@ -6,6 +6,7 @@ import type { Logger } from '../../shared/logger.js';
 import { writeFileAtomic, type AtomicWriteFileSystem } from './atomic-write.js';
 import { AuthStoreCorruptError, AuthStorePersistError } from './errors.js';
 import { SIGNING_SECRET_BYTES } from './signing-key.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 
 /**
  * The secret sign-in credentials are signed from, kept apart from auth.json: auth.json then
@@ -44,7 +45,7 @@ export async function readSigningSecretFile(file: string): Promise<Buffer | null
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return null;
-    throw new AuthStoreCorruptError(file, `is unreadable (${code ?? (e as Error).message})`);
+    throw new AuthStoreCorruptError(file, `is unreadable (${code ?? errorMessage(e)})`);
   }
   try {
     const stat = await handle.stat();

@@ -148,7 +148,7 @@ export class FleetMember {
       await redis.connect();
     } catch (error) {
       redis.disconnect();
-      throw new StartupError('STATE_STORE', `Redis at ${where.shown} cannot be reached: ${(error as Error).message}`);
+      throw new StartupError('STATE_STORE', `Redis at ${where.shown} cannot be reached: ${errorMessage(error)}`);
     }
     const leases = new FleetLeases(redis, where.poolPrefix);
     const token = `${options.node}/${process.pid}/${randomUUID()}`;

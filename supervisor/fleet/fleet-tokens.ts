@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '../../shared/logger.js';
 import type { FleetChannels } from './fleet-channels.js';
 import { AuthFileShapeError, isTokenId, MAX_STORED_TOKENS, parseStoredToken, type StoredToken } from '../auth/auth-file.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 
 /** What the fleet's tokens need of this node's credential store (the service wires AuthStore and the push to the workers). */
 export interface FleetTokenStore {
@@ -107,7 +108,7 @@ export class FleetTokens {
       await this.tellRevocations(store);
       await this.learnRevocations(store);
     } catch (error) {
-      this.log.warn('the fleet’s revoked tokens could not be exchanged; revocations known here stay in force', { error: (error as Error).message });
+      this.log.warn('the fleet’s revoked tokens could not be exchanged; revocations known here stay in force', { error: errorMessage(error) });
     }
     const epoch = this.epoch();
     if (epoch === null) return;
@@ -122,7 +123,7 @@ export class FleetTokens {
       if (stale.length > 0) await this.redis.multi().hdel(this.tokensKey, ...stale).publish(this.channel, `revoked ${stale.join(' ')}`).exec();
       store.replace(tokens.filter((t) => !revoked.has(t.id)));
     } catch (error) {
-      this.log.warn('the fleet’s tokens could not be read; serving the ones known', { error: (error as Error).message });
+      this.log.warn('the fleet’s tokens could not be read; serving the ones known', { error: errorMessage(error) });
     }
   }
 

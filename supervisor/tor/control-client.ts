@@ -22,6 +22,7 @@ import {
   ControlProtocolError,
 } from './errors.js';
 import type { ControlEndpoint } from './torrc.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 
 /**
  * One long-lived control connection to one tor. Commands are answered strictly in order
@@ -350,8 +351,8 @@ export class TorControlClient extends EventEmitter<ControlClientEvents> {
       event = parseEvent(reply);
     } catch (error) {
       // One malformed event does not desynchronise the command stream: report and carry on.
-      this.log.warn('unparseable control event', { error: (error as Error).message });
-      this.emit('protocol-error', error as Error);
+      this.log.warn('unparseable control event', { error: errorMessage(error) });
+      this.emit('protocol-error', error instanceof Error ? error : new Error(errorMessage(error)));
       return;
     }
     this.emit('event', event);
@@ -444,7 +445,7 @@ async function readCookie(path: string): Promise<string> {
   try {
     cookie = await readFile(path);
   } catch (error) {
-    throw new ControlAuthenticationError(`cannot read the control cookie: ${(error as Error).message}`);
+    throw new ControlAuthenticationError(`cannot read the control cookie: ${errorMessage(error)}`);
   }
   if (cookie.length !== 32) throw new ControlAuthenticationError(`control cookie is ${cookie.length} bytes, expected 32`);
   return cookie.toString('hex');

@@ -315,7 +315,7 @@ export class ExitControl {
     } catch (error) {
       // The subscription is as it was (a reconnect subscribes everything again).
       if (current()) this.streamEvents = on ? 'off' : 'on';
-      this.host.log.debug('SETEVENTS failed', { error: (error as Error).message });
+      this.host.log.debug('SETEVENTS failed', { error: errorMessage(error) });
       return;
     } finally {
       this.streamsQuietSince = undefined;
@@ -382,8 +382,8 @@ export class ExitControl {
       if (!current()) return;
       this.markSent(rotation);
     } catch (error) {
-      this.host.log.warn('rotation failed', { rotation: rotation.id, error: (error as Error).message });
-      this.finishRotation(rotation, { ok: false, reason: 'failed', error: error as Error });
+      this.host.log.warn('rotation failed', { rotation: rotation.id, error: errorMessage(error) });
+      this.finishRotation(rotation, { ok: false, reason: 'failed', error: error instanceof Error ? error : new Error(errorMessage(error)) });
     }
   }
 

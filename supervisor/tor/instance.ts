@@ -23,6 +23,7 @@ import { assertPrivateNetworkTorrc } from './private-network-guard.js';
 import { logLineSeverity, parseBootstrapLogLine, parseStreamTimeoutLogLine } from './tor-log-line.js';
 import { TorProcess, type ProcessExit } from './tor-process.js';
 import { renderTorrc, type ControlEndpoint, type SocksEndpoint } from './torrc.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 
 export type * from './instance-types.js';
 
@@ -526,7 +527,7 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
       } catch (error) {
         if (this.connectingClient === client) this.connectingClient = undefined;
         await client.close();
-        this.log.debug('control port not reachable yet', { error: (error as Error).message });
+        this.log.debug('control port not reachable yet', { error: errorMessage(error) });
         if (!(await this.delays.wait(retryMs))) return;
         retryMs = Math.min(retryMs * 2, CONTROL_CONNECT_RETRY_MAX_MS);
         continue;
@@ -559,7 +560,7 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
       this.maybeReady(generation);
       this.exits.refresh();
     } catch (error) {
-      this.log.warn('control sync failed', { error: (error as Error).message });
+      this.log.warn('control sync failed', { error: errorMessage(error) });
     }
   }
 

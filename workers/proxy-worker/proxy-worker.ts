@@ -15,6 +15,7 @@ import { listenNamed } from '../../shared/worker/listen-error.js';
 import { HopCredentials } from './hop-credentials.js';
 import { ProxyCredentials } from './proxy-credentials.js';
 import type { RunningWorker, WorkerContext } from '../../shared/worker/worker-context.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 
 /** A route request the supervisor does not answer within this is refused (never a hang). */
 export const ROUTE_TIMEOUT_MS = 2000;
@@ -145,7 +146,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
         await server.listen(config.sessionPortBase + id, config.bindHost);
       } catch (e) {
         sessionPorts.delete(id);
-        log.error('session port failed to open', { instance: id, port: config.sessionPortBase + id, error: (e as Error).message });
+        log.error('session port failed to open', { instance: id, port: config.sessionPortBase + id, error: errorMessage(e) });
       }
     }
   };
