@@ -7,7 +7,7 @@
 import type { AuditEvent } from '../shared/api/audit-event.js';
 import type { ExitsView, InstanceView, PoolSummary } from '../shared/api/views.js';
 import { startService, type RunningService } from '../test/support/fixtures/service.js';
-import { sharedTestnet } from '../test/support/fixtures/testnet.js';
+import { egressTestnet } from '../test/support/fixtures/testnet.js';
 import { ms, percentile, type BenchSection } from './report.js';
 
 export interface EgressBenchOptions {
@@ -33,8 +33,9 @@ async function json<T>(svc: RunningService, jwt: string, path: string, method = 
 
 /** Starts a service and times it from the spawn to `size` instances routable (polled every POLL_MS). */
 async function timedStart(env: Record<string, string | undefined>, size: number): Promise<{ svc: RunningService; jwt: string; readyMs: number }> {
+  const net = await egressTestnet();
   const t0 = performance.now();
-  const svc = await startService({ POOL_SIZE: String(size), LOG_LEVEL: 'warn', EXIT_LIST: undefined, ...env });
+  const svc = await startService({ POOL_SIZE: String(size), LOG_LEVEL: 'warn', EXIT_LIST: undefined, ...env }, { testnet: net });
   let jwt = '';
   for (;;) {
     if (performance.now() - t0 > READY_TIMEOUT_MS) throw new Error(`not ready within ${READY_TIMEOUT_MS} ms:\n${svc.output().slice(-2000)}`);
@@ -50,7 +51,7 @@ async function timedStart(env: Record<string, string | undefined>, size: number)
 }
 
 export async function benchEgressProbe(o: EgressBenchOptions = FULL_EGRESS_OPTIONS): Promise<BenchSection> {
-  await sharedTestnet();
+  await egressTestnet();
   const withProbe: number[] = [];
   const without: number[] = [];
   const probeMs: { mean: number; max: number }[] = [];

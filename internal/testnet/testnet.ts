@@ -67,6 +67,8 @@ export interface TestnetOptions {
   relays?: number;
   /** Country codes given to exits in turn (default de, nl, us, se, …). */
   exitCountries?: readonly string[];
+  /** Two exits send their traffic from an address in another exit's /24 (EGRESS_ELSEWHERE_EXITS); default false. */
+  egressElsewhere?: boolean;
   /** Leave the work dir (keys, logs) on disk after stop(). */
   keepWorkDir?: boolean;
   /** SIGTERM grace per tor in stop() before SIGKILL. */
@@ -83,7 +85,8 @@ export interface TestnetExit {
   readonly country: string;
   /**
    * The address destinations see as the source of its traffic: `address`, except for the exits
-   * that leave from an address in another exit's /24 (EGRESS_ELSEWHERE_EXITS).
+   * that leave from an address in another exit's /24 (EGRESS_ELSEWHERE_EXITS, in a network
+   * started with `egressElsewhere`).
    */
   readonly egressAddress: string;
   /** Lower-case code of the egress address (GETINFO ip-to-country/<egressAddress>). */
@@ -261,14 +264,15 @@ class RunningTestnet implements Testnet {
     const relays = options.relays ?? DEFAULT_RELAYS;
     const exits = options.exits ?? DEFAULT_EXITS;
     const exitCountries = options.exitCountries ?? DEFAULT_EXIT_COUNTRIES;
+    const egressElsewhere = options.egressElsewhere ?? false;
     const requestedBase = options.basePort ?? DEFAULT_BASE_PORT;
     this.block = await reservePortBlock({
       basePort: requestedBase,
       exact: options.basePort !== undefined,
       span: portSpan(relays, exits),
-      endpointsFor: (base) => plannedEndpoints(planTopology({ basePort: base, relays, exits, exitCountries, workDir: this.workDir })),
+      endpointsFor: (base) => plannedEndpoints(planTopology({ basePort: base, relays, exits, exitCountries, egressElsewhere, workDir: this.workDir })),
     });
-    const plan = planTopology({ basePort: this.block.basePort, relays, exits, exitCountries, workDir: this.workDir });
+    const plan = planTopology({ basePort: this.block.basePort, relays, exits, exitCountries, egressElsewhere, workDir: this.workDir });
     this.plan = plan;
     this.log.info('starting test network', { workDir: this.workDir, basePort: plan.basePort, authorities: AUTHORITY_COUNT, relays, exits });
 

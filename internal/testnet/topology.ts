@@ -57,7 +57,7 @@ export const SHARED_BLOCK_EXITS: readonly [number, number] = [0, 1];
 export const FAMILY_EXITS: readonly [number, number] = [2, 3];
 /**
  * Exits whose exit traffic leaves from another address than the one they publish, as some
- * exits of the public network do: [exit, host exit]. The exit's traffic leaves from an address
+ * exits of the public network do, in a network started with `egressElsewhere`: [exit, host exit]. The exit's traffic leaves from an address
  * in the host exit's /24, which the GeoIP file places in the host's country. Exit 5 (ch,
  * 127.24.0.1) leaves from 127.23.0.6, in exit 4's /24 (us); exit 7 (jp, 127.26.0.1) from
  * 127.21.0.8, in exit 2's (us). So the 8 exits publish 7 /24s but sites see them from 5:
@@ -98,16 +98,17 @@ export function exitAddress(i: number): string {
   return `127.${FIRST_EXIT_BLOCK + block}.0.1`;
 }
 
-/** Where exit `i`'s traffic leaves from: an address in its host exit's /24 for EGRESS_ELSEWHERE_EXITS, else its own. */
-export function exitEgressAddress(i: number, exits: number): string {
-  const host = hostExitOf(i, exits);
+/** Where exit `i`'s traffic leaves from: an address in its host exit's /24 for EGRESS_ELSEWHERE_EXITS (when the network has them), else its own. */
+export function exitEgressAddress(i: number, exits: number, egressElsewhere: boolean): string {
+  const host = hostExitOf(i, exits, egressElsewhere);
   if (host === undefined) return exitAddress(i);
   const [a, b, c] = exitAddress(host).split('.');
   return `${a}.${b}.${c}.${i + 1}`;
 }
 
 /** The exit in whose /24 (and country) exit `i`'s traffic leaves, when it is one of EGRESS_ELSEWHERE_EXITS in a network that has its host. */
-function hostExitOf(i: number, exits: number): number | undefined {
+function hostExitOf(i: number, exits: number, egressElsewhere: boolean): number | undefined {
+  if (!egressElsewhere) return undefined;
   const pair = EGRESS_ELSEWHERE_EXITS.find(([exit, host]) => exit === i && exit < exits && host < exits);
   return pair?.[1];
 }
@@ -125,6 +126,12 @@ export interface TopologyInput {
   readonly relays: number;
   readonly exits: number;
   readonly exitCountries: readonly string[];
+  /**
+   * Whether EGRESS_ELSEWHERE_EXITS leave from another exit's /24. Off by default: most tests
+   * count the /24s a pool can keep apart, and two of them fewer leaves too few for a rotation
+   * to avoid a session's last five.
+   */
+  readonly egressElsewhere?: boolean;
   readonly workDir: string;
 }
 
@@ -154,6 +161,7 @@ export function portSpan(relays: number, exits: number): number {
 export function planTopology(input: TopologyInput): TestnetPlan {
   validateTopology(input);
   const { basePort, relays, exits, exitCountries, workDir } = input;
+  const egressElsewhere = input.egressElsewhere ?? false;
   const nodes: NodePlan[] = [];
   const add = (role: NodeRole, index: number, address: string, country: string | undefined, familyExits: number[] = [], egress = { address, country }): void => {
     const slot = nodes.length;
@@ -176,8 +184,8 @@ export function planTopology(input: TopologyInput): TestnetPlan {
   for (let i = 0; i < relays; i++) add('relay', i, `127.0.0.${FIRST_RELAY_HOST + i}`, undefined);
   const countryOf = (i: number): string => (exitCountries[i % exitCountries.length] ?? 'de').toLowerCase();
   for (let i = 0; i < exits; i++) {
-    const host = hostExitOf(i, exits);
-    add('exit', i, exitAddress(i), countryOf(i), familyOf(i, exits), { address: exitEgressAddress(i, exits), country: countryOf(host ?? i) });
+    const host = hostExitOf(i, exits, egressElsewhere);
+    add('exit', i, exitAddress(i), countryOf(i), familyOf(i, exits), { address: exitEgressAddress(i, exits, egressElsewhere), country: countryOf(host ?? i) });
   }
   const relayPorts = { low: basePort + FIRST_NODE_PORT_OFFSET, high: basePort + portSpan(relays, exits) - 1 };
   return { basePort, dnsPort: basePort, whoamiPort: basePort + 1, relayPorts, nodes };

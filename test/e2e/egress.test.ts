@@ -1,7 +1,7 @@
 /**
  * What sites see (issue 31), end to end on the private network, where two of the eight exits
  * publish one address and send their traffic from another, inside another exit's /24 and
- * country (internal/testnet, EGRESS_ELSEWHERE_EXITS): 7 published /24s, 5 seen by destinations.
+ * country (a network of its own started with egressElsewhere: internal/testnet, EGRESS_ELSEWHERE_EXITS): 7 published /24s, 5 seen by destinations.
  * Each instance's exit_ip is measured through its exit before it serves, so it is what the
  * destination sees; a pool as large as the number of egress /24s leaves from that many; an exit
  * list gives the same answer without a probe; and a probe that fails never holds an instance
@@ -14,7 +14,7 @@ import { HealApi } from '../support/clients/api-client.js';
 import { whoamiByInstance } from '../support/clients/exits-seen.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
 import { startService, type RunningService } from '../support/fixtures/service.js';
-import { sharedTestnet } from '../support/fixtures/testnet.js';
+import { egressTestnet } from '../support/fixtures/testnet.js';
 import { pollUntil } from '../support/waiting.js';
 import { childLogger } from '../../shared/logger.js';
 
@@ -30,13 +30,13 @@ describe('what sites see: exits judged by the address their traffic leaves from 
   this.timeout(600_000);
 
   it(`within ${EXIT_IP_MEASURED_WITHIN_MS / 1000} s of start every instance's exit_ip is what the destination sees, and a pool as large as the egress /24s leaves from that many`, async () => {
-    const net = await sharedTestnet();
+    const net = await egressTestnet();
     const egressBlocks = new Set(net.exits.map((e) => addressBlock(e.egressAddress))).size;
     expect(new Set(net.exits.map((e) => addressBlock(e.address))).size, 'published /24s').to.equal(7);
     expect(egressBlocks, 'the /24s destinations see').to.equal(5);
     const startedAt = Date.now();
     // The probe alone: no exit list.
-    const svc = await startService({ POOL_SIZE: String(egressBlocks), EXIT_LIST: undefined });
+    const svc = await startService({ POOL_SIZE: String(egressBlocks), EXIT_LIST: undefined }, { testnet: net });
     try {
       await svc.waitReady(egressBlocks, EXIT_IP_MEASURED_WITHIN_MS);
       const api = await HealApi.signIn(svc);
@@ -78,8 +78,8 @@ describe('what sites see: exits judged by the address their traffic leaves from 
   });
 
   it('reads the exits’ addresses from an exit list (EXIT_LIST) without a probe: every exit is told apart from the start', async () => {
-    const net = await sharedTestnet();
-    const svc = await startService({ POOL_SIZE: '5', EXIT_LIST: net.exitListFile, EGRESS_PROBE_URLS: 'none' });
+    const net = await egressTestnet();
+    const svc = await startService({ POOL_SIZE: '5', EXIT_LIST: net.exitListFile, EGRESS_PROBE_URLS: 'none' }, { testnet: net });
     try {
       await svc.waitReady(5);
       const api = await HealApi.signIn(svc);
@@ -100,7 +100,7 @@ describe('what sites see: exits judged by the address their traffic leaves from 
   });
 
   it('serves when the probe fails (an echo that resets, one that answers no address), naming the published address and saying so', async () => {
-    const net = await sharedTestnet();
+    const net = await egressTestnet();
     const elsewhere = net.exits.filter((e) => e.egressAddress !== e.address);
     const [resets, garbles] = elsewhere;
     if (!resets || !garbles) throw new Error('the network has two exits that leave from elsewhere');
@@ -109,7 +109,7 @@ describe('what sites see: exits judged by the address their traffic leaves from 
     let svc: RunningService | undefined;
     try {
       const startedAt = Date.now();
-      svc = await startService({ POOL_SIZE: '2', TOR_EXIT_NODES: `$${resets.fingerprint},$${garbles.fingerprint}`, TOR_STRICT_NODES: '1', EXIT_LIST: undefined });
+      svc = await startService({ POOL_SIZE: '2', TOR_EXIT_NODES: `$${resets.fingerprint},$${garbles.fingerprint}`, TOR_STRICT_NODES: '1', EXIT_LIST: undefined }, { testnet: net });
       await svc.waitReady(2);
       const api = await HealApi.signIn(svc);
       const instances: InstanceView[] = await pollUntil('both serving', () => api.instances(), 60_000, { until: (is) => is.length === 2 && is.every((i) => i.ready && !i.rotating && i.exit_ip !== '') });

@@ -76,8 +76,8 @@ describe('testnet topology and torrc', () => {
     expect(lines).to.include(`MyFamily $${fp('F')}`);
   });
 
-  it('sends the traffic of two default exits from an address in another exit\'s /24 and country: 7 published /24s, 5 seen by destinations', () => {
-    const big = planTopology({ basePort: 20000, relays: 3, exits: DEFAULT_EXITS, exitCountries: DEFAULT_EXIT_COUNTRIES, workDir: '/w' });
+  it('with egressElsewhere, sends the traffic of two exits from an address in another exit\'s /24 and country: 7 published /24s, 5 seen by destinations', () => {
+    const big = planTopology({ basePort: 20000, relays: 3, exits: DEFAULT_EXITS, exitCountries: DEFAULT_EXIT_COUNTRIES, egressElsewhere: true, workDir: '/w' });
     const exits = big.nodes.filter((n) => n.role === 'exit');
     const block = (a: string): string => a.split('.').slice(0, 3).join('.');
     for (const [i, host] of EGRESS_ELSEWHERE_EXITS) {
@@ -94,8 +94,10 @@ describe('testnet topology and torrc', () => {
     expect(new Set(exits.map((e) => block(e.address))).size).to.equal(7);
     expect(new Set(exits.map((e) => block(e.egressAddress))).size).to.equal(5);
     expect(new Set(exits.map((e) => e.egressAddress)).size, 'every egress address its own').to.equal(exits.length);
-    // A small network has no host for them: every exit leaves from its own address.
+    // A small network has no host for them, and without the option none does: every exit leaves from its own address.
     for (const e of plan.nodes.filter((n) => n.role === 'exit')) expect(e.egressAddress).to.equal(e.address);
+    const plain = planTopology({ basePort: 20000, relays: 3, exits: DEFAULT_EXITS, exitCountries: DEFAULT_EXIT_COUNTRIES, workDir: '/w' });
+    for (const e of plain.nodes.filter((n) => n.role === 'exit')) expect([e.egressAddress, e.egressCountry]).to.deep.equal([e.address, e.country]);
     expect(big.relayPorts).to.deep.equal({ low: 20010, high: 20000 + portSpan(3, DEFAULT_EXITS) - 1 });
     const ports = plannedEndpoints(big).filter((e) => e.protocol === 'tcp' && e.port !== big.whoamiPort).map((e) => e.port);
     expect(ports.every((p) => p >= big.relayPorts.low && p <= big.relayPorts.high), 'every ORPort and DirPort is a relay port').to.equal(true);
