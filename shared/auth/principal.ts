@@ -1,6 +1,5 @@
 /** A token carries exactly one scope (docs/api.md, "Authentication and access"). */
 export type Scope = 'proxy' | 'admin';
-export const SCOPES: readonly Scope[] = ['proxy', 'admin'];
 
 export function isScope(value: unknown): value is Scope {
   return value === 'proxy' || value === 'admin';

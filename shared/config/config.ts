@@ -2,7 +2,6 @@ import os from 'node:os';
 import path from 'node:path';
 import type { StateStoreSetting } from './values.js';
 import type { LogLevel } from '../logger.js';
-import { LOG_LEVELS } from '../logger.js';
 import { PORTS_PER_INSTANCE } from './limits.js';
 import type { RateLimit, RoutableFloor } from './values.js';
 
@@ -121,8 +120,4 @@ export function defaultProxyWorkers(): number {
 
 export function resolveDataDir(raw: string): string {
   return path.resolve(raw);
-}
-
-export function isLogLevel(v: string): v is LogLevel {
-  return (LOG_LEVELS as readonly string[]).includes(v);
 }

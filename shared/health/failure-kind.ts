@@ -48,10 +48,6 @@ export class FailureReportInvalidError extends ExitpoolError {
   }
 }
 
-export function isFailureKind(value: unknown): value is FailureKind {
-  return typeof value === 'string' && (FAILURE_KINDS as readonly string[]).includes(value);
-}
-
 /**
  * Aliases by normalised text (lower case, runs of blanks, `-` and `_` folded into one `_`).
  * Words are matched whole, never searched for inside longer text: "no captcha, just slow" is

@@ -51,7 +51,6 @@ export function asPublished(exit: PublishedExit, seen: readonly string[] = []): 
  * apart, and `family` keeps relays, /24s and families apart.
  */
 export type DistinctUnit = 'relay' | 'subnet' | 'family';
-export const DISTINCT_UNITS: readonly DistinctUnit[] = ['relay', 'subnet', 'family'];
 
 /** The keys by which `relay` conflicts with another under `unit`. */
 export function distinctKeys(relay: Pick<ExitRelay, 'fingerprint' | 'block' | 'family'>, unit: DistinctUnit): string[] {

@@ -13,7 +13,6 @@ import { exitsViewOf, liftBan } from '../../supervisor/exits/exits-view.js';
 import { matchesNodeList } from '../../supervisor/exits/node-selection.js';
 import { logger } from '../../shared/logger.js';
 import { isFreshExit, rankByFreshness, rememberExit } from '../../supervisor/pool/exit-freshness.js';
-import { soleComplainingDomain } from '../../supervisor/verdicts/site-complaints.js';
 import type { ExitState } from '../../supervisor/pool/pool-instance.js';
 
 const fp = (c: string): string => c.repeat(40).toUpperCase();
@@ -444,13 +443,10 @@ describe('exit freshness for a session', () => {
     expect(rankByFreshness(candidates.slice(2), history, bannedFor)).to.deep.equal({ ids: [3], fresh: false });
   });
 
-  it('remembers the last exits newest last, and the one site that complained', () => {
+  it('remembers the last exits newest last', () => {
     expect(rememberExit(['a', 'b'], 'a', 2)).to.deep.equal(['b', 'a']);
     expect(rememberExit(['a', 'b'], 'c', 2)).to.deep.equal(['b', 'c']);
     expect(rememberExit(['a'], 'c', 0)).to.deep.equal(['a']);
     fc.assert(fc.property(fc.array(fc.ipV4()), fc.integer({ min: 0, max: 6 }), (ips, keep) => ips.reduce((r, ip) => rememberExit(r, ip, keep), [] as string[]).length <= keep));
-    expect(soleComplainingDomain([{ domain: 'a.com', at: 5 }, { domain: 'a.com', at: 9 }], 0)).to.equal('a.com');
-    expect(soleComplainingDomain([{ domain: 'a.com', at: 5 }, { domain: '', at: 9 }], 0)).to.equal('');
-    expect(soleComplainingDomain([{ domain: 'b.com', at: 1 }, { domain: 'a.com', at: 9 }], 5), 'older than the window').to.equal('a.com');
   });
 });
