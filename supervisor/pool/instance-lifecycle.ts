@@ -30,11 +30,6 @@ export interface InstanceRotation {
   avoidDomains?: readonly string[];
   /** Only an exit in one of these countries. */
   countries?: readonly string[];
-  /**
-   * Its sessions stay on it through the rotation, whatever DRAIN_ON_ROTATE says: a session alone
-   * on its instance rotating it in place (no other session's exit changes).
-   */
-  keepSessions?: boolean;
 }
 
 export interface LifecycleDeps {
@@ -255,7 +250,7 @@ export class InstanceLifecycle {
       message: `instance ${id} rotating to ${to}${plan.shortage ? ` (${plan.shortage})` : ''}`,
       details: { by, exit: plan.exit, shortage: plan.shortage },
     });
-    if (config.drainOnRotate && !rotation.keepSessions) registry.moveOff(e, 'rotate', leaving);
+    if (config.drainOnRotate) registry.moveOff(e, 'rotate', leaving);
     return plan;
   }
 

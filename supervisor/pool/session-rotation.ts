@@ -32,12 +32,13 @@ const noSuchSession = (): ExitpoolError => new ExitpoolError('EXITPOOL_NO_SUCH_S
 /**
  * Where a rotated session goes (supervisor/exits/README.md, "Rotations give a new IP"; README.md
  * here, "Spares"): an instance whose exit is none of the session's recent exits (nor in their
- * /24s, nor banned for a site it reported), a warm spare only when no other is; else, for a
- * session alone on its instance, that instance given a new exit in place; else a free instance
- * (a spare, else an idle one) given a fresh exit (SpareSupply); else, said out loud, whatever is
- * left. No instance that carries another session is given a new exit for it, so no other
- * session's exit changes; the one exception is the SPEC's: with nowhere else to move at all, the
- * session's own instance is rotated. Where a quarantine sends sessions, and the history each move
+ * /24s, nor banned for a site it reported), a warm spare only when no other is; else a free
+ * instance (a spare, else an idle one) given a fresh exit (SpareSupply); else, said out loud,
+ * whatever is left. The session always moves to another instance when there is one (the SPEC's
+ * first rotate rule), even alone on its own, which could otherwise be re-pinned where it is. No
+ * instance that carries another session is given a new exit for it, so no other session's exit
+ * changes; the one exception is the SPEC's: with nowhere else to move at all, the session's own
+ * instance is rotated. Where a quarantine sends sessions, and the history each move
  * leaves behind, is the registry's (InstanceRegistry.targets, noteLeftExit).
  */
 export class SessionRotation {
@@ -99,10 +100,7 @@ export class SessionRotation {
     };
     let targets: { placement: Placement; fresh: boolean } = registry.targets(vacated, wish.avoid, wish.domains, s, true);
     let path: SupplyPath = !targets.fresh ? 'none' : targets.placement.routable.some((id) => registry.isSpare(id) && sessions.countOn(id) === 0) ? 'spare' : 'instance';
-    const own = registry.entry(vacated);
-    // Alone on its instance, the session can have a new exit where it is: nobody else's changes.
-    const inPlace = !targets.fresh && exits !== undefined && how.inPlace && own !== undefined && own.instance.ready() && sessions.countOn(vacated) === 1 && supply.qualifyingExitExists(vacated, wish);
-    if (!targets.fresh && exits && !inPlace) {
+    if (!targets.fresh && exits) {
       const drawn = await supply.freshExitFor(key, vacated, wish);
       if (drawn !== null) {
         targets = { placement: { routable: [drawn.id], lastResort: null, fits: registry.fits }, fresh: true };
@@ -112,7 +110,7 @@ export class SessionRotation {
     // The session may have been deleted or moved while a fresh exit was being assigned.
     if (sessions.get(key) !== s) throw noSuchSession();
     let note = '';
-    const moved = inPlace ? null : sessions.rotate(key, targets.placement, how.reason);
+    const moved = sessions.rotate(key, targets.placement, how.reason);
     if (moved) {
       registry.noteLeftExit(key, leavingIp);
       if (!targets.fresh) note = `no instance on an exit outside the session's last ${config.exitHistory} exits: moved to one that may repeat an exit`;
@@ -133,11 +131,11 @@ export class SessionRotation {
     } else if (!how.inPlace) {
       note = 'no other instance can take the session: it stays on its exit (a rotation would give its instance a new exit, moving every session on it)';
     } else {
-      // Alone on its instance, or nowhere else to go (the SPEC's rule): the session stays and its
-      // instance gets a new exit (or circuit) instead.
+      // Nowhere else to go (the SPEC's rule): the session stays and its instance gets a new exit
+      // (or circuit) instead.
       const e = registry.entry(s.instance);
       if (!e || !e.instance.ready()) throw new ExitpoolError('EXITPOOL_NO_ROUTABLE_INSTANCE', 'no routable instance to rotate to');
-      const plan = await lifecycle.rotateInstance(e, 'session', { ...rotationFor(key, wish), ...(inPlace ? { keepSessions: true } : {}) });
+      const plan = await lifecycle.rotateInstance(e, 'session', rotationFor(key, wish));
       registry.noteLeftExit(key, leavingIp);
       if (exits && plan.exit === '') note = plan.shortage || 'no exit could be assigned: a new circuit within the same selection';
       // A new pin takes well under a second: answer once it serves, so the session's next

@@ -165,25 +165,27 @@ describe('spares (WARM_SPARES): supply for rotations in a busy pool', () => {
     expect(last?.details.supply).to.equal('spare');
   });
 
-  it('rotates a session alone on its instance in place when no instance has a fresh exit, keeping it there', async () => {
-    // One exit per /24, as many as instances and one more: the free one is where the session goes.
+  it('moves a session alone on its instance to another instance when none has a fresh exit (the SPEC: a rotation reassigns), saying so, and changes nobody\'s exit', async () => {
+    // One exit per /24, as many as instances and one more.
     const relays = ['a', 'b', 'c'].map((c, i) => relay(c, `10.0.${i + 1}.1`));
     const r = spareRig({ POOL_SIZE: '2', WARM_SPARES: '0', EXIT_HISTORY: '5' }, relays);
     const { pool } = r;
-    const unused = relays.find((x) => !pool.instanceViews().some((i) => i.exit_ip === x.address));
     const at = routed(pool.route(socks('k'), 0));
-    // The other instance carries a session: moving there would not be a fresh exit after one visit.
     const other = pool.instanceIds().find((id) => id !== at) as number;
     const first = await pool.rotateSession('k', false);
-    expect(first.instance).to.equal(other);
+    expect(first, first.exit_note).to.deep.include({ new_exit: true, instance: other });
     await settle();
     pool.route(socks('neighbour'), 0);
     expect(pool.sessionView('neighbour').instance).to.equal(at);
     const neighbour = pool.sessionView('neighbour').exit_ip;
+    // Alone on its instance, the session could have had a new exit where it is; it moves instead.
     const second = await pool.rotateSession('k', false);
-    expect(second, second.exit_note).to.deep.include({ new_exit: true, instance: other });
-    expect(pool.sessionView('neighbour').exit_ip).to.equal(neighbour);
-    expect(pool.sessionView('k').exit_ip, 'the one exit no instance had').to.equal(unused?.address);
+    expect(second.instance, 'moved to the other instance').to.equal(at);
+    expect(second.new_exit).to.equal(false);
+    expect(second.exit_note).to.match(/may repeat an exit/);
+    await settle();
+    expect(pool.sessionView('neighbour').exit_ip, "the neighbour's exit").to.equal(neighbour);
+    expect(pool.instanceViews().find((i) => i.id === other)?.rotating, 'the instance left is not re-pinned for it').to.equal(false);
   });
 
   it('says so (new_exit false) when the catalog has no exit left that is new to the session', async () => {
