@@ -22,17 +22,9 @@ import { captchaReportsOf, whileEveryExitServesCaptcha, whileExitServesCaptcha }
 import { exitIpOf } from '../support/clients/session-fetch.js';
 import { TestSite } from '../support/fakes/test-site.js';
 import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
+import { failureOf } from '../support/assertions/failure-of.js';
 
 const ROTATION_GRACE_MS = 1000;
-
-async function failureOf(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (e) {
-    return e;
-  }
-  throw new Error('it did not fail');
-}
 
 describe('Node client @exitpool/client (real service, private network)', function () {
   this.timeout(120_000);

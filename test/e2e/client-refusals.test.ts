@@ -25,15 +25,7 @@ import { HealApi } from '../support/clients/api-client.js';
 import { curlHttp, curlSocks } from '../support/clients/curl.js';
 import { runPython } from '../support/clients/python.js';
 import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
-
-async function failureOf(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (e) {
-    return e;
-  }
-  throw new Error('it did not fail');
-}
+import { failureOf } from '../support/assertions/failure-of.js';
 
 describe('clients and the proxy’s answers: the refusal matrix, the username dialects (real service, private network)', function () {
   this.timeout(120_000);

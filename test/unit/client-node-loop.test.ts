@@ -14,6 +14,7 @@ import { axiosThrough } from '../../clients/node/src/axios.js';
 import { ExitpoolCrawlee } from '../../clients/node/src/crawlee.js';
 import { gotThrough, gotThroughHttpProxy } from '../../clients/node/src/got.js';
 import { FakeExitpool, type FakePage } from '../support/fakes/fake-exitpool.js';
+import { failureOf } from '../support/assertions/failure-of.js';
 
 const SITE = 'http://site.test';
 const FORBIDDEN: FakePage = { status: 403, body: 'Forbidden' };
@@ -24,15 +25,6 @@ function site(url: URL): FakePage {
   if (url.pathname === '/blocked') return FORBIDDEN;
   if (url.pathname === '/cross') return { status: 302, headers: { Location: 'http://www.site.test/landing' } };
   return { status: 200, body: 'welcome' };
-}
-
-async function failureOf(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (e) {
-    return e;
-  }
-  throw new Error('it did not fail');
 }
 
 describe('Node client: the request loop (fake pool)', function () {
