@@ -1,4 +1,11 @@
-import type { RouteRefusal } from '../ipc/protocol.js';
+/** Why a route is refused; the listeners map each to their protocol's reply. */
+export type RouteRefusal =
+  | 'no_routable_instance'
+  | 'session_limit'
+  /** The username asked for countries no usable exit is in (none in the catalog, or all banned). */
+  | 'no_exit_in_country'
+  /** An instance was being given an exit there and did not serve through it within COUNTRY_EXIT_WAIT_MS. */
+  | 'country_wait_timeout';
 
 /**
  * A session's last route refusal, as `GET /api/sessions/{key}/refusal` answers it: for clients

@@ -1,6 +1,6 @@
 import type { AuditEvent, AuditType } from '../api/audit-event.js';
 import type { SessionParams } from '../api/session-username.js';
-import type { SessionRefusalView } from '../api/route-refusal.js';
+import type { RouteRefusal, SessionRefusalView } from '../api/route-refusal.js';
 import type { ApiCredentialSnapshot, ProxyCredentialSnapshot } from '../auth/credential-snapshot.js';
 import type { RateLimitDecision } from '../auth/login-rate-limiter.js';
 import type { HopGrant, HopKey } from '../auth/hop-credential.js';
@@ -45,14 +45,8 @@ export interface RouteParams {
   params?: SessionParams;
 }
 
-/** Why a route is refused; the listeners map each to their protocol's reply. */
-export type RouteRefusal =
-  | 'no_routable_instance'
-  | 'session_limit'
-  /** The username asked for countries no usable exit is in (none in the catalog, or all banned). */
-  | 'no_exit_in_country'
-  /** An instance was being given an exit there and did not serve through it within COUNTRY_EXIT_WAIT_MS. */
-  | 'country_wait_timeout';
+// Defined beside its replies (shared/api/route-refusal.ts); the protocol names it too.
+export type { RouteRefusal };
 
 export type RouteResult =
   /**
