@@ -416,7 +416,7 @@ async function shareWithFleet(fleet: FleetMember, store: AuthStore, auth: AuthOp
     await undo();
     throw new StartupError('STATE_STORE', `the fleet's tokens could not be read from Redis: ${errorMessage(e)}`);
   }
-  await fleet.attachPool(core.pool, core.exits, core.audit);
+  await fleet.attachPool(core.pool.fleetPort, core.exits, core.audit);
 }
 
 /** Each rotation of this node's hop keys reaches its proxy workers (a worker forked later asks for them: hop.keys). */

@@ -5,7 +5,7 @@ export type FleetNodeSummary = Omit<FleetNodeView, 'node' | 'updated_at'>;
 
 /**
  * What the fleet needs of this node's pool. Defined here and implemented by the pool
- * (supervisor/pool/pool.ts), so that the fleet never imports the pool.
+ * (supervisor/pool/pool-fleet-port.ts), so that the fleet never imports the pool.
  */
 export interface FleetPoolPort {
   /** Keys of the sessions used since `since` or with a connection open: their ownership is renewed. */

@@ -374,6 +374,32 @@ export class InstanceRegistry extends EventEmitter<PoolEvents> implements Verdic
     }
   }
 
+  /**
+   * Spreads the sessions an episode piled onto some instances once others are back
+   * (SessionTable.rebalance), every tick while any session is displaced: transitions can come
+   * and go between two ticks, so the state is checked, not the transition. One audit event per
+   * instance that sessions moved to, not one per session.
+   */
+  rebalanceDisplaced(): void {
+    if (this.sessions.displacedCount === 0) return;
+    const moved = this.sessions.rebalance(this.memberPlacement());
+    if (moved.length === 0) return;
+    const byTarget = new Map<number, number>();
+    for (const a of moved) {
+      byTarget.set(a.to, (byTarget.get(a.to) ?? 0) + 1);
+      if (a.from !== null) this.noteLeftExit(a.key, this.exitIpOf(a.from));
+    }
+    for (const [to, count] of byTarget) {
+      this.deps.audit.record({
+        type: 'assignment',
+        instance: to,
+        session: null,
+        message: `${count} displaced session${count === 1 ? '' : 's'} moved to instance ${to} to rebalance the pool`,
+        details: { to, count, reason: 'rebalance' },
+      });
+    }
+  }
+
   auditAssignment(a: Assignment): void {
     const message =
       a.from === null ? `session assigned to instance ${a.to}` : `session moved from instance ${a.from} to ${a.to} (${a.reason})`;

@@ -19,17 +19,17 @@ import type { PartyOf } from '../verdicts/parties.js';
 import { Verdicts } from '../verdicts/verdicts.js';
 import type { FleetSessions } from '../fleet/fleet-sessions.js';
 import { FleetRouting } from '../fleet/fleet-routing.js';
-import type { FleetNodeSummary, FleetPoolPort } from '../fleet/fleet-pool-port.js';
+import type { FleetPoolPort } from '../fleet/fleet-pool-port.js';
 import { ConnectionLedger, type ConnectionTotals } from './connection-ledger.js';
 import { CountryPlacement } from './country-placement.js';
 import { InstanceLifecycle, type InstanceAction } from './instance-lifecycle.js';
 import { InstanceRegistry, socksOf, type PoolEvents } from './instance-registry.js';
 import type { PoolEntry } from './pool-entry.js';
 import type { PoolInstance } from './pool-instance.js';
+import { PoolFleetPort } from './pool-fleet-port.js';
 import { instanceViewOf, poolSummaryOf } from './pool-views.js';
 import { SessionRotation } from './session-rotation.js';
 import { SpareSupply } from './spare-supply.js';
-import { isFreshExit } from './exit-freshness.js';
 
 export type { PoolEvents };
 
@@ -70,7 +70,7 @@ const noSuchSession = (): ExitpoolError => new ExitpoolError('EXITPOOL_NO_SUCH_S
  * instance lifecycle, session rotation and country placement. Lives in the supervisor only;
  * workers reach it over IPC.
  */
-export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
+export class Pool extends EventEmitter<PoolEvents> {
   readonly sessions: SessionTable;
   readonly stats = new StatsHistory();
   /** Each session's last refused route, briefly (GET /api/sessions/{key}/refusal). */
@@ -84,6 +84,8 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
   private readonly supply: SpareSupply;
   private readonly countries: CountryPlacement;
   private readonly fleetRouting: FleetRouting | null;
+  /** What a fleet asks of this node's pool (FleetMember.attachPool). */
+  readonly fleetPort: FleetPoolPort;
 
   constructor(private readonly deps: PoolDeps) {
     super();
@@ -136,6 +138,7 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
     this.supply = new SpareSupply({ registry, lifecycle: this.lifecycle, config, log });
     this.rotation = new SessionRotation({ registry, lifecycle: this.lifecycle, supply: this.supply, config, audit, log });
     this.countries = new CountryPlacement(registry, this.lifecycle, now);
+    this.fleetPort = new PoolFleetPort({ sessions: this.sessions, audit, routableCount: () => registry.routableCount(), instanceViews: () => this.instanceViews() });
     this.fleetRouting = deps.fleet
       ? new FleetRouting({ fleet: deps.fleet, hasSession: (key) => this.sessions.get(key) !== undefined, routeHere: (p, slot) => this.routeHere(p, slot), audit, log })
       : null;
@@ -291,35 +294,9 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
     this.sessions.expire(now);
     const placement = this.registry.placement();
     this.registry.leases.routableNow(placement.routable);
-    this.rebalanceDisplaced(this.registry.memberPlacement());
+    this.registry.rebalanceDisplaced();
     this.supply.tick();
     this.stats.tick(now, { sessions: this.sessions.size, routable: placement.routable.length });
-  }
-
-  /**
-   * Spreads the sessions an episode piled onto some instances once others are back
-   * (SessionTable.rebalance), every tick while any session is displaced: transitions can come
-   * and go between two ticks, so the state is checked, not the transition. One audit event per
-   * instance that sessions moved to, not one per session.
-   */
-  private rebalanceDisplaced(placement: ReturnType<InstanceRegistry['placement']>): void {
-    if (this.sessions.displacedCount === 0) return;
-    const moved = this.sessions.rebalance(placement);
-    if (moved.length === 0) return;
-    const byTarget = new Map<number, number>();
-    for (const a of moved) {
-      byTarget.set(a.to, (byTarget.get(a.to) ?? 0) + 1);
-      if (a.from !== null) this.registry.noteLeftExit(a.key, this.registry.exitIpOf(a.from));
-    }
-    for (const [to, count] of byTarget) {
-      this.deps.audit.record({
-        type: 'assignment',
-        instance: to,
-        session: null,
-        message: `${count} displaced session${count === 1 ? '' : 's'} moved to instance ${to} to rebalance the pool`,
-        details: { to, count, reason: 'rebalance' },
-      });
-    }
   }
 
   // ---- views ----
@@ -406,23 +383,7 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
   async reportFailure(key: string, kind: FailureKind, reason: string, reporter: Reporter, domain = ''): Promise<FailureResult> {
     const v = this.verdicts.reportFailure(key, kind, reason, reporter, domain);
     this.emit('failure-reported', kind, v.scored);
-    let moved = false;
-    let newExit = false;
-    let note = '';
-    const s = this.sessions.get(key);
-    if (s && s.instance === v.instance) {
-      const outcome = await this.rotation.moveReported(key).catch(() => null);
-      moved = outcome?.moved ?? false;
-      newExit = outcome?.result.new_exit ?? false;
-      note = outcome?.result.exit_note ?? 'the session went away meanwhile';
-    } else if (s) {
-      // The quarantine or site ban the report caused moved it already.
-      moved = true;
-      const exit = this.registry.entry(s.instance)?.instance.exit();
-      newExit = exit !== undefined && isFreshExit(exit, { addresses: s.recentExits, domains: s.domains }, this.registry.bannedFor);
-      if (!newExit) note = `no instance on an exit outside the session's last ${this.deps.config.exitHistory} exits: moved to one that may repeat an exit`;
-    }
-    for (const other of v.move.slice(1)) if (this.sessions.get(other)?.instance === v.instance) this.rotation.moveAlong(other);
+    const { moved, newExit, note } = await this.rotation.afterReport(key, v);
     const now = this.sessions.get(key);
     return { session: v.session, instance: v.instance, kind: v.kind, scored: v.scored, moved, exit_ip: now ? this.registry.exitIpOf(now.instance) : '', new_exit: newExit, exit_note: note };
   }
@@ -442,51 +403,6 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
 
   resize(size: number): ResizeResult {
     return this.lifecycle.resize(size);
-  }
-
-  // ---- a node of a fleet (FleetPoolPort) ----
-
-  /** Keys of the sessions used since `since` or with a connection open: on a fleet, their ownership is renewed. */
-  sessionKeysUsedSince(since: number): string[] {
-    const keys: string[] = [];
-    for (const s of this.sessions.all()) if (s.lastSeen >= since || s.active > 0) keys.push(s.key);
-    return keys;
-  }
-
-  /**
-   * Sessions another node of the fleet owns, which this node served too while the two could not
-   * reach Redis: removed here (audited), so that their next connections go to the owner.
-   */
-  giveUpSessions(sessions: readonly { key: string; owner: string }[]): void {
-    for (const { key, owner } of sessions) {
-      if (!this.sessions.delete(key)) continue;
-      this.deps.audit.record({
-        type: 'assignment',
-        instance: null,
-        session: key,
-        message: `session given up: node ${owner} owns it, and its next connections go there`,
-        details: { reason: 'owned_elsewhere', owner_node: owner },
-      });
-    }
-  }
-
-  /** What this node publishes of itself to the fleet (GET /api/fleet on any node). */
-  nodeSummary(): FleetNodeSummary {
-    return {
-      routable: this.registry.routableCount(),
-      sessions: this.sessions.size,
-      instances: this.instanceViews().map((i) => ({
-        id: i.id,
-        ready: i.ready,
-        state: i.health.state,
-        exit_ip: i.exit_ip,
-        exit_country: i.exit_country,
-        exit_fingerprint: i.assigned_exit?.fingerprint ?? '',
-        exit_shortage: i.exit_shortage,
-        sessions: i.sessions,
-        requests: i.totals.requests,
-      })),
-    };
   }
 
   // ---- shutdown ----

@@ -7,6 +7,8 @@ import type { AuditLog } from '../audit/audit-log.js';
 import type { Placement } from '../sessions/session-table.js';
 import type { InstanceLifecycle } from './instance-lifecycle.js';
 import type { InstanceRegistry } from './instance-registry.js';
+import type { ReportVerdict } from '../verdicts/verdicts.js';
+import { isFreshExit } from './exit-freshness.js';
 import type { PoolEntry } from './pool-entry.js';
 import { exitFieldsOf } from './pool-views.js';
 import { FRESH_EXIT_WAIT_MS, rotationFor, type ExitWish, type SpareSupply } from './spare-supply.js';
@@ -57,6 +59,34 @@ export class SessionRotation {
    */
   async moveReported(key: string): Promise<{ moved: boolean; result: SessionRotateResult }> {
     return this.move(key, { newnym: false, inPlace: false, reason: 'report' });
+  }
+
+  /**
+   * After the verdicts weighed a client's report about `key` (supervisor/verdicts): the session
+   * leaves the reported exit at once, with the sessions its credential sent through that exit,
+   * whatever the report's budget (it harms no one else). A quarantine or site ban the report
+   * caused may have moved it already: then whether that move found a fresh exit is said.
+   */
+  async afterReport(key: string, v: ReportVerdict): Promise<{ moved: boolean; newExit: boolean; note: string }> {
+    const { registry, config } = this.deps;
+    const sessions = registry.sessions;
+    let moved = false;
+    let newExit = false;
+    let note = '';
+    const s = sessions.get(key);
+    if (s && s.instance === v.instance) {
+      const outcome = await this.moveReported(key).catch(() => null);
+      moved = outcome?.moved ?? false;
+      newExit = outcome?.result.new_exit ?? false;
+      note = outcome?.result.exit_note ?? 'the session went away meanwhile';
+    } else if (s) {
+      moved = true;
+      const exit = registry.entry(s.instance)?.instance.exit();
+      newExit = exit !== undefined && isFreshExit(exit, { addresses: s.recentExits, domains: s.domains }, registry.bannedFor);
+      if (!newExit) note = `no instance on an exit outside the session's last ${config.exitHistory} exits: moved to one that may repeat an exit`;
+    }
+    for (const other of v.move.slice(1)) if (sessions.get(other)?.instance === v.instance) this.moveAlong(other);
+    return { moved, newExit, note };
   }
 
   /**
