@@ -111,7 +111,7 @@ export async function runDemo(env: Environment): Promise<number> {
  */
 async function printExits(service: Service): Promise<void> {
   const deadline = Date.now() + EXITS_PRINT_WAIT_MS;
-  const views = (): ReturnType<Service['pool']['instanceViews']> => service.pool.instanceViews();
+  const views = (): ReturnType<Service['pool']['views']['instanceViews']> => service.pool.views.instanceViews();
   while (Date.now() < deadline && !views().every((v) => v.ready && v.exit_ip !== '')) await new Promise((r) => setTimeout(r, 250));
   const lines = views().map((v) => {
     const exit = v.assigned_exit;

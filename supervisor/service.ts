@@ -331,7 +331,7 @@ function assemblePool(config: Config, options: ServiceOptions, state: LoadedStat
     ? DurableState.resume(
         state.store,
         state.early,
-        { sessions: pool.sessions, exitOf: (id) => pool.instanceExit(id), exits, health: () => pool.persistableHealth(), audit, stats: pool.stats },
+        { sessions: pool.sessions, exitOf: (id) => pool.views.instanceExit(id), exits, health: () => pool.views.persistableHealth(), audit, stats: pool.stats },
         { poolSize: config.poolSize },
         log,
       )
@@ -367,12 +367,12 @@ function torPoolInstance(config: Config, options: ServiceOptions, id: number, ex
 function poolMetrics(config: Config, core: PoolCore, fleet: FleetMember | null, workers: WorkerPort, load: WorkerLoad): PoolMetrics {
   const { pool, exits } = core;
   const metrics = new PoolMetrics({
-    instanceViews: () => pool.instanceViews(),
-    lifetime: (id) => pool.healthLifetime(id),
+    instanceViews: () => pool.views.instanceViews(),
+    lifetime: (id) => pool.views.healthLifetime(id),
     quarantineScore: () => config.quarantineFailures,
-    totals: () => pool.totalsNow(),
+    totals: () => pool.views.totalsNow(),
     sessionCount: () => pool.sessions.size,
-    sessionsByCountry: () => pool.sessionsByCountry(),
+    sessionsByCountry: () => pool.views.sessionsByCountry(),
     routableCount: () => pool.placement().routable.length,
     exitCounts: () =>
       exits ? { inUse: exits.assignedCount(), banned: exits.bans.list(Date.now()).length, eligible: exits.eligibleCount(), catalog: exits.catalog.size, bansMade: exits.bans.made } : null,
@@ -434,7 +434,7 @@ function wireWorkerNotices(core: PoolCore, workers: WorkerManager, log: Logger):
   audit.on('event', (e) => workers.broadcast('event', e, 'api'));
   pool.on('instances-changed', (ids) => workers.broadcast('session-ports', { instances: ids }, 'proxy'));
   pool.on('instance-down', (id) => workers.broadcast('instance-down', { instance: id }, 'proxy'));
-  pool.on('serving', (ready) => log.info('serving', { ready, socks: pool.summary().socks_port, http: pool.summary().http_port }));
+  pool.on('serving', (ready) => log.info('serving', { ready, socks: pool.views.summary().socks_port, http: pool.views.summary().http_port }));
   pool.on('ready-count', (ready) => log.info('instance bootstrapped', { ready, size: pool.instanceIds().length }));
 }
 

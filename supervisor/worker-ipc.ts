@@ -62,20 +62,20 @@ export function workerRequestHandlers(h: WorkerHandle, d: WorkerIpcDeps): IpcHan
     ping: () => ({ receivedAt: Date.now() }),
     'health.get': () => ({ routable: pool.placement().routable.length, proxyWorkersListening: d.proxyWorkersListening() }),
     route: (p) => pool.route(p, h.slot),
-    'pool.summary': () => pool.summary(),
+    'pool.summary': () => pool.views.summary(),
     'pool.resize': ({ size }) => settled(pool.resize(size)),
     'pool.rotate': () => pool.rotatePool(),
-    'instances.list': () => pool.instanceViews(),
-    'instances.get': ({ id }) => pool.instanceView(id),
+    'instances.list': () => pool.views.instanceViews(),
+    'instances.get': ({ id }) => pool.views.instanceView(id),
     'instances.action': ({ id, action, wipe }) => settled(pool.instanceAction(id, action, wipe ?? true)),
     // Connections routed with leases travel in the workers' batches: bring them in first.
     'sessions.list': async () => {
       await d.flushAccounting();
-      return pool.sessionViews();
+      return pool.views.sessionViews();
     },
     'sessions.get': async ({ key }) => {
       await d.flushAccounting();
-      return pool.sessionView(key);
+      return pool.views.sessionView(key);
     },
     'sessions.rotate': ({ key, newnym }) => settled(pool.rotateSession(key, newnym)),
     // The sites the session reached travel in the workers' batches: bring them in before judging.
@@ -195,5 +195,5 @@ export function invalidateRouteLeases(workers: WorkerManager, invalidation: Rout
 }
 
 export function stateSnapshot(pool: Pool): StateSnapshot {
-  return { pool: pool.summary(), instances: pool.instanceViews(), stats: pool.stats.latest() };
+  return { pool: pool.views.summary(), instances: pool.views.instanceViews(), stats: pool.stats.latest() };
 }

@@ -1,6 +1,12 @@
-import type { ExitAddressSource, ExitAssignmentView, InstanceView, PoolSummary } from '../../shared/api/views.js';
+import type { ExitAddressSource, ExitAssignmentView, InstanceView, PoolSummary, SessionView } from '../../shared/api/views.js';
 import { formatDuration, type Config } from '../../shared/config/index.js';
+import { ExitpoolError } from '../../shared/errors/catalogue.js';
 import { serviceVersion } from '../../shared/version.js';
+import type { HealthTracker } from '../health/health-tracker.js';
+import type { HealthSnapshot } from '../health/health-snapshot.js';
+import { viewOf } from '../sessions/session.js';
+import type { ConnectionLedger, ConnectionTotals } from './connection-ledger.js';
+import type { InstanceRegistry } from './instance-registry.js';
 import type { PoolEntry } from './pool-entry.js';
 import type { ExitState } from './pool-instance.js';
 
@@ -115,4 +121,86 @@ export function poolSummaryOf(c: Config, n: PoolCounts): PoolSummary {
       session_port_base: c.sessionPortBase,
     },
   };
+}
+
+export interface PoolViewsDeps {
+  config: Config;
+  registry: InstanceRegistry;
+  ledger: ConnectionLedger;
+}
+
+const noSuchInstance = (id: number): ExitpoolError => new ExitpoolError('EXITPOOL_NO_SUCH_INSTANCE', `no instance ${id}`);
+const noSuchSession = (): ExitpoolError => new ExitpoolError('EXITPOOL_NO_SUCH_SESSION', 'no such session');
+
+/** The pool read as the API, the metrics and the durable state read it (`Pool.views`): nothing here changes it. */
+export class PoolViews {
+  constructor(private readonly deps: PoolViewsDeps) {}
+
+  totalsNow(): ConnectionTotals {
+    return this.deps.ledger.totalsNow();
+  }
+
+  healthLifetime(id: number): ReturnType<HealthTracker['lifetime']> | null {
+    return this.deps.registry.entry(id)?.health.lifetime() ?? null;
+  }
+
+  summary(): PoolSummary {
+    return poolSummaryOf(this.deps.config, {
+      size: this.deps.registry.size,
+      targetSize: this.deps.registry.targetSize,
+      ready: this.deps.registry.readyCount(),
+      routable: this.deps.registry.routableCount(),
+      sessions: this.deps.registry.sessions.size,
+      totals: this.deps.ledger.totalsNow(),
+      spares: this.deps.registry.spareCounts(),
+      spareTarget: this.deps.registry.spareTarget,
+    });
+  }
+
+  instanceViews(): InstanceView[] {
+    return this.deps.registry.ids().map((id) => this.viewOfEntry(this.deps.registry.entry(id) as PoolEntry));
+  }
+
+  instanceView(id: number): InstanceView {
+    const e = this.deps.registry.entry(id);
+    if (!e) throw noSuchInstance(id);
+    return this.viewOfEntry(e);
+  }
+
+  /** One instance's view (also what an instance action answers). */
+  viewOfEntry(e: PoolEntry): InstanceView {
+    const id = e.instance.id;
+    return instanceViewOf(e, this.deps.registry.sessions.countOn(id), this.deps.registry.exits?.assignment(id) ?? null, this.deps.registry.exits?.shortageOf(id) ?? '', (fp) => this.deps.registry.exits?.addressOf(fp));
+  }
+
+  sessionViews(): SessionView[] {
+    return [...this.deps.registry.sessions.all()].map((s) => viewOf(s, this.deps.registry.entry(s.instance)?.instance.exit()));
+  }
+
+  sessionView(key: string): SessionView {
+    const s = this.deps.registry.sessions.get(key);
+    if (!s) throw noSuchSession();
+    const view = viewOf(s, this.deps.registry.entry(s.instance)?.instance.exit());
+    const base = this.deps.config.sessionPortBase;
+    if (base !== null) view.session_port = base + s.instance;
+    return view;
+  }
+
+  /** The exit an instance leaves through now (IP and relay, '' while unknown): the durable state writes it with each session. */
+  instanceExit(id: number): { ip: string; fingerprint: string } {
+    const exit = this.deps.registry.entry(id)?.instance.exit();
+    return { ip: exit?.exitIp ?? '', fingerprint: exit?.exitFingerprint ?? '' };
+  }
+
+  /** Sessions per country their username asked for (a session naming several counts under each). */
+  sessionsByCountry(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const s of this.deps.registry.sessions.all()) for (const c of s.params?.countries ?? []) counts.set(c, (counts.get(c) ?? 0) + 1);
+    return counts;
+  }
+
+  /** Each instance's health as the durable state keeps it. */
+  persistableHealth(): Map<number, HealthSnapshot> {
+    return new Map([...this.deps.registry.all()].map((e) => [e.instance.id, e.health.persistable()]));
+  }
 }

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from '../../shared/logger.js';
-import type { FailureResult, InstanceView, PoolRotateResult, PoolSummary, ResizeResult, SessionRotateResult, SessionView } from '../../shared/api/views.js';
+import type { FailureResult, InstanceView, PoolRotateResult, ResizeResult, SessionRotateResult } from '../../shared/api/views.js';
 import type { Config } from '../../shared/config/index.js';
 import type { CloseRecord, DestinationProbe, DestinationProbeResult, OpenedRoute, ReachedHost, ReleasedRoute, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
@@ -9,8 +9,6 @@ import type { InvalidationSender } from '../routing/route-leases.js';
 import { RecentRefusals } from '../routing/recent-refusals.js';
 import type { ExitAssignments } from '../exits/exit-assignments.js';
 import type { FailureKind, HealthTracker } from '../health/health-tracker.js';
-import type { HealthSnapshot } from '../health/health-snapshot.js';
-import { viewOf } from '../sessions/session.js';
 import type { SessionTable } from '../sessions/session-table.js';
 import { StatsHistory } from '../stats/stats-history.js';
 import type { BudgetCounters } from '../verdicts/budget-counter.js';
@@ -20,14 +18,14 @@ import { Verdicts } from '../verdicts/verdicts.js';
 import type { FleetSessions } from '../fleet/fleet-sessions.js';
 import { FleetRouting } from '../fleet/fleet-routing.js';
 import type { FleetPoolPort } from '../fleet/fleet-pool-port.js';
-import { ConnectionLedger, type ConnectionTotals } from './connection-ledger.js';
+import { ConnectionLedger } from './connection-ledger.js';
 import { CountryPlacement } from './country-placement.js';
 import { InstanceLifecycle, type InstanceAction } from './instance-lifecycle.js';
 import { InstanceRegistry, socksOf, type PoolEvents } from './instance-registry.js';
 import type { PoolEntry } from './pool-entry.js';
 import type { PoolInstance } from './pool-instance.js';
 import { PoolFleetPort } from './pool-fleet-port.js';
-import { instanceViewOf, poolSummaryOf } from './pool-views.js';
+import { PoolViews } from './pool-views.js';
 import { SessionRotation } from './session-rotation.js';
 import { SpareSupply } from './spare-supply.js';
 
@@ -60,7 +58,6 @@ export interface PoolDeps {
   budgets?: BudgetCounters;
 }
 
-const noSuchInstance = (id: number): ExitpoolError => new ExitpoolError('EXITPOOL_NO_SUCH_INSTANCE', `no instance ${id}`);
 const noSuchSession = (): ExitpoolError => new ExitpoolError('EXITPOOL_NO_SUCH_SESSION', 'no such session');
 
 /**
@@ -86,6 +83,8 @@ export class Pool extends EventEmitter<PoolEvents> {
   private readonly fleetRouting: FleetRouting | null;
   /** What a fleet asks of this node's pool (FleetMember.attachPool). */
   readonly fleetPort: FleetPoolPort;
+  /** The pool read as the API, the metrics and the durable state read it. */
+  readonly views: PoolViews;
 
   constructor(private readonly deps: PoolDeps) {
     super();
@@ -123,6 +122,7 @@ export class Pool extends EventEmitter<PoolEvents> {
       onDestinationFault: () => registry.emit('destination-fault'),
     });
     this.ledger = new ConnectionLedger(registry, this.stats, this.verdicts, now);
+    const views = (this.views = new PoolViews({ config, registry, ledger: this.ledger }));
     this.lifecycle = new InstanceLifecycle({
       registry,
       verdicts: this.verdicts,
@@ -133,12 +133,12 @@ export class Pool extends EventEmitter<PoolEvents> {
       ...(exits ? { exits } : {}),
       createInstance: deps.createInstance,
       createHealth: deps.createHealth,
-      viewOf: (e) => this.viewOfEntry(e),
+      viewOf: (e) => views.viewOfEntry(e),
     });
     this.supply = new SpareSupply({ registry, lifecycle: this.lifecycle, config, log });
     this.rotation = new SessionRotation({ registry, lifecycle: this.lifecycle, supply: this.supply, config, audit, log });
     this.countries = new CountryPlacement(registry, this.lifecycle, now);
-    this.fleetPort = new PoolFleetPort({ sessions: this.sessions, audit, routableCount: () => registry.routableCount(), instanceViews: () => this.instanceViews() });
+    this.fleetPort = new PoolFleetPort({ sessions: this.sessions, audit, routableCount: () => registry.routableCount(), instanceViews: () => views.instanceViews() });
     this.fleetRouting = deps.fleet
       ? new FleetRouting({ fleet: deps.fleet, hasSession: (key) => this.sessions.get(key) !== undefined, routeHere: (p, slot) => this.routeHere(p, slot), audit, log })
       : null;
@@ -297,75 +297,6 @@ export class Pool extends EventEmitter<PoolEvents> {
     this.registry.rebalanceDisplaced();
     this.supply.tick();
     this.stats.tick(now, { sessions: this.sessions.size, routable: placement.routable.length });
-  }
-
-  // ---- views ----
-
-  totalsNow(): ConnectionTotals {
-    return this.ledger.totalsNow();
-  }
-
-  healthLifetime(id: number): ReturnType<HealthTracker['lifetime']> | null {
-    return this.registry.entry(id)?.health.lifetime() ?? null;
-  }
-
-  summary(): PoolSummary {
-    return poolSummaryOf(this.deps.config, {
-      size: this.registry.size,
-      targetSize: this.registry.targetSize,
-      ready: this.registry.readyCount(),
-      routable: this.registry.routableCount(),
-      sessions: this.sessions.size,
-      totals: this.ledger.totalsNow(),
-      spares: this.registry.spareCounts(),
-      spareTarget: this.registry.spareTarget,
-    });
-  }
-
-  instanceViews(): InstanceView[] {
-    return this.registry.ids().map((id) => this.viewOfEntry(this.registry.entry(id) as PoolEntry));
-  }
-
-  instanceView(id: number): InstanceView {
-    const e = this.registry.entry(id);
-    if (!e) throw noSuchInstance(id);
-    return this.viewOfEntry(e);
-  }
-
-  private viewOfEntry(e: PoolEntry): InstanceView {
-    const id = e.instance.id;
-    return instanceViewOf(e, this.sessions.countOn(id), this.deps.exits?.assignment(id) ?? null, this.deps.exits?.shortageOf(id) ?? '', (fp) => this.deps.exits?.addressOf(fp));
-  }
-
-  sessionViews(): SessionView[] {
-    return [...this.sessions.all()].map((s) => viewOf(s, this.registry.entry(s.instance)?.instance.exit()));
-  }
-
-  sessionView(key: string): SessionView {
-    const s = this.sessions.get(key);
-    if (!s) throw noSuchSession();
-    const view = viewOf(s, this.registry.entry(s.instance)?.instance.exit());
-    const base = this.deps.config.sessionPortBase;
-    if (base !== null) view.session_port = base + s.instance;
-    return view;
-  }
-
-  /** The exit an instance leaves through now (IP and relay, '' while unknown): the durable state writes it with each session. */
-  instanceExit(id: number): { ip: string; fingerprint: string } {
-    const exit = this.registry.entry(id)?.instance.exit();
-    return { ip: exit?.exitIp ?? '', fingerprint: exit?.exitFingerprint ?? '' };
-  }
-
-  /** Sessions per country their username asked for (a session naming several counts under each). */
-  sessionsByCountry(): Map<string, number> {
-    const counts = new Map<string, number>();
-    for (const s of this.sessions.all()) for (const c of s.params?.countries ?? []) counts.set(c, (counts.get(c) ?? 0) + 1);
-    return counts;
-  }
-
-  /** Each instance's health as the durable state keeps it. */
-  persistableHealth(): Map<number, HealthSnapshot> {
-    return new Map([...this.registry.all()].map((e) => [e.instance.id, e.health.persistable()]));
   }
 
   // ---- the API's operations ----

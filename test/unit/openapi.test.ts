@@ -205,10 +205,10 @@ describe('docs/openapi.yaml', () => {
         if (!r.ok) throw new Error('not routed');
         pool.recordCloses([{ key: 'alice', session: pool.sessions.get('alice')?.id ?? null, instance: r.instance, bytesUp: 10, bytesDown: 20, ok: true, latencyMs: 12, endedAt: 0, host: 'example.test', credential: 'token:t' }], 0);
         pool.tick();
-        expectConforms(doc, 'PoolSummary', pool.summary());
-        for (const v of pool.instanceViews()) expectConforms(doc, 'Instance', v);
-        for (const v of pool.sessionViews()) expectConforms(doc, 'Session', v);
-        const one = pool.sessionView('alice');
+        expectConforms(doc, 'PoolSummary', pool.views.summary());
+        for (const v of pool.views.instanceViews()) expectConforms(doc, 'Instance', v);
+        for (const v of pool.views.sessionViews()) expectConforms(doc, 'Session', v);
+        const one = pool.views.sessionView('alice');
         expectConforms(doc, 'Session', one);
         expect('session_port' in one).to.equal('SESSION_PORT_BASE' in env);
         expectConforms(doc, 'FailureResult', await pool.reportFailure('alice', 'captcha', 'a challenge page', { kind: 'token', id: 'test' }));

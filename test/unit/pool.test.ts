@@ -34,7 +34,7 @@ describe('pool', () => {
   it('spawns the configured instances and reports them', () => {
     const { pool } = rig();
     expect(pool.instanceIds()).to.deep.equal([0, 1, 2, 3]);
-    const s = pool.summary();
+    const s = pool.views.summary();
     expect(s).to.include({ size: 4, ready: 4, routable: 4, sessions: 0, socks_port: 9250, http_port: 9251 });
     expect(s.config).to.include({ pool_size: 4, session_ttl: '10m0s', default_session: 'ip' });
     expect(s.version).to.match(/^\d+\.\d+\.\d+$/);
@@ -53,7 +53,7 @@ describe('pool', () => {
     const ip = rig({ DEFAULT_SESSION: 'ip' }).pool;
     const a = routed(ip.route(socks(null, '10.0.0.1'), 0));
     expect(routed(ip.route(socks(null, '10.0.0.1'), 0))).to.equal(a);
-    expect(ip.sessionView('ip:10.0.0.1').key).to.equal('ip:10.0.0.1');
+    expect(ip.views.sessionView('ip:10.0.0.1').key).to.equal('ip:10.0.0.1');
 
     const shared = rig({ DEFAULT_SESSION: 'shared' }).pool;
     const s = routed(shared.route(socks(null, '10.0.0.1', 'shared'), 0));
@@ -63,7 +63,7 @@ describe('pool', () => {
     const seen = new Set<number>();
     for (let i = 0; i < 60; i++) seen.add(routed(random.route(socks(null, '10.1.1.1', 'random'), 0)));
     expect(seen.size).to.be.greaterThan(1);
-    expect(random.summary().sessions).to.equal(0);
+    expect(random.views.summary().sessions).to.equal(0);
   });
 
   it('refuses at once when nothing is routable', () => {
@@ -76,7 +76,7 @@ describe('pool', () => {
     const first = routed(pool.route(socks('k'), 0));
     expect((await pool.instanceAction(first, 'rotate')).id).to.equal(first);
     expect(instances.get(first)!.rotations).to.equal(1);
-    expect(pool.sessionView('k').instance).to.not.equal(first);
+    expect(pool.views.sessionView('k').instance).to.not.equal(first);
     for (let i = 0; i < 20; i++) expect(routed(pool.route(socks(`new${i}`), 0))).to.not.equal(first);
   });
 
@@ -97,7 +97,7 @@ describe('pool', () => {
       ],
       3,
     );
-    const s = pool.summary();
+    const s = pool.views.summary();
     expect(s.totals).to.deep.equal({ requests: 2, failures: 1, bytes_up: 11, bytes_down: 20 });
     const h = health.get(inst)!;
     // A session's success reaches health after SUCCESS_REPORT_GRACE_MS (it ended long ago here).
@@ -179,7 +179,7 @@ describe('pool', () => {
     pool.route(socks('k'), 1);
     pool.route(socks('k'), 1);
     pool.route(socks('k'), 2);
-    const active = (): number => pool.sessionView('k').active;
+    const active = (): number => pool.views.sessionView('k').active;
     expect(active()).to.equal(3);
     pool.workerGone(1);
     expect(active()).to.equal(1);
@@ -191,11 +191,11 @@ describe('pool', () => {
     pool.route(socks('k'), 1);
     pool.route(socks('k'), 1);
     const view = (): { active: number; requests: number; failures: number } =>
-      pool.sessionView('k');
+      pool.views.sessionView('k');
     expect(view().active).to.equal(3);
     pool.recordReleased([{ key: 'k', session: pool.sessions.get('k')?.id ?? null, instance: inst }], 1);
     expect(view()).to.include({ active: 2, requests: 0, failures: 0 });
-    expect(pool.summary().totals).to.deep.equal({ requests: 0, failures: 0, bytes_up: 0, bytes_down: 0 });
+    expect(pool.views.summary().totals).to.deep.equal({ requests: 0, failures: 0, bytes_up: 0, bytes_down: 0 });
     expect(health.get(inst)!.failures).to.deep.equal([]);
     pool.recordCloses([{ key: 'k', session: pool.sessions.get('k')?.id ?? null, instance: inst, bytesUp: 1, bytesDown: 2, ok: true, latencyMs: 5, endedAt: 0, host: 'example.test', credential: 'token:t' }], 1);
     expect(view()).to.include({ active: 1, requests: 1 });
@@ -212,16 +212,16 @@ describe('pool', () => {
     const keys = Array.from({ length: 8 }, (_, i) => `k${i}`);
     for (const k of keys) pool.route(socks(k), 0);
     const frozen = instances.get(routed(pool.route(socks('k0'), 0)))!;
-    const onFrozen = (): string[] => keys.filter((k) => pool.sessionView(k).instance === frozen.id);
+    const onFrozen = (): string[] => keys.filter((k) => pool.views.sessionView(k).instance === frozen.id);
     expect(onFrozen().length).to.be.greaterThan(0);
-    const routableBefore = pool.summary().routable;
+    const routableBefore = pool.views.summary().routable;
     frozen.setResponsive(false);
     expect(onFrozen(), 'sessions moved off at once').to.deep.equal([]);
-    expect(pool.summary().routable).to.equal(routableBefore - 1);
+    expect(pool.views.summary().routable).to.equal(routableBefore - 1);
     for (let n = 0; n < 20; n++) expect(routed(pool.route(socks(`new${n}`), 0))).to.not.equal(frozen.id);
     expect(audit.recent(50).some((e) => e.type === 'instance' && e.instance === frozen.id && /does not answer/.test(e.message))).to.equal(true);
     frozen.setResponsive(true);
-    expect(pool.summary().routable).to.equal(routableBefore);
+    expect(pool.views.summary().routable).to.equal(routableBefore);
   });
 
   it('drains: moves sessions off and keeps new ones away until released', async () => {
@@ -240,7 +240,7 @@ describe('pool', () => {
     const r = await pool.instanceAction(1, 'quarantine');
     expect(r.health.state).to.equal('quarantined');
     expect(r.sessions).to.equal(0);
-    expect(pool.summary().routable).to.equal(3);
+    expect(pool.views.summary().routable).to.equal(3);
     expect(await refusalOf(pool.instanceAction(1, 'quarantine'))).to.equal('EXITPOOL_INSTANCE_STATE');
     expect(audit.recent().some((e) => e.type === 'assignment' && e.details.reason === 'quarantine')).to.equal(true);
     const released = await pool.instanceAction(1, 'release');
@@ -285,7 +285,7 @@ describe('pool', () => {
     await new Promise((r) => setImmediate(r));
     expect(pool.instanceIds()).to.deep.equal([0, 1]);
     expect(instances.get(3)!.stopped).to.equal(true);
-    for (const s of pool.sessionViews()) expect([0, 1]).to.include(s.instance);
+    for (const s of pool.views.sessionViews()) expect([0, 1]).to.include(s.instance);
     const up = pool.resize(3);
     expect(up.adding).to.deep.equal([2]);
     expect(pool.instanceIds()).to.deep.equal([0, 1, 2]);
@@ -295,9 +295,9 @@ describe('pool', () => {
   it('reports session_port on the by-key read when session ports are on', () => {
     const { pool } = rig({ AUTH_DISABLED: '1', SESSION_PORT_BASE: '30000' });
     const inst = routed(pool.route(socks('k'), 0));
-    const v = pool.sessionView('k');
+    const v = pool.views.sessionView('k');
     expect(v.session_port).to.equal(30000 + inst);
-    expect(pool.sessionViews()[0]).to.not.have.property('session_port');
+    expect(pool.views.sessionViews()[0]).to.not.have.property('session_port');
   });
 
   it('routes a session port only to its own routable instance', async () => {
@@ -333,7 +333,7 @@ describe('pool session rotation', () => {
     for (let i = 0; i < 10; i++) {
       const key = `k${i}`;
       pool.route(socks(key), 0);
-      const at = pool.sessionView(key).instance;
+      const at = pool.views.sessionView(key).instance;
       const r = await pool.rotateSession(key, false);
       expect(r.instance).to.not.equal(at);
       if (at !== 2) expect(r.exit_ip).to.equal('127.0.0.12');
@@ -352,7 +352,7 @@ describe('pool session rotation', () => {
     const second = await pool.rotateSession('k', false);
     expect(second.new_exit).to.equal(false);
     expect(second.exit_note).to.match(/last 5 exits/);
-    expect(pool.sessionView('k').recent_exits).to.have.length(2);
+    expect(pool.views.sessionView('k').recent_exits).to.have.length(2);
     expect(audit.recent(10).some((e) => e.type === 'rotate' && e.details.new_exit === false)).to.equal(true);
   });
 });
@@ -364,11 +364,11 @@ describe('pool quarantine', () => {
     instances.get(1)!.exitInfo = fakeExit('127.0.0.11');
     instances.get(2)!.exitInfo = fakeExit('127.0.0.12');
     for (let i = 0; i < 9; i++) pool.route(socks(`k${i}`), 0);
-    const burnt = pool.sessionViews().filter((s) => s.instance === 0).map((s) => s.key);
+    const burnt = pool.views.sessionViews().filter((s) => s.instance === 0).map((s) => s.key);
     expect(burnt.length).to.be.greaterThan(0);
     await pool.instanceAction(0, 'quarantine');
     for (const key of burnt) {
-      const v = pool.sessionView(key);
+      const v = pool.views.sessionView(key);
       expect(v.instance, key).to.equal(2);
     }
   });
@@ -379,11 +379,11 @@ describe('pool waiting for its listeners', () => {
     const { pool, instances } = fakePool({ POOL_SIZE: '2' }, { readyAll: false, waitForListeners: true });
     instances.get(0)!.setReady(true);
     expect(pool.isServing).to.equal(false);
-    expect(pool.summary().routable).to.equal(0);
+    expect(pool.views.summary().routable).to.equal(0);
     expect(pool.route(socks('k'), 0).ok).to.equal(false);
     pool.listenersUp();
     expect(pool.isServing).to.equal(true);
-    expect(pool.summary().routable).to.equal(1);
+    expect(pool.views.summary().routable).to.equal(1);
   });
 });
 
@@ -433,8 +433,8 @@ describe('pool: session parameters from the username', () => {
     const on0 = pool.sessions.keysOn(0).filter((k) => k.startsWith('de-'));
     await pool.instanceAction(0, 'quarantine');
     for (const k of on0) expect(pool.sessions.get(k)?.instance, k).to.equal(1);
-    expect(pool.sessionView('de-0').params).to.deep.equal({ countries: ['de'], lifetime_secs: null, mode: 'sticky' });
-    expect(pool.sessionsByCountry().get('de')).to.equal(6);
+    expect(pool.views.sessionView('de-0').params).to.deep.equal({ countries: ['de'], lifetime_secs: null, mode: 'sticky' });
+    expect(pool.views.sessionsByCountry().get('de')).to.equal(6);
   });
 
   it('refuses clearly when no exit is in the country (PIN_EXIT_RELAY off: none can be assigned), and the latest parameters win', async () => {
@@ -507,7 +507,7 @@ describe('pool: session parameters from the username', () => {
     expect(first.ok && first.lease, 'rotating: never leased').to.equal(false);
     expect([0, 1]).to.include(routed(first));
     closeAll(first);
-    expect(pool.sessionView('k').params).to.deep.equal({ countries: ['de'], lifetime_secs: 60, mode: 'rotating' });
+    expect(pool.views.sessionView('k').params).to.deep.equal({ countries: ['de'], lifetime_secs: 60, mode: 'rotating' });
 
     // Only a country now: the mode goes back to sticky and the lifetime to SESSION_TTL.
     const seen: number[] = [];
@@ -518,7 +518,7 @@ describe('pool: session parameters from the username', () => {
       closeAll(r);
     }
     expect(seen, 'one instance, no rotation').to.deep.equal([2, 2, 2, 2, 2]);
-    expect(pool.sessionView('k').params).to.deep.equal({ countries: ['nl'], lifetime_secs: null, mode: 'sticky' });
+    expect(pool.views.sessionView('k').params).to.deep.equal({ countries: ['nl'], lifetime_secs: null, mode: 'sticky' });
     expect(pool.sessions.expire(Date.now() + 61_000), 'no longer its own 60 s lifetime').to.deep.equal([]);
     const moves = audit.recent(50).filter((e) => e.type === 'assignment' && e.session === 'k' && e.details.reason === 'params');
     expect(moves, 'one move, to the Netherlands').to.have.length(1);
@@ -528,8 +528,8 @@ describe('pool: session parameters from the username', () => {
     // Only a mode now: the country goes (any instance fits, so the session stays where it is).
     const last = await pool.route(withParams('k', { mode: 'sticky' }), 0);
     expect(routed(last)).to.equal(2);
-    expect(pool.sessionView('k').params).to.deep.equal({ countries: [], lifetime_secs: null, mode: 'sticky' });
-    expect(pool.sessionsByCountry().get('nl') ?? 0).to.equal(0);
+    expect(pool.views.sessionView('k').params).to.deep.equal({ countries: [], lifetime_secs: null, mode: 'sticky' });
+    expect(pool.views.sessionsByCountry().get('nl') ?? 0).to.equal(0);
   });
 
   it('gives a rotating session another instance on every connection, counted as its requests, never leased', () => {
@@ -543,7 +543,7 @@ describe('pool: session parameters from the username', () => {
       pool.recordCloses([{ key: 'rot', session: r.session, instance: r.instance, bytesUp: 1, bytesDown: 1, ok: true, latencyMs: 1, endedAt: 0, host: 'example.test', credential: 'token:t' }], 0);
     }
     for (let i = 1; i < seen.length; i++) expect(seen[i], `connection ${i}`).to.not.equal(seen[i - 1]);
-    expect(pool.sessionView('rot').requests).to.equal(8);
+    expect(pool.views.sessionView('rot').requests).to.equal(8);
   });
 
   it('expires a session at its own lifetime, shorter or longer than SESSION_TTL', () => {

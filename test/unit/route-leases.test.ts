@@ -374,11 +374,11 @@ describe('route leases: the pool grants them and counts what they route', () => 
     expect(r).to.include({ lease: true, key: 'k' });
     pool.recordOpened([{ key: 'k', session: r.session as number, instance: r.instance }], 1);
     pool.recordOpened([{ key: 'k', session: r.session as number, instance: r.instance }], 2);
-    expect(pool.sessionView('k').active).to.equal(3);
+    expect(pool.views.sessionView('k').active).to.equal(3);
     pool.workerGone(2);
-    expect(pool.sessionView('k').active).to.equal(2);
+    expect(pool.views.sessionView('k').active).to.equal(2);
     pool.recordCloses([1, 2].map(() => ({ key: 'k', session: r.session, instance: r.instance, bytesUp: 1, bytesDown: 1, ok: true, latencyMs: 1, endedAt: 0, host: 'example.test', credential: 'token:t' })), 1);
-    expect(pool.sessionView('k')).to.include({ active: 0, requests: 2 });
+    expect(pool.views.sessionView('k')).to.include({ active: 0, requests: 2 });
     pool.stop().catch(() => undefined);
   });
 
@@ -392,7 +392,7 @@ describe('route leases: the pool grants them and counts what they route', () => 
     expect(fresh.session).to.not.equal(old.session);
     pool.recordOpened([{ key: 'k', session: old.session as number, instance: old.instance }], 1);
     pool.recordCloses([{ key: 'k', session: old.session, instance: old.instance, bytesUp: 5, bytesDown: 5, ok: true, latencyMs: 1, endedAt: 0, host: 'example.test', credential: 'token:t' }], 1);
-    expect(pool.sessionView('k')).to.include({ active: 1, requests: 0, bytes_up: 0 });
+    expect(pool.views.sessionView('k')).to.include({ active: 1, requests: 0, bytes_up: 0 });
     pool.stop().catch(() => undefined);
   });
 
@@ -429,7 +429,7 @@ describe('route leases: the pool grants them and counts what they route', () => 
     sent.length = 0;
     await pool.instanceAction(s.instance, 'drain');
     await pool.leasesSettled();
-    expect(pool.sessionView('stays').instance, 'nowhere to go').to.equal(s.instance);
+    expect(pool.views.sessionView('stays').instance, 'nowhere to go').to.equal(s.instance);
     expect(sent.flatMap((x) => x.instances)).to.include(s.instance);
     pool.stop().catch(() => undefined);
   });

@@ -38,7 +38,7 @@ function spareRig(env: Record<string, string> = {}, relays: ExitRelay[] = TESTNE
 function othersNow(r: FakePool, except: string): Map<string, string> {
   return new Map(
     r.pool
-      .sessionViews()
+      .views.sessionViews()
       .filter((s) => s.key !== except)
       .map((s) => [s.key, `${s.instance} ${s.exit_ip}`]),
   );
@@ -48,21 +48,21 @@ describe('spares (WARM_SPARES): supply for rotations in a busy pool', () => {
   it('starts WARM_SPARES instances beyond POOL_SIZE, counted apart in the summary and flagged in the instance view', () => {
     const { pool } = spareRig();
     expect(pool.instanceIds()).to.deep.equal([0, 1, 2, 3, 4, 5]);
-    const s = pool.summary();
+    const s = pool.views.summary();
     expect(s).to.include({ size: 4, ready: 4, routable: 4 });
     expect(s.spares).to.deep.equal({ size: 2, ready: 2, warm: 2, in_use: 0 });
     expect(s.config).to.include({ pool_size: 4, warm_spares: 2 });
-    expect(pool.instanceViews().map((i) => i.spare)).to.deep.equal([false, false, false, false, true, true]);
+    expect(pool.views.instanceViews().map((i) => i.spare)).to.deep.equal([false, false, false, false, true, true]);
     // Every instance, spares included, on an exit in a /24 of its own.
-    const blocks = pool.instanceViews().map((i) => addressBlock(i.exit_ip));
+    const blocks = pool.views.instanceViews().map((i) => addressBlock(i.exit_ip));
     expect(new Set(blocks).size).to.equal(6);
   });
 
   it('starts none without exit assignments (PIN_EXIT_RELAY off): a spare could not be kept on an exit of its own', () => {
     const { pool } = fakePool({ WARM_SPARES: '2' });
     expect(pool.instanceIds()).to.deep.equal([0, 1, 2, 3]);
-    expect(pool.summary().spares).to.deep.equal({ size: 0, ready: 0, warm: 0, in_use: 0 });
-    expect(pool.summary().config).to.include({ warm_spares: 0 });
+    expect(pool.views.summary().spares).to.deep.equal({ size: 0, ready: 0, warm: 0, in_use: 0 });
+    expect(pool.views.summary().config).to.include({ warm_spares: 0 });
   });
 
   it('places no new session on a spare, nor moves one there for the pool’s own reasons (quarantine, drain, rebalance)', async () => {
@@ -70,18 +70,18 @@ describe('spares (WARM_SPARES): supply for rotations in a busy pool', () => {
     for (let i = 0; i < 40; i++) expect(routed(pool.route(socks(`k${i}`), 0))).to.be.below(4);
     await pool.instanceAction(0, 'quarantine');
     await pool.instanceAction(1, 'drain');
-    for (const s of pool.sessionViews()) expect([2, 3], s.key).to.include(s.instance);
+    for (const s of pool.views.sessionViews()) expect([2, 3], s.key).to.include(s.instance);
     await pool.instanceAction(0, 'release');
     await pool.instanceAction(1, 'release');
     pool.tick();
-    for (const s of pool.sessionViews()) expect(s.instance, s.key).to.be.below(4);
-    expect(pool.summary().spares.in_use).to.equal(0);
+    for (const s of pool.views.sessionViews()) expect(s.instance, s.key).to.be.below(4);
+    expect(pool.views.summary().spares.in_use).to.equal(0);
   });
 
   it('lets the spares stand in when none of the pool’s instances is routable', async () => {
     const { pool } = spareRig({ POOL_SIZE: '1', WARM_SPARES: '1' });
     await pool.instanceAction(0, 'quarantine');
-    expect(pool.summary().routable).to.equal(0);
+    expect(pool.views.summary().routable).to.equal(0);
     expect(routed(pool.route(socks('k'), 0))).to.equal(1);
   });
 
@@ -90,14 +90,14 @@ describe('spares (WARM_SPARES): supply for rotations in a busy pool', () => {
     const { pool, audit } = r;
     for (let i = 0; i < 8; i++) pool.route(socks(`resident-${i}`), 0);
     pool.route(socks('rotator'), 0);
-    for (const s of pool.sessionViews()) expect(s.instance, 'every session on the pool’s instances').to.be.below(4);
-    for (let id = 0; id < 4; id++) expect(pool.instanceView(id).sessions, `instance ${id} carries sessions`).to.be.at.least(2);
+    for (const s of pool.views.sessionViews()) expect(s.instance, 'every session on the pool’s instances').to.be.below(4);
+    for (let id = 0; id < 4; id++) expect(pool.views.instanceView(id).sessions, `instance ${id} carries sessions`).to.be.at.least(2);
     const residents = othersNow(r, 'rotator');
-    const history = [pool.sessionView('rotator').exit_ip];
+    const history = [pool.views.sessionView('rotator').exit_ip];
     for (let i = 0; i < 24; i++) {
       const res = await pool.rotateSession('rotator', false);
       expect(res.new_exit, `rotation ${i}: ${res.exit_note}`).to.equal(true);
-      const ip = pool.sessionView('rotator').exit_ip;
+      const ip = pool.views.sessionView('rotator').exit_ip;
       expect(ip, `rotation ${i}`).to.not.equal('');
       expect(history.slice(-5).map(addressBlock), `rotation ${i}: ${ip} after ${history.slice(-5).join(' ')}`).to.not.include(addressBlock(ip));
       history.push(ip);
@@ -115,7 +115,7 @@ describe('spares (WARM_SPARES): supply for rotations in a busy pool', () => {
     const res = await pool.rotateSession('k', false);
     expect(res.new_exit).to.equal(true);
     expect(res.instance).to.be.below(4);
-    expect(pool.summary().spares.warm).to.equal(2);
+    expect(pool.views.summary().spares.warm).to.equal(2);
   });
 
   it('gives a spare its rotated sessions left a new exit at once, away from the leaver’s exits', async () => {
@@ -125,11 +125,11 @@ describe('spares (WARM_SPARES): supply for rotations in a busy pool', () => {
     for (let i = 0; i < 8; i++) pool.route(socks(`resident-${i}`), 0);
     pool.route(socks('rotator'), 0);
     // Rotate until the rotator sits on a spare, then once more: the spare it leaves is recycled.
-    let on = pool.sessionView('rotator').instance;
+    let on = pool.views.sessionView('rotator').instance;
     for (let i = 0; i < 10 && on < 4; i++) {
       await pool.rotateSession('rotator', false);
       await settle();
-      on = pool.sessionView('rotator').instance;
+      on = pool.views.sessionView('rotator').instance;
     }
     expect(on, 'the rotator reached a spare').to.be.at.least(4);
     const spare = instances.get(on)!;
@@ -137,12 +137,12 @@ describe('spares (WARM_SPARES): supply for rotations in a busy pool', () => {
     await pool.rotateSession('rotator', false);
     const recycle = spare.rotationRequests.slice(before).find((q) => q.why === 'spare');
     expect(recycle, 'the spare left empty is given a new exit').to.not.equal(undefined);
-    expect(recycle?.avoid).to.deep.equal(pool.sessionView('rotator').recent_exits);
+    expect(recycle?.avoid).to.deep.equal(pool.views.sessionView('rotator').recent_exits);
     await settle();
-    const now = pool.instanceView(on).exit_ip;
-    expect(pool.sessionView('rotator').recent_exits.map(addressBlock)).to.not.include(addressBlock(now));
-    expect(pool.instanceView(on).rotating).to.equal(false);
-    expect(pool.summary().spares.warm).to.be.at.least(1);
+    const now = pool.views.instanceView(on).exit_ip;
+    expect(pool.views.sessionView('rotator').recent_exits.map(addressBlock)).to.not.include(addressBlock(now));
+    expect(pool.views.instanceView(on).rotating).to.equal(false);
+    expect(pool.views.summary().spares.warm).to.be.at.least(1);
   });
 
   it('waits for a spare on its way to an exit new to the session (a recycle aimed at it) rather than settle for less', async () => {
@@ -150,7 +150,7 @@ describe('spares (WARM_SPARES): supply for rotations in a busy pool', () => {
     const relays = ['a', 'b', 'c', 'd'].map((c, i) => relay(c, `10.0.${i + 1}.1`));
     const r = spareRig({ POOL_SIZE: '1', WARM_SPARES: '2' }, relays);
     const { pool, instances, audit } = r;
-    const free = relays.find((x) => !pool.instanceViews().some((i) => i.exit_ip === x.address))?.address;
+    const free = relays.find((x) => !pool.views.instanceViews().some((i) => i.exit_ip === x.address))?.address;
     for (let i = 0; i < 2; i++) pool.route(socks(`resident-${i}`), 0);
     pool.route(socks('k'), 0);
     const first = await pool.rotateSession('k', false);
@@ -176,16 +176,16 @@ describe('spares (WARM_SPARES): supply for rotations in a busy pool', () => {
     expect(first, first.exit_note).to.deep.include({ new_exit: true, instance: other });
     await settle();
     pool.route(socks('neighbour'), 0);
-    expect(pool.sessionView('neighbour').instance).to.equal(at);
-    const neighbour = pool.sessionView('neighbour').exit_ip;
+    expect(pool.views.sessionView('neighbour').instance).to.equal(at);
+    const neighbour = pool.views.sessionView('neighbour').exit_ip;
     // Alone on its instance, the session could have had a new exit where it is; it moves instead.
     const second = await pool.rotateSession('k', false);
     expect(second.instance, 'moved to the other instance').to.equal(at);
     expect(second.new_exit).to.equal(false);
     expect(second.exit_note).to.match(/may repeat an exit/);
     await settle();
-    expect(pool.sessionView('neighbour').exit_ip, "the neighbour's exit").to.equal(neighbour);
-    expect(pool.instanceViews().find((i) => i.id === other)?.rotating, 'the instance left is not re-pinned for it').to.equal(false);
+    expect(pool.views.sessionView('neighbour').exit_ip, "the neighbour's exit").to.equal(neighbour);
+    expect(pool.views.instanceViews().find((i) => i.id === other)?.rotating, 'the instance left is not re-pinned for it').to.equal(false);
   });
 
   it('says so (new_exit false) when the catalog has no exit left that is new to the session', async () => {
@@ -212,35 +212,35 @@ describe('spares (WARM_SPARES): supply for rotations in a busy pool', () => {
     const r = spareRig({ POOL_SIZE: '2', WARM_SPARES: '1' }, relays);
     const { pool } = r;
     for (let i = 0; i < 4; i++) pool.route(socks(`resident-${i}`), 0);
-    const exitOf = (id: number): string => pool.instanceView(id).exit_ip;
+    const exitOf = (id: number): string => pool.views.instanceView(id).exit_ip;
     // k2 has been through both instances of the pool: only the spare is new to it.
     pool.route(socks('k2'), 0);
     pool.sessions.get('k2')!.recentExits = [exitOf(0), exitOf(1)];
     expect((await pool.rotateSession('k2', false)).instance).to.equal(2);
     // k shares an instance with residents, and every instance's exit is in its history.
     pool.route(socks('k'), 0);
-    const at = pool.sessionView('k').instance;
+    const at = pool.views.sessionView('k').instance;
     pool.sessions.get('k')!.recentExits = [exitOf(at === 0 ? 1 : 0), exitOf(2)];
     const before = othersNow(r, 'k');
     const res = await pool.rotateSession('k', false);
     expect(res.new_exit).to.equal(false);
     expect(res.exit_note).to.match(/may repeat an exit/);
     expect(othersNow(r, 'k'), 'nobody else moved or changed exit').to.deep.equal(before);
-    expect(pool.summary().spares).to.include({ warm: 0, in_use: 1 });
+    expect(pool.views.summary().spares).to.include({ warm: 0, in_use: 1 });
   });
 
   it('moves a reporting session to a spare when nothing else is fresh for it, and never rotates a shared instance for it', async () => {
     const r = spareRig({ POOL_SIZE: '2', WARM_SPARES: '1' }, ['a', 'b', 'c', 'd'].map((c, i) => relay(c, `10.0.${i + 1}.1`)));
     const { pool, instances } = r;
     for (let i = 0; i < 4; i++) pool.route(socks(`resident-${i}`), 0);
-    const at = pool.sessionView('resident-0').instance;
+    const at = pool.views.sessionView('resident-0').instance;
     const other = at === 0 ? 1 : 0;
     // The other instance's exit is already in its history: only the spare is new.
     pool.sessions.get('resident-0')!.recentExits = [instances.get(other)!.exitInfo.exitIp];
     const outcome = await pool.reportFailure('resident-0', 'captcha', 'test', { kind: 'token', id: 't' });
     expect(outcome.moved).to.equal(true);
     expect(outcome.new_exit).to.equal(true);
-    expect(pool.sessionView('resident-0').instance).to.equal(2);
+    expect(pool.views.sessionView('resident-0').instance).to.equal(2);
   });
 
   it('resizes the pool only: the spares stay, keep their indexes and leave room within MAX_POOL_SIZE', async () => {
@@ -251,8 +251,8 @@ describe('spares (WARM_SPARES): supply for rotations in a busy pool', () => {
     expect(pool.instanceIds()).to.deep.equal([0, 1, 4, 5]);
     const up = pool.resize(4);
     expect(up.adding).to.deep.equal([2, 3]);
-    expect(pool.summary()).to.include({ size: 4 });
-    expect(pool.summary().spares.size).to.equal(2);
+    expect(pool.views.summary()).to.include({ size: 4 });
+    expect(pool.views.summary().spares.size).to.equal(2);
     expect(() => pool.resize(63)).to.throw(ExitpoolError, /from 1 to 62/);
   });
 

@@ -93,9 +93,9 @@ describe('verdicts: what evidence earns (supervisor/verdicts/README.md, the tabl
       r.visit(bystander, 'shop.example', 'token:bob');
       const first = await r.pool.reportFailure(mine, 'other', '', token('alice'));
       expect(first).to.include({ scored: true, moved: true });
-      expect(r.pool.sessionView(mine).instance).to.not.equal(inst);
-      expect(r.pool.sessionView(alsoMine).instance, 'the same credential through the same exit').to.not.equal(inst);
-      expect(r.pool.sessionView(bystander).instance, 'another credential’s session stays').to.equal(inst);
+      expect(r.pool.views.sessionView(mine).instance).to.not.equal(inst);
+      expect(r.pool.views.sessionView(alsoMine).instance, 'the same credential through the same exit').to.not.equal(inst);
+      expect(r.pool.views.sessionView(bystander).instance, 'another credential’s session stays').to.equal(inst);
       // Over its budget: weighs nothing against the exit, and still moves.
       const other = r.sessionOn(1);
       const second = await r.pool.reportFailure(other, 'captcha', '', token('alice'));
@@ -129,7 +129,7 @@ describe('verdicts: what evidence earns (supervisor/verdicts/README.md, the tabl
       expect(r.exits.bannedFor({ fingerprint: exit, address: '' }, ['shop.example'])).to.equal(true);
       expect(r.exits.bannedFor({ fingerprint: exit, address: '' }, []), 'not for everyone').to.equal(false);
       expect(r.health.get(inst)!.settledSites).to.deep.equal(['shop.example']);
-      expect(r.pool.sessionView(bystander).instance, 'a session of another site keeps the exit').to.equal(inst);
+      expect(r.pool.views.sessionView(bystander).instance, 'a session of another site keeps the exit').to.equal(inst);
     });
 
     it('counts a site reached by a connection still open (its start is the evidence): a client reports while its tunnel is up', async () => {
@@ -251,7 +251,7 @@ describe('verdicts: what evidence earns (supervisor/verdicts/README.md, the tabl
       const inst = r.instanceOnExit('a');
       const keys = sessions(r, inst, 3);
       const bystander = r.sessionOn(inst === 0 ? 1 : 0);
-      const bystanderInstance = r.pool.sessionView(bystander).instance;
+      const bystanderInstance = r.pool.views.sessionView(bystander).instance;
       const down: number[] = [];
       r.pool.on('instance-down', (id) => down.push(id));
       const onInstance = r.pool.sessions.keysOn(inst);
@@ -260,11 +260,11 @@ describe('verdicts: what evidence earns (supervisor/verdicts/README.md, the tabl
       expect(r.exits.isDown(fp('a'))).to.equal(true);
       expect(r.exits.bans.size, 'a dead relay is not a burnt address').to.equal(0);
       for (const key of keys) {
-        const v = r.pool.sessionView(key);
+        const v = r.pool.views.sessionView(key);
         expect(v.instance, key).to.not.equal(inst);
         expect(v.exit_ip).to.not.equal('10.1.0.1');
       }
-      expect(r.pool.sessionView(bystander).instance, 'another instance’s session stays').to.equal(bystanderInstance);
+      expect(r.pool.views.sessionView(bystander).instance, 'another instance’s session stays').to.equal(bystanderInstance);
       const moves = r.audit.recent(200).filter((e) => e.type === 'assignment' && e.details.reason === 'exit_down');
       expect(moves.map((e) => e.session).sort()).to.deep.equal([...onInstance].sort());
       expect(down).to.deep.equal([inst]);
@@ -282,10 +282,10 @@ describe('verdicts: what evidence earns (supervisor/verdicts/README.md, the tabl
       const inst = r.instanceOnExit('a');
       const keys = sessions(r, inst, 4);
       r.instances.get(inst)!.exitDied(fp('a'));
-      const placed = keys.map((k) => r.pool.sessionView(k).instance);
+      const placed = keys.map((k) => r.pool.views.sessionView(k).instance);
       r.instances.get(inst)!.finishRotation('10.5.0.1');
       for (let i = 0; i < 3; i++) r.pool.tick();
-      expect(keys.map((k) => r.pool.sessionView(k).instance)).to.deep.equal(placed);
+      expect(keys.map((k) => r.pool.views.sessionView(k).instance)).to.deep.equal(placed);
     });
 
     it('quarantines an instance on probation (its remediation gave it an exit that does not work); the ladder, not the pool, re-pins it', () => {
@@ -296,7 +296,7 @@ describe('verdicts: what evidence earns (supervisor/verdicts/README.md, the tabl
       r.instances.get(inst)!.exitDied(fp('b'));
       expect(r.health.get(inst)!.state).to.equal('quarantined');
       expect(r.instances.get(inst)!.rotations, 'the remediation ladder gives it its next exit').to.equal(0);
-      expect(keys.every((k) => r.pool.sessionView(k).instance !== inst)).to.equal(true);
+      expect(keys.every((k) => r.pool.views.sessionView(k).instance !== inst)).to.equal(true);
       const reasons = r.audit.recent(200).filter((e) => e.type === 'assignment' && e.details.reason !== 'new' && keys.includes(e.session ?? '')).map((e) => e.details.reason);
       expect(reasons).to.deep.equal(['exit_down', 'exit_down']);
       expect(r.exits.isDown(fp('b'))).to.equal(true);
@@ -307,7 +307,7 @@ describe('verdicts: what evidence earns (supervisor/verdicts/README.md, the tabl
       const keys = sessions(r, 0, 2);
       const exit = r.fingerprintOn(0);
       r.instances.get(0)!.exitDied(exit);
-      expect(keys.every((k) => r.pool.sessionView(k).instance === 0)).to.equal(true);
+      expect(keys.every((k) => r.pool.views.sessionView(k).instance === 0)).to.equal(true);
       const stays = r.audit.recent(200).filter((e) => e.type === 'assignment' && e.details.reason === 'exit_down');
       expect(stays.map((e) => e.session).sort()).to.deep.equal([...keys].sort());
       expect(stays[0]?.message).to.match(/its exit died/);
