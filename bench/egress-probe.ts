@@ -7,7 +7,7 @@
 import type { AuditEvent } from '../shared/api/audit-event.js';
 import type { ExitsView, InstanceView, PoolSummary } from '../shared/api/views.js';
 import { startService, type RunningService } from '../test/support/fixtures/service.js';
-import { egressTestnet } from '../test/support/fixtures/testnet.js';
+import { egressTestnet, stopEgressTestnet } from '../test/support/fixtures/testnet.js';
 import { ms, percentile, type BenchSection } from './report.js';
 
 export interface EgressBenchOptions {
@@ -112,6 +112,8 @@ export async function benchEgressProbe(o: EgressBenchOptions = FULL_EGRESS_OPTIO
       await on.svc.stop();
     }
   }
+  // The other benchmarks run on the default network: this one's is not kept running beside it.
+  await stopEgressTestnet();
   const sortedOn = [...withProbe].sort((a, b) => a - b);
   const sortedOff = [...without].sort((a, b) => a - b);
   const rounds = (v: number[]): string => v.map((x) => (x / 1000).toFixed(1)).join(', ');

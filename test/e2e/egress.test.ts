@@ -14,7 +14,11 @@ import { HealApi } from '../support/clients/api-client.js';
 import { whoamiByInstance } from '../support/clients/exits-seen.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
 import { startService, type RunningService } from '../support/fixtures/service.js';
-import { egressTestnet } from '../support/fixtures/testnet.js';
+import { readFileSync } from 'node:fs';
+import { EGRESS_ELSEWHERE_EXITS } from '../../internal/testnet/index.js';
+import { startTestnetClient } from '../support/clients/testnet-tor-client.js';
+import { curlThroughSocks } from '../support/clients/curl.js';
+import { egressTestnet, SHARED_TESTNET_START_TIMEOUT_MS, stopEgressTestnet } from '../support/fixtures/testnet.js';
 import { pollUntil } from '../support/waiting.js';
 import { childLogger } from '../../shared/logger.js';
 
@@ -25,9 +29,40 @@ import { childLogger } from '../../shared/logger.js';
  */
 const EXIT_IP_MEASURED_WITHIN_MS = 150_000;
 const log = childLogger({ component: 'e2e-egress' });
+/** A tor client of the network's own, pinned to one exit, bootstrapping on a loaded machine. */
+const CLIENT_BOOTSTRAP_TIMEOUT_MS = 120_000;
 
 describe('what sites see: exits judged by the address their traffic leaves from (private network)', function () {
   this.timeout(600_000);
+  after(async function () {
+    this.timeout(60_000);
+    await stopEgressTestnet();
+  });
+
+  it('the network: two exits send their traffic from an address in another exit\'s /24, while they publish their own', async function () {
+    this.timeout(SHARED_TESTNET_START_TIMEOUT_MS + CLIENT_BOOTSTRAP_TIMEOUT_MS + 60_000);
+    const elsewhere = await egressTestnet();
+    for (const [i] of EGRESS_ELSEWHERE_EXITS) {
+      const exit = elsewhere.exits[i];
+      if (!exit) throw new Error(`the default network has exit ${i}`);
+      expect(exit.egressAddress, exit.nickname).to.not.equal(exit.address);
+      const pinned = await startTestnetClient(elsewhere, `pinned-${exit.nickname}`, ['ConfluxEnabled 0', `ExitNodes $${exit.fingerprint}`, 'StrictNodes 1']);
+      try {
+        await pinned.waitBootstrapped(CLIENT_BOOTSTRAP_TIMEOUT_MS);
+        const status = await pinned.control.getInfo(`ns/id/${exit.fingerprint}`);
+        expect(status, 'the consensus names the published address').to.include(` ${exit.address} `);
+        const seen = await curlThroughSocks(pinned.socksPort, elsewhere.whoami.url('/'), { username: 'egress' });
+        expect(seen.httpStatus, seen.stderr).to.equal(200);
+        expect(seen.body.trim(), `${exit.nickname}: what the destination sees`).to.equal(exit.egressAddress);
+        const echoed = await curlThroughSocks(pinned.socksPort, elsewhere.whoami.url('/ip'), { username: 'egress' });
+        expect(echoed.body.trim(), 'the echo endpoint answers the same').to.equal(exit.egressAddress);
+      } finally {
+        await pinned.stop();
+      }
+    }
+    const list = readFileSync(elsewhere.exitListFile, 'utf8');
+    for (const exit of elsewhere.exits) expect(list, exit.nickname).to.match(new RegExp(`^ExitNode ${exit.fingerprint}\\n(?:.*\\n){2}ExitAddress ${exit.egressAddress.replace(/\./g, '\\.')} `, 'm'));
+  });
 
   it(`within ${EXIT_IP_MEASURED_WITHIN_MS / 1000} s of start every instance's exit_ip is what the destination sees, and a pool as large as the egress /24s leaves from that many`, async () => {
     const net = await egressTestnet();
