@@ -3,7 +3,7 @@
  * share a redis-server; their instances pin distinct exits (seen by real clients), a third
  * process under a name in use is refused, and the exits of a node killed with SIGKILL go to the
  * other node once its leases lapse. Issue 31: two nodes never share a /24 that sites see, while
- * the network has enough (its exits leave from 5).
+ * the network has enough (its exits leave from 7).
  */
 import { expect } from 'chai';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -414,7 +414,7 @@ describe('several nodes while Redis stops and starts again (real services, priva
 
 describe('two nodes on one Redis never share a /24 sites see (real services, private network)', function () {
   this.timeout(SUITE_READY_TIMEOUT_MS * 3);
-  /** Two nodes of two: four instances, and the network's exits leave from five /24s. */
+  /** Two nodes of two: four instances, and the network's exits leave from seven /24s. */
   const SMALL_NODE = 2;
   let redis: RunningRedis;
   const nodes: RunningService[] = [];
