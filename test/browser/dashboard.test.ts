@@ -414,6 +414,16 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
       const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - document.documentElement.clientWidth');
       expect(overflow, `${view} overflows by ${overflow}px`).to.be.at.most(0);
     }
+    // An instance's details: long values (a fingerprint, when its exit IP was measured) wrap in
+    // their own column instead of running over the next one.
+    await goTo(page, 'Instances');
+    await page.getByRole('button', { name: 'Details of instance 0' }).click();
+    await page.locator('.facts dd').first().waitFor();
+    const spilled = await page.evaluate<string[]>(
+      `[...document.querySelectorAll('.facts dd')].filter((dd) => dd.getBoundingClientRect().right > dd.closest('dl').getBoundingClientRect().right + 0.5).map((dd) => dd.previousElementSibling.textContent)`,
+    );
+    expect(spilled, 'values running past their column').to.deep.equal([]);
+    await page.getByRole('button', { name: 'Details of instance 0' }).click();
     await page.setViewportSize(VIEWPORT);
   });
 
