@@ -16,16 +16,5 @@ for pkg in python3-build python3-venv python3-setuptools python3-wheel; do
 done
 [ ${#need[@]} -eq 0 ] && exit 0
 
-if [ "$(id -u)" != 0 ]; then SUDO=sudo; else SUDO=; fi
-log "apt: installing ${need[*]} (this can take a minute)"
-# None of these packages runs a service, but no package install on this machine may start one
-# (the policy of scripts/setup.sh): a policy-rc.d that exits 101 for the time of the install.
-created_policy=0
-if [ ! -e /usr/sbin/policy-rc.d ]; then
-  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
-  $SUDO chmod +x /usr/sbin/policy-rc.d
-  created_policy=1
-fi
-trap '[ "$created_policy" = 1 ] && $SUDO rm -f /usr/sbin/policy-rc.d' EXIT
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# None of these packages runs a service, but no package install on this machine may start one.
+bash "$(dirname "$0")/../scripts/apt-install-without-services.sh" release "${need[@]}"

@@ -34,28 +34,10 @@ if [ "${EXITPOOL_SKIP_BROWSER:-0}" != 1 ]; then
   # The Redis state store's tests start their own redis-server on loopback (never the system one).
   command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
   # promtool checks and tests the alerting rules (deploy/prometheus); Debian ships it with the
-  # server, whose service the policy-rc.d below keeps from starting.
+  # server, whose service the install below keeps from starting (scripts/apt-install-without-services.sh).
   command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 fi
 
 if [ ${#need[@]} -gt 0 ]; then
-  if [ "$(id -u)" != 0 ]; then
-    SUDO=sudo
-  else
-    SUDO=
-  fi
-  # Debian's tor package would start a system tor that joins the public network: a
-  # policy-rc.d that exits 101 forbids starting any service during this install.
-  created_policy=0
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
-    $SUDO chmod +x /usr/sbin/policy-rc.d
-    created_policy=1
-  fi
-  trap '[ "$created_policy" = 1 ] && $SUDO rm -f /usr/sbin/policy-rc.d' EXIT
-  log "apt: updating the package lists"
-  $SUDO apt-get update -qq
-  log "apt: installing ${need[*]} (this can take a minute)"
-  # Errors still show; debconf's note that apt-utils is missing does not.
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null 2> >(grep -v '^debconf: delaying package configuration' >&2)
+  bash scripts/apt-install-without-services.sh setup "${need[@]}"
 fi
