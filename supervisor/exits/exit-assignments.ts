@@ -465,9 +465,19 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     return out;
   }
 
-  /** The units other nodes hold (key → node), as the fleet last read them: a choice keeps its distance from them too. */
+  /**
+   * The units other nodes hold (key → node), as the fleet last read them: a choice keeps its
+   * distance from them too. An instance that shared by necessity and shares no longer (the other
+   * holder moved, stopped or died) is distinct again: its unit is leased from the next renewal.
+   */
   setUnitsHeldElsewhere(held: ReadonlyMap<string, string>): void {
     this.unitsHeldElsewhere = held;
+    const alone = [...this.assigned].filter(([id, a]) => !a.distinct && !this.sharesUnit(id));
+    for (const [id, a] of alone) {
+      a.distinct = true;
+      this.shortage.delete(id);
+    }
+    if (alone.length > 0) this.emit('assignments-changed');
   }
 
   /** The node holding unit `key`, if another does. */
@@ -477,7 +487,10 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
 
   /**
    * Another node holds the lease on a unit (a /24, a family) instances here were assigned as
-   * distinct (both chose within it before either's lease was seen): they move to another exit.
+   * distinct (both chose within it before either's lease was seen): each moves to another exit
+   * when one would give it a unit of its own; otherwise it keeps its exit, now `distinct: false`
+   * (a shortage: it claims no unit lease, the other node keeps the unit). Moving it anyway would
+   * put it on a relay another instance here holds, which is worse than a shared /24.
    */
   yieldUnit(key: string, node: string): void {
     const ids = [...this.assigned].filter(([, a]) => a.distinct && distinctKeys(this.catalog.get(a.relay.fingerprint) ?? a.relay, this.options.unit).includes(key)).map(([id]) => id);
@@ -486,13 +499,26 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     const held = new Map(this.unitsHeldElsewhere);
     held.set(key, node);
     this.unitsHeldElsewhere = held;
-    if (!known) this.audit(ids[0] ?? null, `${key.replace(/^block:/, '/24 ').replace(/^family:/, 'family ')} is held by node ${node}: instance${ids.length === 1 ? '' : 's'} ${ids.join(', ')} move${ids.length === 1 ? 's' : ''} to another exit`, {
+    const moving = ids.filter((id) => this.sharesAvoidably(id));
+    const staying = ids.filter((id) => !moving.includes(id));
+    for (const id of staying) {
+      (this.assigned.get(id) as { distinct: boolean }).distinct = false;
+      this.shortage.set(id, `every eligible exit shares its ${this.unitWord()} with another instance's (on this node or another of the fleet)`);
+    }
+    const unit = key.replace(/^block:/, '/24 ').replace(/^family:/, 'family ');
+    const said = [
+      moving.length > 0 ? `instance${moving.length === 1 ? '' : 's'} ${moving.join(', ')} move${moving.length === 1 ? 's' : ''} to another exit` : '',
+      staying.length > 0 ? `instance${staying.length === 1 ? '' : 's'} ${staying.join(', ')} keep${staying.length === 1 ? 's' : ''} ${staying.length === 1 ? 'its exit' : 'their exits'}, sharing it (every other eligible exit shares one too)` : '',
+    ].filter((s) => s !== '');
+    if (!known) this.audit(ids[0] ?? null, `${unit} is held by node ${node}: ${said.join('; ')}`, {
       unit: key,
       node,
       instances: ids,
+      moving,
+      staying,
       reason: 'unit_held_by_other_node',
     });
-    this.emit('exit-gone', ids);
+    if (moving.length > 0) this.emit('exit-gone', moving);
   }
 
   /** The node that holds `fingerprint`'s lease, if another does. */
@@ -662,7 +688,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
       }
       this.afterEgressChange([fingerprint], id);
     }
-    if (!changed || !this.egressConflict(id)) return { keep: true };
+    if (!changed || !this.sharesAvoidably(id)) return { keep: true };
     const relay = this.catalog.get(fingerprint);
     this.audit(id, `exit ${relay?.nickname ?? fingerprint} of instance ${id} leaves from ${relay?.address ?? '?'}, which shares its ${this.unitWord()} with another instance's exit: ${settling ? 'another exit is chosen before it serves' : 'it moves to another exit'}`, {
       fingerprint,
@@ -724,7 +750,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
       a.distinct = !shares;
       if (shares) this.shortage.set(id, `every eligible exit shares its ${this.unitWord()} with another instance's (measured: it leaves from ${a.relay.address})`);
       else this.shortage.delete(id);
-      if (id !== settling && this.egressConflict(id)) moving.push(id);
+      if (id !== settling && this.sharesAvoidably(id)) moving.push(id);
     }
     for (const id of moving) {
       const relay = (this.assigned.get(id) as { relay: ExitRelay }).relay;
@@ -757,8 +783,8 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     return distinctKeys(a.relay, this.options.unit).some((k) => used.has(k));
   }
 
-  /** Whether instance `id`'s exit shares a unit with another instance's while an eligible exit shares none. */
-  private egressConflict(id: number): boolean {
+  /** Whether instance `id`'s exit shares a unit with another instance's (here or, leased, on another node) while an eligible exit shares none. */
+  private sharesAvoidably(id: number): boolean {
     const a = this.assigned.get(id);
     if (!a || !this.sharesUnit(id)) return false;
     const now = this.now();

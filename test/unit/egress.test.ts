@@ -476,4 +476,31 @@ describe('what sites see: assignments by the egress address', () => {
     expect(a.shortageOf(2)).to.match(/on this node or another of the fleet/);
     expect([...a.heldUnits().keys()], 'a shortage leases nothing').to.not.include('block:10.0.0.0/24');
   });
+
+  it('a unit lost to another node while no other is free keeps its exit as a shortage, never two instances on one relay; alone again, it is leased', () => {
+    // The private network in small: a and b leave from one /24, 4 exits in 3 /24s for two nodes of 2.
+    const exits = [published('a', '10.0.0.1'), published('b', '10.0.0.2'), published('c', '10.1.0.1'), published('d', '10.2.0.1')];
+    const { a, audit } = assignments(exits, new FakeEcho({}));
+    // The pool's answer to exit-gone: a fresh exit for each instance (InstanceLifecycle.moveToNewExits).
+    a.on('exit-gone', (ids) => {
+      for (const id of ids) a.next(id, { fresh: true, why: 'exit_gone' });
+    });
+    // node-a holds a and c; both nodes chose before either's unit lease was seen: b's /24 looked free here.
+    a.setHeldElsewhere(new Map([[fp('a'), 'node-a'], [fp('c'), 'node-a']]));
+    for (const id of [0, 1]) a.next(id, { fresh: false, why: 'bootstrap' });
+    expect([a.current(0), a.current(1)]).to.deep.equal([fp('b'), fp('d')]);
+    // node-a claimed the /24 first: no other exit here has a /24 of its own, so instance 0 stays.
+    a.yieldUnit('block:10.0.0.0/24', 'node-a');
+    expect([a.current(0), a.current(1)], 'each instance on a relay of its own').to.deep.equal([fp('b'), fp('d')]);
+    expect(a.assignment(0)?.distinct).to.equal(false);
+    expect(a.shortageOf(0)).to.match(/shares its \/24 with another instance's \(on this node or another of the fleet\)/);
+    expect([...a.heldUnits().keys()], 'the shared /24 is not claimed').to.deep.equal(['block:10.2.0.0/24']);
+    expect(audit.recent(20).find((e) => e.details.reason === 'unit_held_by_other_node')?.details).to.deep.include({ moving: [], staying: [0] });
+    // node-a's leases lapsed (it died): the /24 is instance 0's alone, distinct again and leased at the next renewal.
+    a.setHeldElsewhere(new Map());
+    a.setUnitsHeldElsewhere(new Map());
+    expect(a.assignment(0)?.distinct).to.equal(true);
+    expect(a.shortageOf(0)).to.equal('');
+    expect([...a.heldUnits().keys()].sort()).to.deep.equal(['block:10.0.0.0/24', 'block:10.2.0.0/24']);
+  });
 });
