@@ -67,13 +67,14 @@ async function freeBlock(size: number, taken: readonly number[]): Promise<number
 }
 
 /**
- * Ports for a service: its three listeners from the OS, and a block for `instances` instances
- * that is free now. Fixed or random ports can collide with the ephemeral ports other tests'
+ * Ports for a service: its listeners from the OS (SOCKS, HTTP, API, and the hop listener a
+ * node of a fleet opens), and a block for `instances` instances that is free now and holds none
+ * of them, nor `alsoTaken` (a port the caller picked itself). Fixed or random ports can collide with the ephemeral ports other tests'
  * sockets hold.
  */
-export async function servicePorts(instances: number): Promise<{ socks: number; http: number; api: number; instanceBase: number }> {
-  const [socks, http, api] = (await freePorts(3)) as [number, number, number];
-  return { socks, http, api, instanceBase: await freeBlock(instances * PORTS_PER_INSTANCE, [socks, http, api]) };
+export async function servicePorts(instances: number, alsoTaken: readonly number[] = []): Promise<{ socks: number; http: number; api: number; hop: number; instanceBase: number }> {
+  const [socks, http, api, hop] = (await freePorts(4)) as [number, number, number, number];
+  return { socks, http, api, hop, instanceBase: await freeBlock(instances * PORTS_PER_INSTANCE, [socks, http, api, hop, ...alsoTaken]) };
 }
 
 /**
