@@ -432,27 +432,30 @@ export class FleetMember {
     this.audit?.record({ type: 'auth', instance: null, session: null, message: note.message, details: note.details });
   }
 
-  private async reconcileExits(exits: ExitAssignments): Promise<void> {
+  /**
+   * Claims (or renews) this node's leases on `mine` (exits or units): those another node holds are
+   * `lost` with their holder; those claimed before and no longer wanted are released.
+   */
+  private async claimLeases(mine: readonly string[], claimedBefore: ReadonlySet<string>, keyOf: (name: string) => string): Promise<{ kept: Set<string>; lost: [string, string][] }> {
     const { node, leaseMs } = this.options;
-    const mine = [...exits.heldFingerprints()];
-    const holders = await this.leases.claimAll(
-      mine.map((fp) => this.leases.exitKey(fp)),
-      node,
-      leaseMs,
-    );
+    const holders = await this.leases.claimAll(mine.map(keyOf), node, leaseMs);
     const kept = new Set<string>();
     const lost: [string, string][] = [];
-    mine.forEach((fp, i) => {
+    mine.forEach((name, i) => {
       const holder = holders[i] as string;
-      if (holder === node) kept.add(fp);
-      else lost.push([fp, holder]);
+      if (holder === node) kept.add(name);
+      else lost.push([name, holder]);
     });
-    const dropped = [...this.claimed].filter((fp) => !kept.has(fp) && !mine.includes(fp));
+    const dropped = [...claimedBefore].filter((name) => !kept.has(name) && !mine.includes(name));
+    await this.leases.releaseAll(dropped.map(keyOf), node);
+    return { kept, lost };
+  }
+
+  private async reconcileExits(exits: ExitAssignments): Promise<void> {
+    const { node } = this.options;
+    const mine = [...exits.heldFingerprints()];
+    const { kept, lost } = await this.claimLeases(mine, this.claimed, (fp) => this.leases.exitKey(fp));
     this.claimed = kept;
-    await this.leases.releaseAll(
-      dropped.map((fp) => this.leases.exitKey(fp)),
-      node,
-    );
     for (const [fp, holder] of lost) exits.yieldExit(fp, holder);
     const elsewhere = new Map([...(await this.leases.exitHolders())].filter(([, holder]) => holder !== node));
     exits.setHeldElsewhere(elsewhere);
@@ -468,26 +471,10 @@ export class FleetMember {
    * and say so (`exit_shortage`, in the node's summary too).
    */
   private async reconcileUnits(exits: ExitAssignments): Promise<void> {
-    const { node, leaseMs } = this.options;
+    const { node } = this.options;
     const mine = [...exits.heldUnits().keys()];
-    const holders = await this.leases.claimAll(
-      mine.map((u) => this.leases.unitKey(u)),
-      node,
-      leaseMs,
-    );
-    const kept = new Set<string>();
-    const lost: [string, string][] = [];
-    mine.forEach((u, i) => {
-      const holder = holders[i] as string;
-      if (holder === node) kept.add(u);
-      else lost.push([u, holder]);
-    });
-    const dropped = [...this.claimedUnits].filter((u) => !kept.has(u));
+    const { kept, lost } = await this.claimLeases(mine, this.claimedUnits, (u) => this.leases.unitKey(u));
     this.claimedUnits = kept;
-    await this.leases.releaseAll(
-      dropped.map((u) => this.leases.unitKey(u)),
-      node,
-    );
     for (const [u, holder] of lost) exits.yieldUnit(u, holder);
     const elsewhere = new Map([...(await this.leases.unitHolders())].filter(([, holder]) => holder !== node));
     exits.setUnitsHeldElsewhere(elsewhere);
