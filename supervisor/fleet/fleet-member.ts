@@ -346,6 +346,15 @@ export class FleetMember {
     const { node, leaseMs } = this.options;
     const holder = await this.leases.claim(this.leases.nodeKey(node), this.token, leaseMs);
     if (holder !== this.token) this.options.log.error('another process took this node name while its lease had lapsed; give every node its own NODE_NAME', { node });
+    // The sessions' ownership first, in the same breath as the node's own lease: after Redis was
+    // away long enough for them to lapse, another node that sees this one alive again must find
+    // its sessions claimed, not free to start afresh on another exit.
+    const startedAt = Date.now();
+    const ownedElsewhere = await this.sessions.refresh(this.usedSessions(this.refreshedAt));
+    this.refreshedAt = startedAt;
+    // A copy whose owner this node cannot sign a hop to stays here: giving it up would only start it again.
+    const givenUp = ownedElsewhere.filter((s) => this.hopKeys.canReach(s.owner));
+    if (givenUp.length > 0) this.giveUp(givenUp);
     await this.checkStanding();
     await this.publishAddress();
     if (this.summary) {
@@ -353,12 +362,6 @@ export class FleetMember {
       await this.leases.publishSummary(node, JSON.stringify(self), leaseMs);
     }
     this.sessions.forgetGoneOwners();
-    const startedAt = Date.now();
-    const ownedElsewhere = await this.sessions.refresh(this.usedSessions(this.refreshedAt));
-    this.refreshedAt = startedAt;
-    // A copy whose owner this node cannot sign a hop to stays here: giving it up would only start it again.
-    const givenUp = ownedElsewhere.filter((s) => this.hopKeys.canReach(s.owner));
-    if (givenUp.length > 0) this.giveUp(givenUp);
     if (this.tokensShared) await this.tokens.resync();
     if (this.exits) {
       if (this.isMember) await this.bans.sharePending();
