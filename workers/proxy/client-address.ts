@@ -1,18 +1,36 @@
 import type net from 'node:net';
 import { clientIpOf } from '../../shared/net/client-ip.js';
-import type { RouteRequest } from './proxy-types.js';
+import type { ListenerKind, RouteRequest } from './proxy-types.js';
 
 /**
  * A route request whose `clientIp` is read from the socket only when the route needs it
  * (DEFAULT_SESSION=ip, or a route asked of the supervisor): the first read of remoteAddress is a
  * getpeername system call, which a named session's leased connections never need. Node keeps the
- * address once read, so later reads agree even after the client left.
+ * address once read, so later reads agree even after the client left. A class rather than an
+ * object literal with a getter: one is made per connection, and a literal with a getter and
+ * spread fields is built property by property.
  */
+class SocketRouteRequest implements RouteRequest {
+  readonly sessionKey: string | null;
+  readonly listener: ListenerKind;
+  readonly instanceId?: number;
+  readonly forwarded?: boolean;
+
+  readonly #socket: net.Socket;
+
+  constructor(socket: net.Socket, fields: Omit<RouteRequest, 'clientIp'>) {
+    this.#socket = socket;
+    this.sessionKey = fields.sessionKey;
+    this.listener = fields.listener;
+    if (fields.instanceId !== undefined) this.instanceId = fields.instanceId;
+    if (fields.forwarded !== undefined) this.forwarded = fields.forwarded;
+  }
+
+  get clientIp(): string {
+    return clientIpOf(this.#socket.remoteAddress);
+  }
+}
+
 export function routeRequestFrom(socket: net.Socket, fields: Omit<RouteRequest, 'clientIp'>): RouteRequest {
-  return {
-    ...fields,
-    get clientIp() {
-      return clientIpOf(socket.remoteAddress);
-    },
-  };
+  return new SocketRouteRequest(socket, fields);
 }

@@ -45,6 +45,8 @@ export interface RouteAndDialOptions {
   instanceDown: InstanceDownSignal | undefined;
   dialMs: number;
   log: Logger;
+  /** The connection was re-routed once already (its first dial's instance went down): no second re-route. */
+  rerouted?: boolean;
 }
 
 /** What routing and dialling came to; every route involved is already accounted, except a `dialed` one's close. */
@@ -66,7 +68,7 @@ export type RouteAndDialOutcome =
  */
 export async function routeAndDial(o: RouteAndDialOptions): Promise<RouteAndDialOutcome> {
   let decision = await o.firstRoute;
-  let rerouted = false;
+  let rerouted = o.rerouted === true;
   for (;;) {
     if (o.clientGone()) {
       if (decision.ok) o.release(decision);
@@ -96,7 +98,8 @@ export async function routeAndDial(o: RouteAndDialOptions): Promise<RouteAndDial
   }
 }
 
-function dialFailureReport(error: unknown, target: Socks5Target, connection: OpenedConnection): { bytesUp: 0; bytesDown: 0; failure: TransportFailureRecord | null; latencyMs: number } {
+/** How a failed dial is accounted: its transport failure, or the instance's dial failure when it is not a SOCKS error. */
+export function dialFailureReport(error: unknown, target: Socks5Target, connection: OpenedConnection): { bytesUp: 0; bytesDown: 0; failure: TransportFailureRecord | null; latencyMs: number } {
   // Not a SOCKS dial error cannot happen by construction; it still closes the books, as the instance's.
   if (!(error instanceof SocksDialError)) return { bytesUp: 0, bytesDown: 0, failure: { kind: 'dial', scored: true }, latencyMs: connection.elapsedMs() };
   return { bytesUp: 0, bytesDown: 0, failure: transportFailureOf(error, target), latencyMs: error.elapsedMs };
