@@ -192,8 +192,10 @@ class Socks5Connection implements OwnedConnection, ConnectionEvidence, DialListe
         this.endHandshake();
         this.host = step.target.host;
         const routing = this.routing;
-        if (routing !== null && !(routing instanceof Promise) && routing.ok && this.upstream !== null) this.dialKnown(routing, step);
-        else void this.connect(step.target, step.sessionKey, step.rest, step.forwarded);
+        // A route still on its way (a session's first connections on this worker) is waited for,
+        // then dialled as a known one; only a refusal or a re-route goes through routeAndDial.
+        if (routing instanceof Promise) void routing.then((decision) => this.dialRouted(decision, step));
+        else this.dialRouted(routing, step);
         return;
       }
     }
@@ -232,6 +234,12 @@ class Socks5Connection implements OwnedConnection, ConnectionEvidence, DialListe
       this.upstream = new Socks5Upstream(upstreamOf(decision, sessionKey));
     }
     return decision;
+  }
+
+  /** The CONNECT once its route is decided: dialled at once when granted and its instance connection is open. */
+  private dialRouted(decision: RouteDecision | null, step: { target: Socks5Target; sessionKey: string | null; rest: Buffer; forwarded: boolean }): void {
+    if (decision !== null && decision.ok && this.upstream !== null && !this.abandoned) this.dialKnown(decision, step);
+    else void this.connect(step.target, step.sessionKey, step.rest, step.forwarded);
   }
 
   /** A route asked for again, as a promise (routeAndDial's re-route after an instance went down). */
