@@ -18,11 +18,12 @@ export class ProxyCredentials {
 
   constructor(
     private readonly authDisabled: boolean,
-    endpoint: WorkerEndpoint,
+    /** Where new snapshots arrive from the supervisor; null for a policy that only installs its own (the start-up warm-up). */
+    endpoint: WorkerEndpoint | null,
     forwardDigestHex: string | undefined = process.env[FORWARD_DIGEST_ENV],
   ) {
     this.forwardDigest = forwardDigestHex !== undefined && /^[0-9a-f]{64}$/.test(forwardDigestHex) ? Buffer.from(forwardDigestHex, 'hex') : null;
-    endpoint.handle('credentials.update.proxy', (snapshot) => {
+    endpoint?.handle('credentials.update.proxy', (snapshot) => {
       this.install(snapshot);
       return { version: this.verifier?.version ?? 0 };
     });

@@ -1,4 +1,4 @@
-import { ACCOUNTING_FLUSH_MS, type CloseRecord, type ReleasedRoute } from '../../shared/ipc/protocol.js';
+import { ACCOUNTING_FLUSH_MS } from '../../shared/ipc/protocol.js';
 import { COUNTRY_EXIT_WAIT_MS } from '../../shared/config/limits.js';
 import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
 import { ConnectionBudget } from '../proxy/connection-budget.js';
@@ -6,12 +6,12 @@ import { credentialRefusalLog } from '../proxy/credential-refusal-log.js';
 import { HttpProxyServer } from '../proxy/http-proxy-server.js';
 import { probeDestination } from '../proxy/destination-probe.js';
 import { InstanceDownSignal } from '../proxy/instance-down.js';
-import type { ListenerKind } from '../../shared/ipc/protocol.js';
-import type { ConnectionStats, RouteGranted } from '../proxy/proxy-types.js';
 import { Socks5ProxyServer, createSessionPortServer } from '../proxy/socks5-server.js';
+import { AccountingBatch } from './accounting-batch.js';
 import { LeasedRouter } from './leased-router.js';
 import { listenNamed } from '../../shared/worker/listen-error.js';
 import { ProxyCredentials } from './proxy-credentials.js';
+import { warmUpProxyPath } from './warm-up.js';
 import type { RunningWorker, WorkerContext } from '../../shared/worker/worker-context.js';
 
 /** A route request the supervisor does not answer within this is refused (never a hang). */
@@ -29,10 +29,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   const { config, endpoint, log } = ctx;
   const credentials = new ProxyCredentials(config.authDisabled, endpoint);
   credentials.install(await endpoint.request('credentials.proxy', null));
-  let closes: CloseRecord[] = [];
-  let released: ReleasedRoute[] = [];
-  let rtts: number[] = [];
-  let stopping = false;
+  const batch = new AccountingBatch(MAX_RTT_SAMPLES_PER_BATCH);
 
   const badUsernames = new ThrottledWarning(log, 'proxy usernames refused for their session parameters');
   // Connections routed with a lease travel with the batch; the supervisor asks for the batch
@@ -44,9 +41,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
     usernameParams: config.usernameParams,
     sessionTtlMaxMs: config.sessionTtlMaxMs,
     onBadUsername: (detail, listener) => badUsernames.note({ listener, detail }),
-    onRoundTrip: (ms) => {
-      if (rtts.length < MAX_RTT_SAMPLES_PER_BATCH) rtts.push(ms);
-    },
+    onRoundTrip: (ms) => batch.noteRoundTrip(ms),
     log,
   });
   endpoint.handle('routes.invalidate', (invalidation) => ({ dropped: router.invalidate(invalidation) }));
@@ -56,31 +51,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   });
   endpoint.handle('destination.probe', (probe) => probeDestination(probe));
 
-  const events = {
-    connectionOpened(): void {
-      // Counted already: by the supervisor when it routed it, or as an opened record when the router used a lease.
-    },
-    connectionClosed(route: RouteGranted, _listener: ListenerKind, s: ConnectionStats): void {
-      const failure = s.failure && stopping ? { ...s.failure, scored: false } : s.failure;
-      const record: CloseRecord = {
-        key: route.key,
-        session: route.session,
-        instance: route.instance,
-        bytesUp: s.bytesUp,
-        bytesDown: s.bytesDown,
-        ok: s.ok,
-        latencyMs: failure && failure.kind !== 'socks_refused' ? null : s.latencyMs,
-        endedAt: s.endedAt ?? Date.now(),
-        host: s.evidence.host,
-        credential: s.evidence.credential(),
-      };
-      if (failure) record.failure = failure;
-      closes.push(record);
-    },
-    connectionReleased(route: RouteGranted): void {
-      released.push({ key: route.key, session: route.session, instance: route.instance });
-    },
-  };
+  const events = batch.events;
 
   const budget = new ConnectionBudget(config.maxConnectionsPerWorker, log, undefined, config.maxUnauthenticatedPerWorker);
   const credentialRefusals = credentialRefusalLog(log);
@@ -90,13 +61,10 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
     const refused = budget.takeRefusedCount();
     const evicted = budget.takeEvictedCount();
     const connections = budget.inUse;
-    const nothingNew = opened.length === 0 && closes.length === 0 && released.length === 0 && rtts.length === 0 && refused === 0 && evicted === 0;
+    const nothingNew = opened.length === 0 && batch.isEmpty && refused === 0 && evicted === 0;
     if (nothingNew && connections === reportedConnections) return;
     reportedConnections = connections;
-    endpoint.notify('accounting', { opened, closes, released, routeRttMs: rtts, refused, evicted, connections });
-    closes = [];
-    released = [];
-    rtts = [];
+    endpoint.notify('accounting', { opened, ...batch.take(), refused, evicted, connections });
   }
   const flushTimer = setInterval(flush, ACCOUNTING_FLUSH_MS);
 
@@ -109,6 +77,9 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   const deps = { router, events, credentials: credentials.policy(), log, budget, instanceDown, credentialRefusals, exitHeader: config.exitHeader };
   const socks = new Socks5ProxyServer(deps);
   const http = new HttpProxyServer(deps);
+  // Before listening: the first clients find the hot path compiled (warm-up.ts).
+  const warm = await warmUpProxyPath(config.proxyWarmUp, log);
+  log.debug('proxy path warmed up', { connections: warm.completed, ms: Math.round(warm.ms) });
   await listenNamed('SOCKS_PORT', config.socksPort, config.bindHost, () => socks.listen(config.socksPort, config.bindHost));
   await listenNamed('HTTP_PORT', config.httpPort, config.bindHost, () => http.listen(config.httpPort, config.bindHost));
 
@@ -141,7 +112,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   return {
     async stop(graceMs: number): Promise<void> {
       // Connections cut at the end of the grace are the shutdown's doing, not the instances'.
-      stopping = true;
+      batch.stopping = true;
       await Promise.all([socks.close(graceMs), http.close(graceMs), ...[...sessionPorts.values()].map((s) => s.close(graceMs))]);
       clearInterval(flushTimer);
       flush();
