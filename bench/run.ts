@@ -36,7 +36,7 @@ const BENCHES: Record<string, () => Promise<BenchSection>> = {
   clients: () => benchClientOverhead(QUICK ? { requests: 50, rounds: 1 } : FULL_CLIENT_OPTIONS),
   country: () => benchCountryPlacement(QUICK ? { samples: 3 } : FULL_COUNTRY_OPTIONS),
   state: () => benchDurableState(QUICK ? { storedSessions: 20_000, newPerSecond: 1000, loadSeconds: 4, startRounds: 1 } : FULL_DURABLE_OPTIONS),
-  peers: () => benchPeers(QUICK ? { clients: 16, roundMs: 4_000, rounds: 1, burst: 100, bursts: 1 } : FULL_PEERS_OPTIONS),
+  peers: () => benchPeers(QUICK ? { clients: 16, roundMs: 4_000, rounds: 1, burst: 100, bursts: 1, ceilingInFlight: 32, ceilingRoundMs: 1_000 } : FULL_PEERS_OPTIONS),
   fleet: () => benchFleet(QUICK ? { clients: 12, roundMs: 4_000, rounds: 1 } : FULL_FLEET_OPTIONS),
   verdicts: () => benchVerdictCost(QUICK ? { sessions: 2_000, records: 50_000, batch: 256, rounds: 1 } : FULL_VERDICT_COST_OPTIONS),
 };

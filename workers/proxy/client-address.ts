@@ -18,12 +18,12 @@ class SocketRouteRequest implements RouteRequest {
 
   readonly #socket: net.Socket;
 
-  constructor(socket: net.Socket, fields: Omit<RouteRequest, 'clientIp'>) {
+  constructor(socket: net.Socket, sessionKey: string | null, listener: ListenerKind, instanceId: number | undefined, forwarded: boolean) {
     this.#socket = socket;
-    this.sessionKey = fields.sessionKey;
-    this.listener = fields.listener;
-    if (fields.instanceId !== undefined) this.instanceId = fields.instanceId;
-    if (fields.forwarded !== undefined) this.forwarded = fields.forwarded;
+    this.sessionKey = sessionKey;
+    this.listener = listener;
+    if (instanceId !== undefined) this.instanceId = instanceId;
+    if (forwarded) this.forwarded = true;
   }
 
   get clientIp(): string {
@@ -31,6 +31,7 @@ class SocketRouteRequest implements RouteRequest {
   }
 }
 
-export function routeRequestFrom(socket: net.Socket, fields: Omit<RouteRequest, 'clientIp'>): RouteRequest {
-  return new SocketRouteRequest(socket, fields);
+/** The route request of a connection on `socket`; `instanceId` for a session port, `forwarded` for another node's hop. */
+export function routeRequestFrom(socket: net.Socket, sessionKey: string | null, listener: ListenerKind, instanceId?: number, forwarded = false): RouteRequest {
+  return new SocketRouteRequest(socket, sessionKey, listener, instanceId, forwarded);
 }

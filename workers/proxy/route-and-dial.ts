@@ -12,12 +12,10 @@ import type { Socks5Target } from './socks5-protocol.js';
  * node's listener, with the client's own username (its parameters too) and the hop's password.
  */
 export function upstreamOf(route: RouteGranted, username: string | null): UpstreamAddress {
-  return {
-    host: route.host,
-    port: route.port,
-    ...(route.path === undefined ? {} : { path: route.path }),
-    ...(route.forward === undefined || username === null ? {} : { auth: { username, password: route.forward.password } }),
-  };
+  const address: UpstreamAddress = { host: route.host, port: route.port };
+  if (route.path !== undefined) address.path = route.path;
+  if (route.forward !== undefined && username !== null) address.auth = { username, password: route.forward.password };
+  return address;
 }
 
 /** A dial through one route, abortable (instance down, shutdown). */
