@@ -13,6 +13,7 @@ import { benchCountryPlacement, FULL_COUNTRY_OPTIONS } from './country-placement
 import { benchDurableState, FULL_DURABLE_OPTIONS } from './durable-state.js';
 import { benchIpcRoundTrip } from './ipc-roundtrip.js';
 import { benchPoolStart } from './pool-start.js';
+import { benchPoolScale, FULL_SCALE_OPTIONS } from './pool-scale.js';
 import { benchRelayThroughput, FULL_RELAY_OPTIONS } from './relay-throughput.js';
 import { renderSection, type BenchSection } from './report.js';
 import { benchPeers, FULL_PEERS_OPTIONS } from './peers.js';
@@ -31,6 +32,7 @@ const BENCHES: Record<string, () => Promise<BenchSection>> = {
   idle: () => benchIdleConnections(QUICK ? { ...FULL_IDLE_OPTIONS, connections: 2000 } : FULL_IDLE_OPTIONS),
   profile: () => benchWorkerProfile(QUICK ? { relayBytes: 200e6, setups: 1000 } : FULL_PROFILE_OPTIONS),
   'pool-start': () => benchPoolStart(),
+  scale: () => benchPoolScale(QUICK ? { ...FULL_SCALE_OPTIONS, sizes: [4, 10], exits: 10, idleMs: 5_000, roundMs: 3_000, rounds: 1 } : FULL_SCALE_OPTIONS),
   'tor-relay': () => benchTorRelay(QUICK ? { bytes: 8e6, rounds: 2 } : FULL_TOR_RELAY_OPTIONS),
   rotation: () => benchSessionRotation(QUICK ? { sessions: 8, newnymSamples: 2 } : FULL_ROTATION_OPTIONS),
   clients: () => benchClientOverhead(QUICK ? { requests: 50, rounds: 1 } : FULL_CLIENT_OPTIONS),
