@@ -21,7 +21,8 @@ export async function benchCountryPlacement(o: CountryBenchOptions = FULL_COUNTR
   try {
     await svc.waitReady(3, 180_000);
     const jwt = await svc.login();
-    const countries = [...new Set(svc.net.exits.map((e) => e.country))];
+    // The countries sites see the exits in (GeoIP of the address their traffic leaves from).
+    const countries = [...new Set(svc.net.exits.map((e) => e.egressCountry))];
     const served = async (): Promise<string[]> =>
       ((await (await svc.api('/api/instances', { bearer: jwt })).json()) as InstanceView[]).map((i) => i.assigned_exit?.country ?? '');
     const waits: number[] = [];
@@ -47,7 +48,7 @@ export async function benchCountryPlacement(o: CountryBenchOptions = FULL_COUNTR
     return {
       title: 'Placement by country: the first request when an instance must be given an exit there',
       method:
-        `Pool of 3 on the private network (7 countries, 8 exits). ${o.samples} times: a request of a session asking for a country some instance serves ` +
+        `Pool of 3 on the private network (8 exits in 5 countries, by the address their traffic leaves from). ${o.samples} times: a request of a session asking for a country some instance serves ` +
         '(baseline), then the first request of a session asking for one no instance serves, which waits while an idle instance is pinned to an exit there ' +
         '(SETCONF ExitNodes, a circuit through it) and then goes through; both are plain HTTP through the SOCKS5 listener, timed to the whole answer; both sessions are deleted after each round.',
       figures: [

@@ -11,6 +11,8 @@ import { benchIdleConnections, FULL_IDLE_OPTIONS } from './idle-connections.js';
 import { benchClientOverhead, FULL_CLIENT_OPTIONS } from './client-overhead.js';
 import { benchCountryPlacement, FULL_COUNTRY_OPTIONS } from './country-placement.js';
 import { benchDurableState, FULL_DURABLE_OPTIONS } from './durable-state.js';
+import { benchExitDeath, FULL_EXIT_DEATH_OPTIONS } from './exit-death.js';
+import { benchEgressProbe, FULL_EGRESS_OPTIONS } from './egress-probe.js';
 import { benchIpcRoundTrip } from './ipc-roundtrip.js';
 import { benchPoolStart } from './pool-start.js';
 import { benchPoolScale, FULL_SCALE_OPTIONS } from './pool-scale.js';
@@ -34,13 +36,15 @@ const BENCHES: Record<string, () => Promise<BenchSection>> = {
   'pool-start': () => benchPoolStart(),
   scale: () => benchPoolScale(QUICK ? { ...FULL_SCALE_OPTIONS, sizes: [4, 10], exits: 10, idleMs: 5_000, roundMs: 3_000, rounds: 1 } : FULL_SCALE_OPTIONS),
   'tor-relay': () => benchTorRelay(QUICK ? { bytes: 8e6, rounds: 2 } : FULL_TOR_RELAY_OPTIONS),
-  rotation: () => benchSessionRotation(QUICK ? { sessions: 8, newnymSamples: 2 } : FULL_ROTATION_OPTIONS),
+  rotation: () => benchSessionRotation(QUICK ? { sessions: 8, newnymSamples: 2, busy: { rotations: 8, perInstance: 1, rotatorSteps: [1, 2], rotationsPerRotator: 4, paceMs: 500, defaultPoolRotators: 3 } } : FULL_ROTATION_OPTIONS),
   clients: () => benchClientOverhead(QUICK ? { requests: 50, rounds: 1 } : FULL_CLIENT_OPTIONS),
   country: () => benchCountryPlacement(QUICK ? { samples: 3 } : FULL_COUNTRY_OPTIONS),
   state: () => benchDurableState(QUICK ? { storedSessions: 20_000, newPerSecond: 1000, loadSeconds: 4, startRounds: 1 } : FULL_DURABLE_OPTIONS),
   peers: () => benchPeers(QUICK ? { clients: 16, roundMs: 4_000, rounds: 1, burst: 100, bursts: 1, ceilingInFlight: 32, ceilingRoundMs: 1_000 } : FULL_PEERS_OPTIONS),
   fleet: () => benchFleet(QUICK ? { clients: 12, roundMs: 4_000, rounds: 1 } : FULL_FLEET_OPTIONS),
   verdicts: () => benchVerdictCost(QUICK ? { sessions: 2_000, records: 50_000, batch: 256, rounds: 1 } : FULL_VERDICT_COST_OPTIONS),
+  'exit-death': () => benchExitDeath(QUICK ? { rounds: 2, sessionsPerInstance: 3 } : FULL_EXIT_DEATH_OPTIONS),
+  egress: () => benchEgressProbe(QUICK ? { rounds: 1, poolSize: 4, rotations: 8 } : FULL_EGRESS_OPTIONS),
 };
 
 async function main(): Promise<void> {

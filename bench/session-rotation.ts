@@ -6,7 +6,8 @@
  * NEWNYM with PIN_EXIT_RELAY=0); and how long assigning an instance a new exit takes until a
  * request confirms it.
  */
-import type { InstanceView, SessionView } from '../shared/api/views.js';
+import type { AuditEvent } from '../shared/api/audit-event.js';
+import type { InstanceView, PoolSummary, SessionRotateResult, SessionView } from '../shared/api/views.js';
 import { startService, TEST_PROXY_TOKEN, type RunningService } from '../test/support/fixtures/service.js';
 import { ms, percentile, type BenchSection, type Figure } from './report.js';
 import { openSocksTunnelOrThrow, type SocksCredentials } from '../test/support/clients/socks5-client.js';
@@ -28,9 +29,9 @@ export interface RotationBenchOptions {
   sessions: number;
   /** Rotations timed in the pool of 1 (back to back, as a user wanting a new IP would). */
   newnymSamples: number;
+  /** The busy pool and its supply of fresh exits (benchBusyPoolRotation). */
+  busy: BusyRotationOptions;
 }
-
-export const FULL_ROTATION_OPTIONS: RotationBenchOptions = { sessions: 20, newnymSamples: 5 };
 /** Instance rotations timed from the call to the new exit assigned, then confirmed by a request. */
 const ASSIGN_SAMPLES = 10;
 
@@ -224,14 +225,19 @@ export async function benchSessionRotation(options: RotationBenchOptions = FULL_
     { name: 'instance rotate → a request confirmed the new exit, p50 / max', value: `${ms(percentile(confirm, 0.5), 0)} / ${ms(confirm.at(-1) ?? NaN, 0)}`, limit: '', withinLimit: null },
   );
 
+  const busy = await benchBusyPoolRotation(options.busy);
+  figures.push(...busy.figures);
+
   return {
-    title: 'Session rotation, exit assignment and NEWNYM',
+    title: 'Session rotation, exit assignment and NEWNYM; a busy pool and its spares',
     method: [
       'The real service (the CLI, 2 proxy workers, the API worker) on the private Tor network, driven as a user would: a plain HTTP request to the whoami server through the SOCKS5 listener (test/support/clients/socks5-client.ts, the exit address is the answer), `POST /api/sessions/{key}/rotate` with the proxy token, then requests until one answers from a different exit.',
       `The time runs from sending the rotate call to the complete answer (by Content-Length; tor's stream teardown after it is not waited for). Pool of 4: ${options.sessions} sessions, one rotation each; a request that still sees the old exit would be followed by another rotate call at once (counted).`,
       `On the private network about 1 request in 20 answers some 40 ms late, straight to an instance as much as through the pool (TCP delayed ACK inside the tor chain), so with ${options.sessions} sessions the p95 is decided by whether two of them hit that: the counts over ${SLOW_ANSWER_MS} ms are shown next to each figure.`,
       `Pool of 1: the session has nowhere to go, so its instance gets a new exit: with PIN_EXIT_RELAY on (the default) the supervisor pins it to a newly assigned exit (SETCONF ExitNodes, which makes tor abandon its circuits: no NEWNYM cooldown); with PIN_EXIT_RELAY=0 tor gets NEWNYM. ${options.newnymSamples} rotations back to back each, requests every 100 ms, a NEWNYM repeated after ${NEWNYM_RETRY_AFTER_MS / 1000} s without a new exit (tor delays NEWNYMs closer than 10 s, and a new circuit may pick the same exit again).`,
       `Exit assignment: in the pool of 1, ${ASSIGN_SAMPLES} times POST /api/instances/0/rotate, then the instance view polled every 10 ms until it is routable on a new assigned exit (assigned: the pin is in force), then one request through it, which has tor build its circuit through that exit (confirmed).`,
+      'The pools of 4 and of 1 above run without spares (WARM_SPARES=0, the tests\' setting), so that a pool of 1 has nowhere else to move.',
+      busy.method,
     ].join(' '),
     figures,
   };
@@ -277,4 +283,276 @@ async function timeInPlaceRotations(count: number, env: Record<string, string>):
     await svc.stop();
   }
   return out;
+}
+
+// ---- busy pool: the supply of fresh exits (spares, WARM_SPARES) ----
+
+export interface BusyRotationOptions {
+  /** Rotations of one session in a row, in the idle pool, the busy pool, and the busy pool without spares. */
+  rotations: number;
+  /** Sessions placed on each instance of the pool to make it busy. */
+  perInstance: number;
+  /** Concurrent rotators in each step of the supply run (each rotates back to back). */
+  rotatorSteps: readonly number[];
+  /** Rotations each rotator makes in one step. */
+  rotationsPerRotator: number;
+  /** Time from one rotate call of the idle and busy figures to the next (a session wanting a new IP every so often). */
+  paceMs: number;
+  /** Sessions rotating back to back at once in the default pool (POOL_SIZE 5 + 2 spares: as many instances as the network has /24s). */
+  defaultPoolRotators: number;
+}
+
+export const FULL_BUSY_OPTIONS: BusyRotationOptions = { rotations: 24, perInstance: 2, rotatorSteps: [1, 2, 3, 4, 6], rotationsPerRotator: 12, paceMs: 3000, defaultPoolRotators: 6 };
+export const FULL_ROTATION_OPTIONS: RotationBenchOptions = { sessions: 20, newnymSamples: 5, busy: FULL_BUSY_OPTIONS };
+/** The pool the busy figures are measured on: the tests' pool of 4, with the default WARM_SPARES. */
+const BUSY_POOL_SIZE = 4;
+const BUSY_SPARES = 2;
+const EXIT_HISTORY = 5;
+/** A pool just started still reads its catalog and builds its spares' circuits: the timing starts after this. */
+const START_SETTLE_MS = 5_000;
+
+/** One rotation of a session that rotates again and again, as the client saw it. */
+interface SupplySample {
+  /** Rotate call sent → first answer through another exit; null when the next answer came through the same one. */
+  untilNewMs: number | null;
+  newExit: boolean;
+  /** The exit the client saw is outside the /24s of the last EXIT_HISTORY it saw. */
+  freshBlock: boolean;
+  /** Where the new exit came from (the rotation's audit event, read after the timing), when asked for. */
+  path?: string;
+}
+
+/** An address's /24 (the private network is IPv4). */
+const block24 = (ip: string): string => ip.split('.').slice(0, 3).join('.');
+
+/**
+ * Rotates `key` `count` times, a request after each, a rotate call every `paceMs` (0: back to
+ * back); `history` holds the exits it saw, newest last.
+ */
+async function rotateRepeatedly(svc: RunningService, key: string, count: number, history: string[], paceMs = 0, admin?: string): Promise<SupplySample[]> {
+  const out: SupplySample[] = [];
+  let last = Number.NEGATIVE_INFINITY;
+  for (let i = 0; i < count; i++) {
+    const before = history.at(-1) as string;
+    const wait = last + paceMs - performance.now();
+    if (wait > 0) await sleep(wait);
+    const t0 = (last = performance.now());
+    const r = await svc.api(`/api/sessions/${encodeURIComponent(key)}/rotate`, { method: 'POST', bearer: TEST_PROXY_TOKEN });
+    if (r.status !== 200) throw new ExitRequestError(`rotate answered ${r.status}: ${await r.text()}`);
+    const result = (await r.json()) as SessionRotateResult;
+    const ip = await exitOf(svc, key);
+    const took = performance.now() - t0;
+    const sample: SupplySample = { untilNewMs: ip !== before ? took : null, newExit: result.new_exit, freshBlock: !history.slice(-EXIT_HISTORY).map(block24).includes(block24(ip)) };
+    if (admin !== undefined) sample.path = await lastPathOf(svc, admin, key);
+    out.push(sample);
+    history.push(ip);
+  }
+  return out;
+}
+
+/** Where the last rotation of `key` found its new exit (read after the timing, so it costs the measurement nothing). */
+async function lastPathOf(svc: RunningService, admin: string, key: string): Promise<string> {
+  const events = (await (await svc.api('/api/events?limit=20&type=rotate', { bearer: admin })).json()) as AuditEvent[];
+  const mine = events.filter((e) => e.session === key);
+  const moved = mine.find((e) => typeof e.details.supply === 'string');
+  // Newest first: an instance rotation for the session newer than its last move is its own instance, in place.
+  if (mine[0] !== undefined && mine[0] !== moved && mine[0].details.by === 'session' && (moved === undefined || mine[0].id > moved.id)) return 'in place';
+  return typeof moved?.details.supply === 'string' ? moved.details.supply : 'unknown';
+}
+
+/** Where the rotations of `keys` found their new exits, from the audit (SessionRotation's `supply`, and in-place rotations). */
+async function supplyPaths(svc: RunningService, admin: string, keys: ReadonlySet<string>): Promise<Map<string, number>> {
+  const events = (await (await svc.api('/api/events?limit=1000&type=rotate', { bearer: admin })).json()) as AuditEvent[];
+  const counts = new Map<string, number>();
+  let repinned = 0;
+  let assigned = 0;
+  for (const e of events) {
+    if (e.session === null || !keys.has(e.session)) continue;
+    const path = e.details.supply;
+    if (typeof path === 'string') {
+      counts.set(path, (counts.get(path) ?? 0) + 1);
+      if (path === 'spare_assigned' || path === 'idle_assigned') assigned++;
+    } else if (e.details.by === 'session') {
+      repinned++;
+    }
+  }
+  // An instance rotation for the session is either its own instance in place, or a free one given an exit for it.
+  if (repinned > assigned) counts.set('in place', repinned - assigned);
+  return counts;
+}
+
+function describePaths(paths: Map<string, number>): string {
+  const order = ['instance', 'spare', 'spare_assigned', 'in place', 'idle_assigned', 'none'];
+  return order.filter((p) => (paths.get(p) ?? 0) > 0).map((p) => `${p} ${paths.get(p) ?? 0}`).join(', ');
+}
+
+function latencyFigure(name: string, samples: SupplySample[], limited: boolean): Figure {
+  const until = sorted(samples.filter((s) => s.untilNewMs !== null).map((s) => s.untilNewMs as number));
+  const p95 = percentile(until, 0.95);
+  const missing = samples.length - until.length;
+  return {
+    name,
+    value: `${ms(percentile(until, 0.5), 1)} / ${ms(p95, 1)} (${samples.length} rotations${missing > 0 ? `; ${missing} answered through the old exit` : ''}; ${slowest(samples)})`,
+    limit: limited ? `p95 ≤ ${SESSION_ROTATION_P95_BUDGET_MS} ms` : '',
+    withinLimit: limited ? missing === 0 && until.length > 0 && p95 <= SESSION_ROTATION_P95_BUDGET_MS : null,
+  };
+}
+
+/** The answers slower than SLOW_ANSWER_MS, slowest first, with where each new exit came from. */
+function slowest(samples: SupplySample[]): string {
+  const slow = samples.filter((s) => s.untilNewMs !== null && s.untilNewMs > SLOW_ANSWER_MS).sort((a, b) => (b.untilNewMs as number) - (a.untilNewMs as number));
+  if (slow.length === 0) return `none over ${SLOW_ANSWER_MS} ms`;
+  return `${slow.length} over ${SLOW_ANSWER_MS} ms: ${slow.map((s) => `${ms(s.untilNewMs as number, 0)}${s.path ? ` (${s.path})` : ''}`).join(', ')}`;
+}
+
+function freshCount(samples: SupplySample[]): string {
+  return `${samples.filter((s) => s.newExit && s.freshBlock).length} of ${samples.length} (new_exit false: ${samples.filter((s) => !s.newExit).length}; /24 among the last ${EXIT_HISTORY} seen: ${samples.filter((s) => !s.freshBlock).length})`;
+}
+
+/** Places `perInstance` sessions on every instance of the pool (new sessions go to the least loaded, never to a spare). */
+async function makeBusy(svc: RunningService, poolSize: number, perInstance: number): Promise<void> {
+  for (let i = 0; i < poolSize * perInstance; i++) await exitOf(svc, `resident-${i}`);
+}
+
+async function waitWarmSpares(svc: RunningService, admin: string, warm: number, timeoutMs: number): Promise<void> {
+  const t0 = performance.now();
+  for (;;) {
+    const pool = (await (await svc.api('/api/pool', { bearer: admin })).json()) as PoolSummary;
+    if (pool.spares.warm >= warm) return;
+    if (performance.now() - t0 > timeoutMs) throw new ExitRequestError(`only ${pool.spares.warm} of ${warm} spares warm after ${timeoutMs} ms`);
+    await sleep(50);
+  }
+}
+
+/**
+ * The busy pool (issue 32): one session rotated again and again in an idle pool and in a busy one
+ * (every instance of the pool carrying sessions), with the default spares and without any; then
+ * steps of concurrent rotators, each back to back, to find how many rotations a minute the supply
+ * gives a fresh exit before one answers new_exit false.
+ */
+export async function benchBusyPoolRotation(options: BusyRotationOptions = FULL_BUSY_OPTIONS): Promise<{ figures: Figure[]; method: string }> {
+  const figures: Figure[] = [];
+  const svc = await startService({ POOL_SIZE: String(BUSY_POOL_SIZE), WARM_SPARES: String(BUSY_SPARES), LOG_LEVEL: 'warn' });
+  const steps: { rotators: number; perMinute: number; samples: SupplySample[]; paths: Map<string, number> }[] = [];
+  try {
+    await svc.waitReady(BUSY_POOL_SIZE, 120_000);
+    const admin = await svc.login();
+    await waitWarmSpares(svc, admin, BUSY_SPARES, 120_000);
+    // The start's own work (catalog reads, the spares' first circuits) is over before anything is timed.
+    await sleep(START_SETTLE_MS);
+
+    const idleHistory = [await exitOf(svc, 'idle-rotator')];
+    const idle = await rotateRepeatedly(svc, 'idle-rotator', options.rotations, idleHistory, options.paceMs, admin);
+    const idlePaths = await supplyPaths(svc, admin, new Set(['idle-rotator']));
+    await svc.api('/api/sessions/idle-rotator', { method: 'DELETE', bearer: TEST_PROXY_TOKEN });
+    await waitWarmSpares(svc, admin, BUSY_SPARES, 30_000);
+
+    await makeBusy(svc, BUSY_POOL_SIZE, options.perInstance);
+    const busyHistory = [await exitOf(svc, 'busy-rotator')];
+    const busy = await rotateRepeatedly(svc, 'busy-rotator', options.rotations, busyHistory, options.paceMs, admin);
+    const busyPaths = await supplyPaths(svc, admin, new Set(['busy-rotator']));
+    await svc.api('/api/sessions/busy-rotator', { method: 'DELETE', bearer: TEST_PROXY_TOKEN });
+
+    figures.push(
+      latencyFigure(`busy pool of ${BUSY_POOL_SIZE} (${options.perInstance} session${options.perInstance === 1 ? '' : 's'} on each instance) + ${BUSY_SPARES} spares: one session rotated ${options.rotations} times, every ${options.paceMs / 1000} s, rotate call → answer through a new exit, p50 / p95`, busy, true),
+      latencyFigure(`idle pool of ${BUSY_POOL_SIZE} + ${BUSY_SPARES} spares: the same session rotations, p50 / p95`, idle, true),
+      { name: `busy pool + ${BUSY_SPARES} spares: rotations that got a new exit outside the /24s of the last ${EXIT_HISTORY}`, value: `${freshCount(busy)}; supply: ${describePaths(busyPaths)}`, limit: 'all', withinLimit: busy.every((s) => s.newExit && s.freshBlock) },
+      { name: `idle pool + ${BUSY_SPARES} spares: the same`, value: `${freshCount(idle)}; supply: ${describePaths(idlePaths)}`, limit: 'all', withinLimit: idle.every((s) => s.newExit && s.freshBlock) },
+    );
+
+    // Steps of concurrent rotators on the busy pool, each starting from the pool's instances.
+    let stepNo = 0;
+    for (const rotators of options.rotatorSteps) {
+      await waitWarmSpares(svc, admin, BUSY_SPARES, 30_000);
+      const keys = Array.from({ length: rotators }, (_, i) => `step${stepNo}-rotator-${i}`);
+      const histories = await Promise.all(keys.map(async (k) => [await exitOf(svc, k)]));
+      const t0 = performance.now();
+      const results = await Promise.all(keys.map((k, i) => rotateRepeatedly(svc, k, options.rotationsPerRotator, histories[i] as string[])));
+      const minutes = (performance.now() - t0) / 60_000;
+      const samples = results.flat();
+      steps.push({ rotators, perMinute: samples.length / minutes, samples, paths: await supplyPaths(svc, admin, new Set(keys)) });
+      for (const k of keys) await svc.api(`/api/sessions/${k}`, { method: 'DELETE', bearer: TEST_PROXY_TOKEN });
+      stepNo++;
+    }
+  } finally {
+    await svc.stop();
+  }
+
+  // The same busy pool without spares: what the supply is for.
+  const bare = await startService({ POOL_SIZE: String(BUSY_POOL_SIZE), WARM_SPARES: '0', LOG_LEVEL: 'warn' });
+  const without = await (async (): Promise<SupplySample[]> => {
+    try {
+      await bare.waitReady(BUSY_POOL_SIZE, 120_000);
+      await makeBusy(bare, BUSY_POOL_SIZE, options.perInstance);
+      // Back to back: without spares the pace changes which exits are free, not whether any is.
+      return await rotateRepeatedly(bare, 'busy-rotator', options.rotations, [await exitOf(bare, 'busy-rotator')]);
+    } finally {
+      await bare.stop();
+    }
+  })();
+  figures.push({ name: `the same busy pool without spares (WARM_SPARES=0): rotations that got a new exit outside the /24s of the last ${EXIT_HISTORY}`, value: freshCount(without), limit: '', withinLimit: null });
+
+  // The defaults (POOL_SIZE 5, WARM_SPARES 2): 7 instances, as many as the network has /24s, so
+  // some instance is always outside a session's last EXIT_HISTORY exits and the one it leaves.
+  // WARM_SPARES undefined: the tests' fixture's 0 is removed, so the service's default applies.
+  const defaultEnv: Record<string, string | undefined> = { POOL_SIZE: '5', WARM_SPARES: undefined, LOG_LEVEL: 'warn' };
+  const defaults = await startService(defaultEnv as Record<string, string>);
+  const atDefaults = await (async (): Promise<{ perMinute: number; samples: SupplySample[] }> => {
+    try {
+      await defaults.waitReady(5, 120_000);
+      await waitWarmSpares(defaults, await defaults.login(), BUSY_SPARES, 120_000);
+      await makeBusy(defaults, 5, options.perInstance);
+      const keys = Array.from({ length: options.defaultPoolRotators }, (_, i) => `rotator-${i}`);
+      const histories = await Promise.all(keys.map(async (k) => [await exitOf(defaults, k)]));
+      const t0 = performance.now();
+      const results = await Promise.all(keys.map((k, i) => rotateRepeatedly(defaults, k, options.rotationsPerRotator, histories[i] as string[])));
+      return { perMinute: results.flat().length / ((performance.now() - t0) / 60_000), samples: results.flat() };
+    } finally {
+      await defaults.stop();
+    }
+  })();
+
+  for (const step of steps) {
+    const until = sorted(step.samples.filter((s) => s.untilNewMs !== null).map((s) => s.untilNewMs as number));
+    const refused = step.samples.filter((s) => !s.newExit).length;
+    figures.push({
+      name: `busy pool + ${BUSY_SPARES} spares, ${step.rotators} session${step.rotators === 1 ? '' : 's'} rotating back to back at once`,
+      value: `${step.perMinute.toFixed(0)} rotations/min; new_exit false ${refused} of ${step.samples.length}; next answer p50 / p95 ${ms(percentile(until, 0.5), 0)} / ${ms(percentile(until, 0.95), 0)}; supply: ${describePaths(step.paths)}`,
+      limit: '',
+      withinLimit: null,
+    });
+  }
+  {
+    const until = sorted(atDefaults.samples.filter((s) => s.untilNewMs !== null).map((s) => s.untilNewMs as number));
+    figures.push({
+      name: `default pool (POOL_SIZE 5, WARM_SPARES 2: 7 instances for the network's 7 /24s), busy, ${options.defaultPoolRotators} sessions rotating back to back at once`,
+      value: `${atDefaults.perMinute.toFixed(0)} rotations/min; ${freshCount(atDefaults.samples)}; next answer p50 / p95 ${ms(percentile(until, 0.5), 0)} / ${ms(percentile(until, 0.95), 0)}`,
+      limit: '',
+      withinLimit: null,
+    });
+  }
+  // Steps go up in sessions rotating at once: the supply sustains what the steps before the first
+  // one answering new_exit false reached.
+  const firstRefusing = steps.findIndex((s) => s.samples.some((x) => !x.newExit));
+  const before = (firstRefusing < 0 ? steps : steps.slice(0, firstRefusing)).at(-1);
+  const refusing = firstRefusing < 0 ? undefined : steps[firstRefusing];
+  figures.push({
+    name: `rotations per minute the supply (${BUSY_SPARES} spares) sustains in the busy pool before answering new_exit false`,
+    value: before
+      ? `${before.perMinute.toFixed(0)} (${before.rotators} rotating at once)${refusing ? `; new_exit false from ${refusing.rotators} rotating at once (${refusing.samples.filter((x) => !x.newExit).length} of ${refusing.samples.length} at ${refusing.perMinute.toFixed(0)}/min)` : `; none answered false up to ${steps.at(-1)?.rotators ?? 0} at once`}`
+      : 'none: the first step answered new_exit false already',
+    limit: '',
+    withinLimit: null,
+  });
+
+  const method = [
+    `Busy pool (issue 32): a pool of ${BUSY_POOL_SIZE} with WARM_SPARES=${BUSY_SPARES} (the default) on the same network (8 exits in 7 /24s, so the ${BUSY_POOL_SIZE + BUSY_SPARES} instances leave one /24 free), timed from ${START_SETTLE_MS / 1000} s after its spares are warm.`,
+    `Idle: one session, alone in the pool, rotated ${options.rotations} times, a rotate call every ${options.paceMs / 1000} s with a request after each. Busy: ${options.perInstance} session${options.perInstance === 1 ? '' : 's'} placed on each instance of the pool first (new sessions never go to a spare), then another session rotated the same way; every figure is the rotate call → the complete answer of the next request, through a new exit.`,
+    `The client keeps the exits it saw and checks each against the /24s of its last ${EXIT_HISTORY}; the supply counts come from the audit (\`supply\` of each rotation: an instance of the pool on a fresh exit, a warm spare, a spare or an idle instance given an exit for it, or the session's own instance when it was alone on it).`,
+    `Without spares: a new service with WARM_SPARES=0, made busy the same way, the same ${options.rotations} rotations (back to back: only whether each got a new exit is counted).`,
+    `A spare given a new exit serves as soon as the pin is in force, and tor builds its circuit in the background within a second or two: a session rotating faster can reach a spare before that circuit exists, and its next request then has it built (tens of milliseconds; the slow answers are listed with where their exit came from, and the back-to-back rows show it). The idle and busy rotations are ${options.paceMs / 1000} s apart, a session wanting a new IP every few seconds.`,
+    `The defaults: POOL_SIZE 5 and WARM_SPARES 2 (7 instances, one per /24 of the network), made busy the same way, ${options.defaultPoolRotators} sessions rotated back to back at once, ${options.rotationsPerRotator} rotations each.`,
+    `Supply under load: steps of ${options.rotatorSteps.join(', ')} sessions placed on the busy pool and rotated back to back at once, ${options.rotationsPerRotator} rotations each (each session deleted after its step, so its spare is recycled); the rate is all rotations of the step over its wall time, on 2 cores shared with the ${BUSY_POOL_SIZE + BUSY_SPARES} tors and the private network's 14.`,
+  ].join(' ');
+  return { figures, method };
 }

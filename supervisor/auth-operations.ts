@@ -8,6 +8,7 @@ import type { AuditLog } from './audit/audit-log.js';
 import type { StoredToken } from './auth/auth-file.js';
 import type { AuthStore, CredentialSnapshots } from './auth/auth-store.js';
 import type { WorkerManager } from './cluster/worker-manager.js';
+import { errorMessage } from '../shared/errors/error-message.js';
 
 /** How long a worker may take to acknowledge a new credential snapshot. */
 export const CREDENTIAL_PUSH_TIMEOUT_MS = 3000;
@@ -59,10 +60,10 @@ export class AuthOperations {
       } catch (e) {
         // A token only this node knows would vanish at the next reading of the fleet's list:
         // it is withdrawn, and the caller told nothing was created.
-        this.log.error('token not shared with the other nodes; withdrawn', { token: token.id, error: (e as Error).message });
+        this.log.error('token not shared with the other nodes; withdrawn', { token: token.id, error: errorMessage(e) });
         const withdrawn = this.store.revokeToken(token.id);
         await this.push(withdrawn.snapshots).catch(() => undefined);
-        throw new ExitpoolError('EXITPOOL_FLEET_UNREACHABLE', `token not created: the other nodes could not be told (${(e as Error).message}); retry`, { cause: e });
+        throw new ExitpoolError('EXITPOOL_FLEET_UNREACHABLE', `token not created: the other nodes could not be told (${errorMessage(e)}); retry`, { cause: e });
       }
     }
     return token;
@@ -78,22 +79,22 @@ export class AuthOperations {
     try {
       await this.push(revocation.snapshots);
     } catch (e) {
-      this.log.error('a worker did not acknowledge the revocation', { token: id, error: (e as Error).message });
+      this.log.error('a worker did not acknowledge the revocation', { token: id, error: errorMessage(e) });
       throw new ExitpoolError('EXITPOOL_NOT_ACKNOWLEDGED', 'revocation not acknowledged by every worker; retry', { cause: e });
     }
     if (this.shared && revocation.token.source === 'store') {
       try {
         await this.shared.revoked(id);
       } catch (e) {
-        this.log.error('token revoked on this node but the other nodes could not be told', { token: id, error: (e as Error).message });
-        throw new ExitpoolError('EXITPOOL_FLEET_UNREACHABLE', `token revoked on this node (in force here) but the other nodes could not be told: ${(e as Error).message}; they drop it when Redis answers again`, { cause: e });
+        this.log.error('token revoked on this node but the other nodes could not be told', { token: id, error: errorMessage(e) });
+        throw new ExitpoolError('EXITPOOL_FLEET_UNREACHABLE', `token revoked on this node (in force here) but the other nodes could not be told: ${errorMessage(e)}; they drop it when Redis answers again`, { cause: e });
       }
     }
     try {
       await revocation.persisted;
     } catch (e) {
-      this.log.error('token revoked but auth.json could not be written', { token: id, error: (e as Error).message });
-      throw new ExitpoolError('EXITPOOL_NOT_PERSISTED', `token revoked (in force now) but not saved: ${(e as Error).message}`, { cause: e });
+      this.log.error('token revoked but auth.json could not be written', { token: id, error: errorMessage(e) });
+      throw new ExitpoolError('EXITPOOL_NOT_PERSISTED', `token revoked (in force now) but not saved: ${errorMessage(e)}`, { cause: e });
     }
     return null;
   }

@@ -38,10 +38,13 @@ export async function checkEnvironment(config: Config, options: CheckOptions = {
   const signing = await signingKeyCheck(config);
   if (signing) outcomes.push(signing);
   outcomes.push(await torCheck(config, options));
+  const inFleet = config.stateStore !== 'sqlite' && config.stateStore !== 'none';
   for (const [setting, port] of [
     ['SOCKS_PORT', config.socksPort],
     ['HTTP_PORT', config.httpPort],
     ['API_PORT', config.apiPort],
+    // The hop listener opens only on a node of a fleet.
+    ...(inFleet ? [['HOP_PORT', config.hopPort] as const] : []),
   ] as const) {
     outcomes.push(await portCheck(setting, config.bindHost, port));
   }

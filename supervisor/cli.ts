@@ -5,6 +5,7 @@ import { AuthStoreCorruptError, AuthStorePersistError } from './auth/errors.js';
 import { AdminPasswordResetRefused } from './auth/reset-admin-password.js';
 import { loadEnvFile } from './startup/env-file.js';
 import { StartupError } from './startup/startup-error.js';
+import { errorMessage } from '../shared/errors/error-message.js';
 
 /** sysexits EX_CONFIG: the service cannot run as configured. */
 const EX_CONFIG = 78;
@@ -111,7 +112,7 @@ main(process.argv.slice(2)).then(
       // Whatever was started has been stopped; do not wait for stray handles to drain.
       process.exit(EX_CONFIG);
     }
-    process.stderr.write(`exitpool: ${(e as Error)?.stack ?? String(e)}\n`);
+    process.stderr.write(`exitpool: ${e instanceof Error ? (e.stack ?? e.message) : errorMessage(e)}\n`);
     process.exitCode = 1;
   },
 );

@@ -5,7 +5,7 @@ import { loadConfig, removeSecretsFromEnvironment, type Environment } from '../s
 import { createRootLogger, type Logger } from '../shared/logger.js';
 import { Service } from './service.js';
 
-/** Pool size of the demo unless POOL_SIZE says otherwise: 4 of the network's 7 exit /24s. */
+/** Pool size of the demo unless POOL_SIZE says otherwise: 4 of the 7 /24s the network's exits leave from, leaving room for the spares (WARM_SPARES). */
 const DEMO_POOL_SIZE = '4';
 /** How long the demo waits for every instance's exit before printing the ones it has. */
 const EXITS_PRINT_WAIT_MS = 60_000;
@@ -50,6 +50,8 @@ export async function runDemo(env: Environment): Promise<number> {
     log.info('demo: private network usable', { seconds: Math.round((net.usableAfterMs ?? 0) / 1000), exits: net.exits.length });
     const config = loadConfig({
       POOL_SIZE: DEMO_POOL_SIZE,
+      // The network's own IP echo measures the exits' addresses, as the default echo would on the public network.
+      EGRESS_PROBE_URLS: net.whoami.echoUrl(),
       ...env,
       DATA_DIR: env.DATA_DIR ?? path.join(net.workDir, 'exitpool-data'),
       TOR_BINARY: net.torBinary,
@@ -113,8 +115,10 @@ async function printExits(service: Service): Promise<void> {
   while (Date.now() < deadline && !views().every((v) => v.ready && v.exit_ip !== '')) await new Promise((r) => setTimeout(r, 250));
   const lines = views().map((v) => {
     const exit = v.assigned_exit;
-    const where = exit ? `${exit.nickname}, ${exit.country || '??'}, block ${exit.block}${exit.distinct ? '' : ' (shared: too few exits)'}` : 'chosen by tor';
-    return `    instance ${v.id}  ${v.exit_ip || '(not yet known)'}  (${where})`;
+    const measured = exit && exit.address_source !== 'published' && exit.published_address !== exit.address ? `, publishes ${exit.published_address}` : '';
+    const where = exit ? `${exit.nickname}${measured}, ${exit.country || '??'}, block ${exit.block}${exit.distinct ? '' : ' (shared: too few exits)'}` : 'chosen by tor';
+    // A spare (WARM_SPARES) serves no session until a rotation moves one onto it.
+    return `    ${v.spare ? 'spare   ' : 'instance'} ${v.id}  ${v.exit_ip || '(not yet known)'}  (${where})`;
   });
-  process.stdout.write(['  Each instance leaves through its own exit:', ...lines, ''].join('\n') + '\n');
+  process.stdout.write(['  Each instance leaves through its own exit (spares wait for rotations):', ...lines, ''].join('\n') + '\n');
 }

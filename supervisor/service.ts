@@ -6,7 +6,7 @@ import { errorMessage } from '../shared/errors/error-message.js';
 import { logger, type Logger } from '../shared/logger.js';
 import { serviceVersion } from '../shared/version.js';
 import { LocalSignInLimiter } from '../shared/auth/sign-in-limit.js';
-import { FORWARD_DIGEST_ENV } from '../shared/ipc/protocol.js';
+import { FLEET_NODE_ENV } from '../shared/ipc/protocol.js';
 import { AuditLog } from './audit/audit-log.js';
 import { AuthOperations } from './auth-operations.js';
 import { AuthStore, type GeneratedCredentials } from './auth/auth-store.js';
@@ -101,7 +101,7 @@ export class Service {
         { role: 'api', count: 1 },
         { role: 'proxy', count: config.proxyWorkers },
       ],
-      env: { [WORKER_CONFIG_ENV]: encodeWorkerConfig(config), ...(fleet ? { [FORWARD_DIGEST_ENV]: fleet.forwardDigest } : {}) },
+      env: { [WORKER_CONFIG_ENV]: encodeWorkerConfig(config), ...(fleet ? { [FLEET_NODE_ENV]: fleet.node } : {}) },
       log,
       attach: (h) =>
         attachWorker(h, {
@@ -128,6 +128,7 @@ export class Service {
       await fleet?.leave();
     };
     if (fleet) await shareWithFleet(fleet, credentials.store, auth, core, log, undoState);
+    if (fleet) pushHopKeys(fleet, workers, log);
     wireWorkerNotices(core, workers, log);
     // The tors bootstrap, and the workers fork, while the stored sessions are still being read.
     core.pool.start();
@@ -284,6 +285,13 @@ function assemblePool(config: Config, options: ServiceOptions, state: LoadedStat
         strictNodes: config.torStrictNodes,
         audit,
         log: log.child({ component: 'exits' }),
+        egress: {
+          urls: config.egressProbeUrls,
+          ttlMs: config.egressProbeTtlMs,
+          timeoutMs: config.egressProbeTimeoutMs,
+          exitList: config.exitList,
+          fetch: (fetch) => workers.fetchThroughInstance(fetch),
+        },
       })
     : undefined;
   exits?.start();
@@ -295,7 +303,7 @@ function assemblePool(config: Config, options: ServiceOptions, state: LoadedStat
     log,
     sendInvalidation: (invalidation) => workers.invalidateRouteLeases(invalidation),
     ...(exits ? { exits } : {}),
-    ...(fleet ? { fleet: fleet.sessions } : {}),
+    ...(fleet ? { fleet: fleet.sessions, budgets: fleet.budgets.counterFor } : {}),
     probeDestination: (probe) => workers.probeDestination(probe),
     partyOf: partyResolver((id) => store.ownerOf(id)),
     createInstance: (id) => torPoolInstance(config, options, id, exits, log),
@@ -390,21 +398,36 @@ function poolMetrics(config: Config, core: PoolCore, fleet: FleetMember | null, 
 }
 
 /**
- * A node's tokens are the fleet's (issued on any node, revoked everywhere), and its pool is:
- * sessions' ownership, its summary, its exits' leases (FleetMember.attachPool).
+ * A node's tokens are the fleet's (issued on any node, revoked everywhere, a revoked one never
+ * back), and its pool is: sessions' ownership, its summary, its exits' leases, its standing in
+ * the audit trail (FleetMember.attachPool).
  */
 async function shareWithFleet(fleet: FleetMember, store: AuthStore, auth: AuthOperations, core: PoolCore, log: Logger, undo: () => Promise<void>): Promise<void> {
   auth.shared = fleet.tokens;
+  const push = (snapshots: ReturnType<AuthStore['replaceIssued']>): void => {
+    if (snapshots) auth.push(snapshots).catch((e: unknown) => log.error('a worker did not take the fleet’s tokens', { error: errorMessage(e) }));
+  };
   try {
-    await fleet.shareTokens(store.issuedTokens(), (tokens) => {
-      const snapshots = store.replaceIssued(tokens);
-      if (snapshots) auth.push(snapshots).catch((e: unknown) => log.error('a worker did not take the fleet’s tokens', { error: errorMessage(e) }));
+    await fleet.shareTokens({
+      issued: () => store.issuedTokens(),
+      revokedIds: () => store.revokedIds(),
+      replace: (tokens) => push(store.replaceIssued(tokens)),
+      rememberRevoked: (ids) => push(store.rememberRevoked(ids)),
     });
   } catch (e) {
     await undo();
     throw new StartupError('STATE_STORE', `the fleet's tokens could not be read from Redis: ${errorMessage(e)}`);
   }
-  await fleet.attachPool(core.pool, core.exits);
+  await fleet.attachPool(core.pool, core.exits, core.audit);
+}
+
+/** Each rotation of this node's hop keys reaches its proxy workers (a worker forked later asks for them: hop.keys). */
+function pushHopKeys(fleet: FleetMember, workers: WorkerManager, log: Logger): void {
+  fleet.hopKeys.onChange((snapshot) => {
+    for (const h of workers.handles('proxy')) {
+      h.endpoint.request('hop.keys.update', snapshot).catch((e: unknown) => log.warn('a proxy worker did not take the new hop keys', { error: errorMessage(e) }));
+    }
+  });
 }
 
 /** What the pool and the audit log tell the workers and the log. */

@@ -17,6 +17,7 @@ import type { ExitAssignments } from './exits/exit-assignments.js';
 import type { FleetMember } from './fleet/fleet-member.js';
 import { exitsViewOf, liftBan } from './exits/exits-view.js';
 import { LEASE_INVALIDATION_TIMEOUT_MS } from './routing/route-leases.js';
+import { errorMessage } from '../shared/errors/error-message.js';
 
 export interface WorkerIpcDeps {
   pool: Pool;
@@ -77,7 +78,11 @@ export function workerRequestHandlers(h: WorkerHandle, d: WorkerIpcDeps): IpcHan
       return pool.sessionView(key);
     },
     'sessions.rotate': ({ key, newnym }) => settled(pool.rotateSession(key, newnym)),
-    'sessions.failure': ({ key, report, reporter }) => settled(pool.reportFailure(key, report.kind, report.reason, reporter, report.domain)),
+    // The sites the session reached travel in the workers' batches: bring them in before judging.
+    'sessions.failure': async ({ key, report, reporter }) => {
+      await d.flushAccounting();
+      return settled(pool.reportFailure(key, report.kind, report.reason, reporter, report.domain));
+    },
     'sessions.delete': ({ key }) => settled(pool.deleteSession(key)),
     'sessions.refusal': ({ key }) => pool.refusals.view(key),
     'sessions.owner': async ({ key }) => (pool.sessions.get(key) !== undefined || !d.fleet ? null : d.fleet.sessions.ownerElsewhere(key)),
@@ -95,6 +100,10 @@ export function workerRequestHandlers(h: WorkerHandle, d: WorkerIpcDeps): IpcHan
       onlyFor(h, 'api', 'credentials.api');
       return d.store.snapshots().api;
     },
+    'hop.keys': () => {
+      onlyFor(h, 'proxy', 'hop.keys');
+      return d.fleet?.hopKeys.snapshot() ?? null;
+    },
     'tokens.list': () => d.store.listTokens(),
     'tokens.create': ({ request }) => d.auth().create(request),
     'tokens.delete': ({ id }) => d.auth().revoke(id),
@@ -110,11 +119,12 @@ export function attachWorker(h: WorkerHandle, d: WorkerIpcDeps): void {
   const ep = h.endpoint;
   const { pool } = d;
   ep.handleAll(workerRequestHandlers(h, d));
-  ep.onNotice('accounting', ({ opened, closes, released, routeRttMs, refused, evicted, connections }) => {
+  ep.onNotice('accounting', ({ opened, reached, closes, released, routeRttMs, refused, evicted, connections }) => {
     d.load.record(h.slot, connections);
     // Opened first: a connection's close may come in the same batch as its open.
     pool.recordOpened(opened, h.slot);
     if (opened.length > 0) d.metrics.routeLeaseHits.inc(opened.length);
+    pool.recordReached(reached);
     pool.recordCloses(closes, h.slot);
     pool.recordReleased(released, h.slot);
     if (refused > 0) d.metrics.connectionsRefused.inc(refused);
@@ -152,7 +162,7 @@ async function askEveryProxyWorker<M extends Known<SupervisorRequests>>(
       h.endpoint.request(method, params, timeoutMs).then(
         () => undefined,
         (e: unknown) => {
-          if (!(e instanceof IpcPeerGoneError)) log[level](`${method} not answered by a proxy worker`, { slot: h.slot, error: (e as Error).message });
+          if (!(e instanceof IpcPeerGoneError)) log[level](`${method} not answered by a proxy worker`, { slot: h.slot, error: errorMessage(e) });
         },
       ),
     ),
@@ -169,7 +179,7 @@ export async function probeDestinationThroughWorker(workers: WorkerManager, prob
   try {
     return await h.endpoint.request('destination.probe', probe, DESTINATION_PROBE_IPC_TIMEOUT_MS);
   } catch (e) {
-    log.debug('destination probe not answered', { slot: h.slot, error: (e as Error).message });
+    log.debug('destination probe not answered', { slot: h.slot, error: errorMessage(e) });
     return null;
   }
 }

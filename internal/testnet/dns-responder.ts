@@ -1,5 +1,6 @@
 import { createSocket, type RemoteInfo, type Socket } from 'node:dgram';
 import type { Logger } from '../../shared/logger.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 import {
   buildResponse,
   DNS_CLASS_IN,
@@ -94,7 +95,7 @@ export class DnsResponder {
     try {
       reply = answerQuery(packet);
     } catch (err) {
-      this.log.warn('dns responder could not parse a query', { error: (err as Error).message, from: remote.address });
+      this.log.warn('dns responder could not parse a query', { error: errorMessage(err), from: remote.address });
       return;
     }
     if (!reply) return;

@@ -4,12 +4,14 @@ import { rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { childLogger, type Logger } from '../../shared/logger.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 import { BANDWIDTH_FILE_REFRESH_MS, bandwidthFileContent } from './bandwidth-file.js';
 import { countMicrodescriptors, parseConsensus, usabilityProblems, type UsabilityExpectation } from './consensus.js';
 import { fetchDirectoryDocument } from './directory-fetch.js';
 import { DnsResponder } from './dns-responder.js';
 import { trackWorkDir, untrackWorkDir } from './emergency-teardown.js';
 import { ShimNotLoadedError, TestnetError, TestnetNotUsableError, TestnetStoppedError, WorkDirInUseError } from './errors.js';
+import { exitListFileContent } from './exit-list-file.js';
 import { geoip6FileContent, geoipFileContent } from './geoip-file.js';
 import { generateAuthorityKeys, generateRelayIdentity, type KeygenTools } from './node-keys.js';
 import { reservePortBlock, type PortBlock } from './port-block.js';
@@ -65,6 +67,8 @@ export interface TestnetOptions {
   relays?: number;
   /** Country codes given to exits in turn (default de, nl, us, se, …). */
   exitCountries?: readonly string[];
+  /** Two exits send their traffic from an address in another exit's /24 (EGRESS_ELSEWHERE_EXITS); default false. */
+  egressElsewhere?: boolean;
   /** Leave the work dir (keys, logs) on disk after stop(). */
   keepWorkDir?: boolean;
   /** SIGTERM grace per tor in stop() before SIGKILL. */
@@ -75,10 +79,18 @@ export interface TestnetOptions {
 export interface TestnetExit {
   readonly nickname: string;
   readonly fingerprint: string;
-  /** The exit's own loopback address, which destinations see as the source of its traffic. */
+  /** The exit's own loopback address, published in the consensus (its OR address). */
   readonly address: string;
-  /** Lower-case code, as tor's GETINFO ip-to-country answers it. */
+  /** Lower-case code of the published address, as tor's GETINFO ip-to-country answers it. */
   readonly country: string;
+  /**
+   * The address destinations see as the source of its traffic: `address`, except for the exits
+   * that leave from an address in another exit's /24 (EGRESS_ELSEWHERE_EXITS, in a network
+   * started with `egressElsewhere`).
+   */
+  readonly egressAddress: string;
+  /** Lower-case code of the egress address (GETINFO ip-to-country/<egressAddress>). */
+  readonly egressCountry: string;
   /** Fingerprints of the exits it declares as family (FAMILY_EXITS), empty for the others. */
   readonly family: readonly string[];
 }
@@ -110,6 +122,8 @@ export interface Testnet {
   readonly dns: { readonly host: string; readonly port: number };
   readonly geoipFile: string;
   readonly geoip6File: string;
+  /** Every exit and the address its traffic leaves from, in the Tor exit list's bulk `exit-addresses` format (EXIT_LIST). */
+  readonly exitListFile: string;
   readonly shimLibrary: string;
   /** The tor binary and empty defaults file the network uses (clients should use them too). */
   readonly torBinary: string;
@@ -138,7 +152,7 @@ function tryRun(label: string, log: Logger, action: () => void): void {
   try {
     action();
   } catch (err) {
-    log.warn(`${label} failed`, { error: (err as Error).message });
+    log.warn(`${label} failed`, { error: errorMessage(err) });
   }
 }
 
@@ -147,6 +161,7 @@ class RunningTestnet implements Testnet {
   readonly clientEnvironment: Readonly<Record<string, string>>;
   readonly geoipFile: string;
   readonly geoip6File: string;
+  readonly exitListFile: string;
   readonly defaultsTorrc: string;
   private readonly log: Logger;
   private readonly startedAt: number;
@@ -180,6 +195,7 @@ class RunningTestnet implements Testnet {
     this.clientEnvironment = { LD_PRELOAD: shimLibrary };
     this.geoipFile = path.join(workDir, 'geoip');
     this.geoip6File = path.join(workDir, 'geoip6');
+    this.exitListFile = path.join(workDir, 'exit-addresses');
     this.defaultsTorrc = path.join(workDir, 'torrc-defaults');
   }
 
@@ -199,6 +215,8 @@ class RunningTestnet implements Testnet {
         fingerprint: n.fingerprint,
         address: n.plan.address,
         country: n.plan.country ?? '??',
+        egressAddress: n.plan.egressAddress,
+        egressCountry: n.plan.egressCountry ?? '??',
         family: n.plan.familyExits.map((i) => exits.find((e) => e.plan.index === i)?.fingerprint ?? ''),
       }));
   }
@@ -246,14 +264,15 @@ class RunningTestnet implements Testnet {
     const relays = options.relays ?? DEFAULT_RELAYS;
     const exits = options.exits ?? DEFAULT_EXITS;
     const exitCountries = options.exitCountries ?? DEFAULT_EXIT_COUNTRIES;
+    const egressElsewhere = options.egressElsewhere ?? false;
     const requestedBase = options.basePort ?? DEFAULT_BASE_PORT;
     this.block = await reservePortBlock({
       basePort: requestedBase,
       exact: options.basePort !== undefined,
       span: portSpan(relays, exits),
-      endpointsFor: (base) => plannedEndpoints(planTopology({ basePort: base, relays, exits, exitCountries, workDir: this.workDir })),
+      endpointsFor: (base) => plannedEndpoints(planTopology({ basePort: base, relays, exits, exitCountries, egressElsewhere, workDir: this.workDir })),
     });
-    const plan = planTopology({ basePort: this.block.basePort, relays, exits, exitCountries, workDir: this.workDir });
+    const plan = planTopology({ basePort: this.block.basePort, relays, exits, exitCountries, egressElsewhere, workDir: this.workDir });
     this.plan = plan;
     this.log.info('starting test network', { workDir: this.workDir, basePort: plan.basePort, authorities: AUTHORITY_COUNT, relays, exits });
 
@@ -270,7 +289,10 @@ class RunningTestnet implements Testnet {
     for (const node of plan.nodes) mkdirSync(node.dir, { recursive: true, mode: 0o700 });
     await Promise.all([
       writeFile(files.resolvConfFile, `${this.dnsServer.resolvConfLine()}\n`),
-      writeFile(files.geoipFile, geoipFileContent(exitPlans.map((n) => ({ address: n.address, country: n.country ?? '??' })))),
+      writeFile(
+        files.geoipFile,
+        geoipFileContent(exitPlans.flatMap((n) => [{ address: n.address, country: n.country ?? '??' }, { address: n.egressAddress, country: n.egressCountry ?? '??' }])),
+      ),
       writeFile(files.geoip6File, geoip6FileContent()),
       writeFile(this.defaultsTorrc, '# intentionally empty: no system-wide tor defaults for the test network\n'),
     ]);
@@ -299,6 +321,13 @@ class RunningTestnet implements Testnet {
         : [],
     );
     const fingerprintsOf = (role: NodeRole): string[] => identities.filter((i) => i.node.role === role).map((i) => i.fingerprint);
+    await writeFile(
+      this.exitListFile,
+      exitListFileContent(
+        identities.filter((i) => i.node.role === 'exit').map((i) => ({ fingerprint: i.fingerprint, exitAddress: i.node.egressAddress })),
+        new Date(),
+      ),
+    );
     this.clientLines = networkMembershipLines(authorities, files);
     await this.writeBandwidthFile(files.bandwidthFile, identities.map((i) => i.fingerprint));
     this.refreshTimer = setInterval(() => {
@@ -350,6 +379,11 @@ class RunningTestnet implements Testnet {
       LANG: 'C',
       LD_PRELOAD: this.shimLibrary,
       EXITPOOL_SHIM_BIND_IPV4: node.address,
+      // An exit whose traffic leaves from another address (EGRESS_ELSEWHERE_EXITS): relay traffic
+      // to the network's own ports keeps the published address.
+      ...(node.egressAddress !== node.address
+        ? { EXITPOOL_SHIM_EXIT_BIND_IPV4: node.egressAddress, EXITPOOL_SHIM_RELAY_PORTS: `${this.requirePlan().relayPorts.low}-${this.requirePlan().relayPorts.high}` }
+        : {}),
     };
   }
 
@@ -360,7 +394,7 @@ class RunningTestnet implements Testnet {
       await writeFile(temporary, bandwidthFileContent(fingerprints));
       await rename(temporary, file);
     } catch (err) {
-      this.log.warn('bandwidth file not written', { error: (err as Error).message });
+      this.log.warn('bandwidth file not written', { error: errorMessage(err) });
     }
   }
 
@@ -419,7 +453,7 @@ class RunningTestnet implements Testnet {
           for (const router of consensus.routers) if (router.microdescDigest) digests.add(router.microdescDigest);
           return usabilityProblems(consensus, expectation).map((p) => `${a.plan.nickname}: ${p}`);
         } catch (err) {
-          return [`${a.plan.nickname}: ${(err as Error).message}`];
+          return [`${a.plan.nickname}: ${errorMessage(err)}`];
         }
       }),
     );
@@ -434,7 +468,7 @@ class RunningTestnet implements Testnet {
           const held = res.status === 200 ? countMicrodescriptors(res.body) : 0;
           return held >= wanted.length ? [] : [`${c.plan.nickname}: cache holds ${held}/${wanted.length} microdescriptors`];
         } catch (err) {
-          return [`${c.plan.nickname}: ${(err as Error).message}`];
+          return [`${c.plan.nickname}: ${errorMessage(err)}`];
         }
       }),
     );
@@ -506,7 +540,7 @@ export async function startTestnet(options: TestnetOptions = {}): Promise<Testne
   try {
     await reapStaleRuns(root, log);
   } catch (err) {
-    log.warn('stale test network reaping failed', { error: (err as Error).message });
+    log.warn('stale test network reaping failed', { error: errorMessage(err) });
   }
   const shimLibrary = await ensureShimBuilt(repoRoot, path.join(root, SHIM_CACHE_DIR), log);
   const runId = `run-${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}-${randomBytes(3).toString('hex')}`;
@@ -518,8 +552,8 @@ export async function startTestnet(options: TestnetOptions = {}): Promise<Testne
   try {
     await testnet.start(options, gencertBinary);
   } catch (err) {
-    log.error('test network failed to start', { error: (err as Error).message });
-    await testnet.stop().catch((stopErr: unknown) => log.error('cleanup after failed start failed', { error: (stopErr as Error).message }));
+    log.error('test network failed to start', { error: errorMessage(err) });
+    await testnet.stop().catch((stopErr: unknown) => log.error('cleanup after failed start failed', { error: errorMessage(stopErr) }));
     throw err;
   }
   return testnet;

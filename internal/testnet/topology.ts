@@ -19,6 +19,13 @@ export interface NodePlan {
   readonly dirPort: number;
   /** Country the custom GeoIP file gives this relay's address (exits only). */
   readonly country: string | undefined;
+  /**
+   * Where its exit traffic leaves from: its own address, except for EGRESS_ELSEWHERE_EXITS,
+   * whose traffic leaves from an address in another exit's /24 (through the shim).
+   */
+  readonly egressAddress: string;
+  /** Country the GeoIP file gives the egress address (exits only): the host exit's for those exits. */
+  readonly egressCountry: string | undefined;
   /** Indices of the other exits this exit declares as its family (MyFamily); empty for most. */
   readonly familyExits: readonly number[];
   readonly dir: string;
@@ -28,6 +35,8 @@ export interface TestnetPlan {
   readonly basePort: number;
   readonly dnsPort: number;
   readonly whoamiPort: number;
+  /** The ORPorts and DirPorts of the network (inclusive): traffic to them is relay traffic, not exit traffic. */
+  readonly relayPorts: { readonly low: number; readonly high: number };
   readonly nodes: readonly NodePlan[];
 }
 
@@ -50,6 +59,21 @@ export const DEFAULT_EXITS = 8;
 export const SHARED_BLOCK_EXITS: readonly [number, number] = [0, 1];
 /** These two exits declare each other as family (MyFamily): the unit `family` keeps them apart. */
 export const FAMILY_EXITS: readonly [number, number] = [2, 3];
+/**
+ * Exits whose exit traffic leaves from another address than the one they publish, as some
+ * exits of the public network do, in a network started with `egressElsewhere`: [exit, host exit]. The exit's traffic leaves from an address
+ * in the host exit's /24, which the GeoIP file places in the host's country. Exit 5 (ch,
+ * 127.24.0.1) leaves from 127.23.0.6, in exit 4's /24 (us); exit 7 (jp, 127.26.0.1) from
+ * 127.21.0.8, in exit 2's (us). So the 8 exits publish 7 /24s but sites see them from 5:
+ * 127.20 (exits 0, 1), 127.21 (2, 7), 127.22 (3), 127.23 (4, 5), 127.25 (6). Chosen so that the
+ * countries tests rely on keep their exits: de and nl stay the shared pair alone, se and ca keep
+ * one exit each, and us gains two.
+ */
+export const EGRESS_ELSEWHERE_EXITS: readonly (readonly [number, number])[] = [
+  [5, 4],
+  [7, 2],
+];
+
 /**
  * Seven countries; us has two exits in different /24s (exits 2 and 4), so a session that asks
  * for it can rotate, and be moved off a burnt exit, without leaving it. de and nl are the shared
@@ -78,6 +102,21 @@ export function exitAddress(i: number): string {
   return `127.${FIRST_EXIT_BLOCK + block}.0.1`;
 }
 
+/** Where exit `i`'s traffic leaves from: an address in its host exit's /24 for EGRESS_ELSEWHERE_EXITS (when the network has them), else its own. */
+export function exitEgressAddress(i: number, exits: number, egressElsewhere: boolean): string {
+  const host = hostExitOf(i, exits, egressElsewhere);
+  if (host === undefined) return exitAddress(i);
+  const [a, b, c] = exitAddress(host).split('.');
+  return `${a}.${b}.${c}.${i + 1}`;
+}
+
+/** The exit in whose /24 (and country) exit `i`'s traffic leaves, when it is one of EGRESS_ELSEWHERE_EXITS in a network that has its host. */
+function hostExitOf(i: number, exits: number, egressElsewhere: boolean): number | undefined {
+  if (!egressElsewhere) return undefined;
+  const pair = EGRESS_ELSEWHERE_EXITS.find(([exit, host]) => exit === i && exit < exits && host < exits);
+  return pair?.[1];
+}
+
 function familyOf(i: number, exits: number): number[] {
   const [a, b] = FAMILY_EXITS;
   if (exits <= Math.max(a, b)) return [];
@@ -91,6 +130,12 @@ export interface TopologyInput {
   readonly relays: number;
   readonly exits: number;
   readonly exitCountries: readonly string[];
+  /**
+   * Whether EGRESS_ELSEWHERE_EXITS leave from another exit's /24. Off by default: most tests
+   * count the /24s a pool can keep apart, and two of them fewer leaves too few for a rotation
+   * to avoid a session's last five.
+   */
+  readonly egressElsewhere?: boolean;
   readonly workDir: string;
 }
 
@@ -120,8 +165,9 @@ export function portSpan(relays: number, exits: number): number {
 export function planTopology(input: TopologyInput): TestnetPlan {
   validateTopology(input);
   const { basePort, relays, exits, exitCountries, workDir } = input;
+  const egressElsewhere = input.egressElsewhere ?? false;
   const nodes: NodePlan[] = [];
-  const add = (role: NodeRole, index: number, address: string, country: string | undefined, familyExits: number[] = []): void => {
+  const add = (role: NodeRole, index: number, address: string, country: string | undefined, familyExits: number[] = [], egress = { address, country }): void => {
     const slot = nodes.length;
     const nickname = `tn${role === 'authority' ? 'auth' : role}${index}`;
     nodes.push({
@@ -132,17 +178,21 @@ export function planTopology(input: TopologyInput): TestnetPlan {
       orPort: basePort + FIRST_NODE_PORT_OFFSET + 2 * slot,
       dirPort: basePort + FIRST_NODE_PORT_OFFSET + 2 * slot + 1,
       country,
+      egressAddress: egress.address,
+      egressCountry: egress.country,
       familyExits,
       dir: path.join(workDir, nickname),
     });
   };
   for (let i = 0; i < AUTHORITY_COUNT; i++) add('authority', i, AUTHORITY_ADDRESS, undefined);
   for (let i = 0; i < relays; i++) add('relay', i, `127.0.0.${FIRST_RELAY_HOST + i}`, undefined);
+  const countryOf = (i: number): string => (exitCountries[i % exitCountries.length] ?? 'de').toLowerCase();
   for (let i = 0; i < exits; i++) {
-    const country = (exitCountries[i % exitCountries.length] ?? 'de').toLowerCase();
-    add('exit', i, exitAddress(i), country, familyOf(i, exits));
+    const host = hostExitOf(i, exits, egressElsewhere);
+    add('exit', i, exitAddress(i), countryOf(i), familyOf(i, exits), { address: exitEgressAddress(i, exits, egressElsewhere), country: countryOf(host ?? i) });
   }
-  return { basePort, dnsPort: basePort, whoamiPort: basePort + 1, nodes };
+  const relayPorts = { low: basePort + FIRST_NODE_PORT_OFFSET, high: basePort + portSpan(relays, exits) - 1 };
+  return { basePort, dnsPort: basePort, whoamiPort: basePort + 1, relayPorts, nodes };
 }
 
 export interface PlannedEndpoint {

@@ -16,6 +16,16 @@ export const WHOAMI_JSON_PATH = '/json';
 export const WHOAMI_SLOW_PATH = '/slow';
 export const WHOAMI_MAX_DELAY_MS = 120_000;
 export const RATE_LIMIT_RETRY_AFTER_SECONDS = 30;
+/**
+ * `GET /ip`: the IP-echo endpoint a pool measures each exit's egress address with
+ * (EGRESS_PROBE_URLS). A service of its own in all but the port: its requests are not hits, and
+ * the per-source behaviours of a site (captcha, block, …) never apply to it; its own
+ * (`setEchoBehaviour`) lets a test make a probe fail.
+ */
+export const WHOAMI_ECHO_PATH = '/ip';
+
+/** How the echo endpoint answers one source IP: its address, a reset, or a body that is no address. */
+export type EchoBehaviour = 'ok' | 'reset' | 'garbage';
 
 /** Body of GET /json. */
 export interface WhoamiJson {
@@ -37,6 +47,15 @@ const CAPTCHA_PAGE = `<!doctype html>
 </body>
 </html>
 `;
+
+/** The path of a request target, origin-form or absolute-form; '/' when it cannot be read. */
+function pathOf(target: string | undefined): string {
+  try {
+    return new URL(target ?? '/', 'http://whoami.invalid').pathname;
+  } catch {
+    return '/';
+  }
+}
 
 /** IPv4-mapped IPv6 addresses ("::ffff:127.0.0.12") are reported in their IPv4 form. */
 export function normaliseSourceIp(address: string | undefined): string {
@@ -66,6 +85,8 @@ export class WhoamiServer {
   private readonly log: Logger;
   private readonly behaviours = new Map<string, WhoamiBehaviour>();
   private readonly hitCounts = new Map<string, number>();
+  private readonly echoCounts = new Map<string, number>();
+  private readonly echoBehaviours = new Map<string, EchoBehaviour>();
   private closing: Promise<void> | undefined;
   /** Answers of /slow still waiting, cleared on close. */
   private readonly delayed = new Set<NodeJS.Timeout>();
@@ -98,6 +119,11 @@ export class WhoamiServer {
   /** URL through the network's DNS name (exits resolve it; the host machine does not). */
   url(path = '/'): string {
     return `http://${WHOAMI_HOSTNAME}:${this.port}${path.startsWith('/') ? path : `/${path}`}`;
+  }
+
+  /** The IP-echo endpoint's URL through the network's DNS name (what EGRESS_PROBE_URLS names on this network). */
+  echoUrl(): string {
+    return this.url(WHOAMI_ECHO_PATH);
   }
 
   /** URL by address, reachable directly and through any exit. */
@@ -134,8 +160,45 @@ export class WhoamiServer {
     this.hitCounts.clear();
   }
 
+  /** Requests to the echo endpoint from this source IP (egress probes). */
+  echoHits(sourceIp: string): number {
+    return this.echoCounts.get(sourceIp) ?? 0;
+  }
+
+  /** Echo requests per source IP so far. */
+  echoHitsBySource(): ReadonlyMap<string, number> {
+    return new Map(this.echoCounts);
+  }
+
+  setEchoBehaviour(sourceIp: string, behaviour: EchoBehaviour): void {
+    if (!isIPv4(sourceIp)) throw new InvalidTestnetOptionsError(`not an IPv4 source address: ${sourceIp}`);
+    if (behaviour === 'ok') this.echoBehaviours.delete(sourceIp);
+    else this.echoBehaviours.set(sourceIp, behaviour);
+  }
+
+  clearEchoBehaviours(): void {
+    this.echoBehaviours.clear();
+  }
+
+  /** GET /ip: the source address, or what setEchoBehaviour asked for. */
+  private echo(ip: string, req: IncomingMessage, res: ServerResponse): void {
+    this.echoCounts.set(ip, (this.echoCounts.get(ip) ?? 0) + 1);
+    res.setHeader('Cache-Control', 'no-store');
+    switch (this.echoBehaviours.get(ip) ?? 'ok') {
+      case 'reset':
+        req.socket.resetAndDestroy();
+        return;
+      case 'garbage':
+        this.send(res, 200, 'text/html; charset=utf-8', '<html><body>not an address</body></html>\n');
+        return;
+      case 'ok':
+        this.send(res, 200, 'text/plain; charset=utf-8', `${ip}\n`);
+    }
+  }
+
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const ip = normaliseSourceIp(req.socket.remoteAddress);
+    if (pathOf(req.url) === WHOAMI_ECHO_PATH) return this.echo(ip, req, res);
     const hits = (this.hitCounts.get(ip) ?? 0) + 1;
     this.hitCounts.set(ip, hits);
     const behaviour = this.behaviourFor(ip);

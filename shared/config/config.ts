@@ -35,7 +35,17 @@ export interface Config {
   exitDistinct: 'relay' | 'subnet' | 'family';
   /** Exits a session remembers; a rotation avoids them and their /24s. */
   exitHistory: number;
+  /** Instances beyond POOL_SIZE held for session rotations (supervisor/pool/spare-supply.ts); only with PIN_EXIT_RELAY. */
+  warmSpares: number;
   exitBanTtlMs: number;
+  /** IP-echo URLs an exit's egress address is measured with (tried in order); empty: no probe. */
+  egressProbeUrls: string[];
+  /** A measured egress address is measured again after this long (when its exit is pinned or stays pinned). */
+  egressProbeTtlMs: number;
+  /** One probe's whole time (every URL): a bootstrapping instance waits for its egress at most this long. */
+  egressProbeTimeoutMs: number;
+  /** A Tor exit list (bulk exit-addresses format): an http(s) URL, an absolute file path, or '' for none. */
+  exitList: string;
   /** The HTTP proxy adds `Exitpool-Exit: <exit IP>` to its responses. */
   exitHeader: boolean;
   /** Session parameters in the proxy username (country, lifetime, mode); off: the username is the raw key. */
@@ -70,8 +80,12 @@ export interface Config {
   nodeName: string;
   /** How long a node's lease (and each of its exit leases) outlives its last renewal. */
   nodeLeaseMs: number;
-  /** Where the other nodes reach this node's SOCKS listener ('' = BIND_HOST, or the host name when BIND_HOST is a wildcard). */
+  /** Where the other nodes reach this node's hop listener ('' = BIND_HOST, or the host name when BIND_HOST is a wildcard). */
   nodeAddress: string;
+  /** The internal listener for connections other nodes forward (supervisor/fleet, "Hop credentials"); open only on a node of a fleet. */
+  hopPort: number;
+  /** The lost fleet epoch to re-seed from this node's knowledge at start ('' = none). */
+  fleetReseed: string;
   logLevel: LogLevel;
   logFormat: 'text' | 'json';
   bootstrapStallTimeoutMs: number;
@@ -88,7 +102,7 @@ export interface Config {
   rotationGraceMs: number;
 }
 
-export { MAX_POOL_SIZE, PORTS_PER_INSTANCE } from './limits.js';
+export { MAX_POOL_SIZE, MAX_WARM_SPARES, PORTS_PER_INSTANCE } from './limits.js';
 export { CORES_PER_PROXY_WORKER, defaultProxyWorkers, proxyWorkersFor } from './proxy-workers.js';
 
 export function instanceSocksPort(config: Pick<Config, 'instancePortBase'>, index: number): number {

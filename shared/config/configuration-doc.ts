@@ -1,4 +1,4 @@
-import { MAX_POOL_SIZE } from './config.js';
+import { MAX_POOL_SIZE, MAX_WARM_SPARES } from './config.js';
 import { VARIABLES } from './variables.js';
 
 /**
@@ -26,12 +26,14 @@ export function renderConfigurationDoc(): string {
     'for variables the environment does not set: the environment wins over the file.',
     '',
     `\`MAX_POOL_SIZE\` (in \`shared/config/limits.ts\`) is ${MAX_POOL_SIZE}: the upper bound of \`POOL_SIZE\` and of a resize.`,
+    `\`MAX_WARM_SPARES\` is ${MAX_WARM_SPARES}: the upper bound of \`WARM_SPARES\`.`,
     '',
     '| variable | default | meaning |',
     '| --- | --- | --- |',
     ...rows,
     '',
-    'Cross-checks: `MIN_READY` must not exceed `POOL_SIZE`; `SESSION_PORT_BASE` requires',
+    'Cross-checks: `MIN_READY` must not exceed `POOL_SIZE`; `POOL_SIZE` + `WARM_SPARES` must not',
+    'exceed `MAX_POOL_SIZE` (a resize keeps room for the spares too); `SESSION_PORT_BASE` requires',
     '`AUTH_DISABLED`; the listener ports, the instance port block (`INSTANCE_PORT_BASE` …',
     '+ 2·`MAX_POOL_SIZE`) and the session port block (`SESSION_PORT_BASE` … + `MAX_POOL_SIZE`)',
     'must not overlap; `REMEDIATION_BACKOFF_BASE` must not exceed `REMEDIATION_BACKOFF_MAX`.',

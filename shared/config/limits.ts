@@ -5,6 +5,11 @@
 
 /** Upper bound of POOL_SIZE and of a resize; it sizes the instance and session port blocks. */
 export const MAX_POOL_SIZE = 64;
+/**
+ * Upper bound of WARM_SPARES. Spares take instance indexes too, so POOL_SIZE (or a resize) plus
+ * WARM_SPARES stays within MAX_POOL_SIZE.
+ */
+export const MAX_WARM_SPARES = 8;
 /** Each instance takes PORTS_PER_INSTANCE ports from INSTANCE_PORT_BASE: its (fallback) SOCKS port and control port. */
 export const PORTS_PER_INSTANCE = 2;
 

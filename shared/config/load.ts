@@ -2,6 +2,7 @@ import type { Config } from './config.js';
 import { MAX_POOL_SIZE, PORTS_PER_INSTANCE } from './config.js';
 import { ConfigError, type ConfigProblem } from './errors.js';
 import { VARIABLES, type VariableDefinition } from './variables.js';
+import { errorMessage } from '../errors/error-message.js';
 
 export type Environment = Readonly<Record<string, string | undefined>>;
 
@@ -34,6 +35,9 @@ function crossCheck(c: Config, problems: ConfigProblem[]): void {
   if (c.minReady > c.poolSize) {
     problems.push({ variable: 'MIN_READY', message: `must not exceed POOL_SIZE (${c.poolSize}), got ${c.minReady}` });
   }
+  if (c.poolSize + c.warmSpares > MAX_POOL_SIZE) {
+    problems.push({ variable: 'WARM_SPARES', message: `POOL_SIZE + WARM_SPARES must not exceed ${MAX_POOL_SIZE} (spares take instance indexes too), got ${c.poolSize} + ${c.warmSpares}` });
+  }
   if (c.sessionPortBase !== null && !c.authDisabled) {
     problems.push({
       variable: 'SESSION_PORT_BASE',
@@ -53,6 +57,8 @@ function crossCheck(c: Config, problems: ConfigProblem[]): void {
       last: c.instancePortBase + MAX_POOL_SIZE * PORTS_PER_INSTANCE - 1,
     },
   ];
+  // The hop listener opens only on a node of a fleet (a redis:// STATE_STORE).
+  if (c.stateStore !== 'sqlite' && c.stateStore !== 'none') ranges.push({ variable: 'HOP_PORT', first: c.hopPort, last: c.hopPort });
   if (c.sessionPortBase !== null) {
     ranges.push({ variable: 'SESSION_PORT_BASE', first: c.sessionPortBase, last: c.sessionPortBase + MAX_POOL_SIZE - 1 });
   }
@@ -84,7 +90,7 @@ export function loadConfig(env: Environment): Config {
       else if (def.defaultText !== null) values[def.key] = def.parse(def.defaultText);
       else values[def.key] = def.computeDefault ? def.computeDefault() : null;
     } catch (e) {
-      problems.push({ variable: def.name, message: (e as Error).message });
+      problems.push({ variable: def.name, message: errorMessage(e) });
     }
   }
   if (problems.length > 0) throw new ConfigError(problems);

@@ -89,6 +89,13 @@ export function nodeAddress(raw: string): string {
   return v;
 }
 
+/** FLEET_RESEED: a fleet epoch id as the nodes log it (supervisor/fleet/fleet-epoch.ts); empty: none. */
+export function fleetEpoch(raw: string): string {
+  const v = raw.trim();
+  if (v !== '' && !/^[A-Za-z0-9_-]{1,64}$/.test(v)) throw new Error('must be a fleet epoch as the nodes log it (letters, digits, _ and -, at most 64)');
+  return v;
+}
+
 export type StateStoreSetting = 'sqlite' | 'none' | `redis://${string}` | `rediss://${string}`;
 
 export function port(raw: string): number {
@@ -194,6 +201,44 @@ export function hostList(raw: string): string[] {
     }
   }
   return names;
+}
+
+/** URLs of an EGRESS_PROBE_URLS list at most; more would only be tried after the probe's time ran out. */
+export const MAX_EGRESS_PROBE_URLS = 8;
+const MAX_URL_LENGTH = 2048;
+
+/** One http: or https: URL without credentials (they would be sent through every exit probed). */
+export function fetchUrl(raw: string): string {
+  const v = raw.trim();
+  if (v.length > MAX_URL_LENGTH) throw new Error(`a URL longer than ${MAX_URL_LENGTH} characters`);
+  let url: URL;
+  try {
+    url = new URL(v);
+  } catch {
+    throw new Error(`not a URL: ${JSON.stringify(v.slice(0, 80))}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`${JSON.stringify(v.slice(0, 80))}: only http: and https: URLs`);
+  if (url.username !== '' || url.password !== '') throw new Error(`${url.host}: no credentials in the URL (they would reach every exit probed)`);
+  if (url.hostname === '') throw new Error(`${JSON.stringify(v.slice(0, 80))} names no host`);
+  return url.href;
+}
+
+/** EGRESS_PROBE_URLS: comma-separated http(s) URLs, tried in order; `none` turns probing off. */
+export function fetchUrlList(raw: string): string[] {
+  if (raw.trim().toLowerCase() === 'none') return [];
+  const urls = raw.split(',').map((u) => u.trim()).filter((u) => u !== '').map(fetchUrl);
+  if (urls.length > MAX_EGRESS_PROBE_URLS) throw new Error(`at most ${MAX_EGRESS_PROBE_URLS} URLs, got ${urls.length}`);
+  return urls;
+}
+
+/** EXIT_LIST: empty, an http(s) URL (fetched through the pool), or an absolute file path. */
+export function exitListSource(raw: string): string {
+  const v = raw.trim();
+  if (v === '') return '';
+  if (/^https?:/i.test(v)) return fetchUrl(v);
+  if (!v.startsWith('/')) throw new Error(`${JSON.stringify(v.slice(0, 80))}: an http(s) URL or an absolute file path`);
+  if (v.length > 4096 || v.includes('\0')) throw new Error('not a file path');
+  return v;
 }
 
 /** MIN_ROUTABLE: a number of instances, or a share of the pool size as N% (1 to 100). */

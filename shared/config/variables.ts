@@ -1,17 +1,20 @@
 import type { Config } from './config.js';
-import { DEFAULT_SESSION_MODES, MAX_POOL_SIZE, resolveDataDir } from './config.js';
+import { DEFAULT_SESSION_MODES, MAX_POOL_SIZE, MAX_WARM_SPARES, resolveDataDir } from './config.js';
 import { defaultProxyWorkers } from './proxy-workers.js';
 import { LOG_LEVELS } from '../logger.js';
 import { ADMIN_PASSWORD_MIN_LENGTH, PLACEHOLDER_RULE, PROXY_TOKEN_MIN_LENGTH, REDIS_PASSWORD_MIN_LENGTH, SIGNING_SECRET_MIN_LENGTH } from './secret-values.js';
 import {
   adminPassword,
   durationIn,
+  exitListSource,
+  fetchUrlList,
   hostList,
   signingSecret,
   integerIn,
   nodeList,
   nodeAddress,
   nodeName,
+  fleetEpoch,
   nonEmptyText,
   oneOf,
   parseBoolean,
@@ -91,6 +94,16 @@ export const VARIABLES: readonly VariableDefinition[] = [
     description: 'What no two instances share while the exit catalog has enough exits: relay (the same exit relay), subnet (also the same /24, or /48 for IPv6) or family (also the same declared relay family). With too few exits the least-shared exit is assigned and the shortage is reported (GET /api/exits, the instance view, the audit).' }),
   def({ name: 'EXIT_HISTORY', key: 'exitHistory', defaultText: '5', parse: integerIn(0, 50),
     description: "How many exits a session remembers: a session rotation moves it to an exit that is none of them (nor in their /24s), assigning a fresh exit to an idle instance when no ready one qualifies." }),
+  def({ name: 'WARM_SPARES', key: 'warmSpares', defaultText: '2', parse: integerIn(0, MAX_WARM_SPARES),
+    description: `Instances kept beyond POOL_SIZE for session rotations (0 to MAX_WARM_SPARES), each ready on an exit of its own: a rotation that finds no instance on an exit new to the session takes a spare, without moving any other session. Spares take no new sessions, are not counted in POOL_SIZE, and are started only with PIN_EXIT_RELAY. Each is one more tor (about 30 to 40 MB). With POOL_SIZE + WARM_SPARES at least EXIT_HISTORY + 2 (and that many distinct /24s in the catalog), a ready instance on a new exit always exists; see docs/operations.md for sizing.` }),
+  def({ name: 'EGRESS_PROBE_URLS', key: 'egressProbeUrls', defaultText: 'https://check.torproject.org/api/ip', parse: fetchUrlList,
+    description: "IP-echo URLs (comma-separated http: or https:, tried in order) through which each exit's egress address is measured when an instance is pinned to it, and again after EGRESS_PROBE_TTL: `exit_ip`, /24 distinctness, bans and countries are then those of the address sites see, not the one the relay publishes. The answer is an address, or JSON with `IP`, `ip`, `address` or `origin`. The default is the Tor Project's own service, over https (docs/security.md says what a probe reveals). `none`: no probe (exits are judged by their published address, or EXIT_LIST's)." }),
+  def({ name: 'EGRESS_PROBE_TTL', key: 'egressProbeTtlMs', defaultText: '1h', parse: durationIn(MINUTE, 7 * DAY),
+    description: 'How long an exit\'s measured egress address is taken as current: an exit pinned again within it is not probed again; one that stays pinned is probed again once it is over.' }),
+  def({ name: 'EGRESS_PROBE_TIMEOUT', key: 'egressProbeTimeoutMs', defaultText: '10s', parse: durationIn(SECOND, 2 * MINUTE),
+    description: "One probe's whole time, every URL included. A bootstrapping instance serves once its egress address is known or this has passed (it then serves with the published address), so it bounds how much a probe delays an instance's first request." }),
+  def({ name: 'EXIT_LIST', key: 'exitList', defaultText: '', parse: exitListSource,
+    description: "A Tor exit list in the bulk `exit-addresses` format (the Tor Project publishes one at https://check.torproject.org/exit-addresses): an http(s) URL, fetched through one of the pool's exits, or an absolute file path; read at start and every hour. Its addresses count until a newer probe says otherwise, so exits are told apart before they were ever pinned. Empty: none." }),
   def({ name: 'EXIT_HEADER', key: 'exitHeader', defaultText: 'false', parse: parseBoolean,
     description: "The HTTP proxy adds `Exitpool-Exit: <exit IP>` to every response it relays and to its CONNECT reply: the exit the pool knew for the session's instance when it routed the request (empty exits are not named). Off by default: a response then reaches the client exactly as the destination sent it, but for hop-by-hop fields." }),
   def({ name: 'USERNAME_PARAMS', key: 'usernameParams', defaultText: 'true', parse: parseBoolean,
@@ -147,7 +160,11 @@ export const VARIABLES: readonly VariableDefinition[] = [
   def({ name: 'NODE_LEASE', key: 'nodeLeaseMs', defaultText: '10s', parse: durationIn(2 * SECOND, 5 * MINUTE),
     description: "With a redis:// STATE_STORE: how long a node's lease and the leases on its exits outlive its last renewal (renewed three times per lease). A node that dies frees its exits for the other nodes after this long; a node name still held is waited for this long at start before the start is refused." }),
   def({ name: 'NODE_ADDRESS', key: 'nodeAddress', defaultText: '', defaultDoc: 'BIND_HOST, or the host name when BIND_HOST is 0.0.0.0 or ::', parse: nodeAddress,
-    description: "With a redis:// STATE_STORE: the host name or address at which the other nodes reach this node's SOCKS_PORT, to forward the connections of sessions this node owns (docs/operations.md, \"Several nodes\"). In Kubernetes, the pod's stable name through its headless Service." }),
+    description: "With a redis:// STATE_STORE: the host name or address at which the other nodes reach this node's HOP_PORT, to forward the connections of sessions this node owns (docs/operations.md, \"Several nodes\"). In Kubernetes, the pod's stable name through its headless Service." }),
+  def({ name: 'HOP_PORT', key: 'hopPort', defaultText: '9252', parse: port,
+    description: "With a redis:// STATE_STORE: the internal listener where other nodes of the fleet forward the connections of sessions this node owns (SOCKS5, on BIND_HOST). It takes only hop credentials, which one node signs per session and minute with this node's keys (supervisor/fleet/README.md, \"Hop credentials\"), never a proxy token; the clients' SOCKS_PORT and HTTP_PORT never take a hop credential. Reachable by the other nodes only: do not publish it (the Kubernetes manifests restrict it to the fleet's pods with a NetworkPolicy)." }),
+  def({ name: 'FLEET_RESEED', key: 'fleetReseed', defaultText: '', parse: fleetEpoch,
+    description: "With a redis:// STATE_STORE, after Redis lost the fleet's data: the lost epoch, as the error line of every node names it. A node started with it re-seeds the fleet from what it knows (its tokens but those revoked anywhere, its bans, its hop keys) under a new epoch that continues the lost one; every other node that knew the lost epoch then joins it at its next renewal and brings what it knows too (docs/operations.md, \"When Redis lost its data\"). A value that names no epoch this node lost does nothing (a warning says so): remove it once the fleet is re-seeded." }),
   def({ name: 'LOG_LEVEL', key: 'logLevel', defaultText: 'info', parse: oneOf(LOG_LEVELS),
     description: "error, warn, info or debug. debug also shows tor's own notice lines, tagged with the instance." }),
   def({ name: 'LOG_FORMAT', key: 'logFormat', defaultText: 'text', parse: oneOf(['text', 'json'] as const),

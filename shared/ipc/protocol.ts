@@ -3,6 +3,7 @@ import type { SessionParams } from '../api/session-username.js';
 import type { SessionRefusalView } from '../api/route-refusal.js';
 import type { ApiCredentialSnapshot, ProxyCredentialSnapshot } from '../auth/credential-snapshot.js';
 import type { RateLimitDecision } from '../auth/login-rate-limiter.js';
+import type { HopGrant, HopKey } from '../auth/hop-credential.js';
 import type { CreatedToken, TokenRecord } from '../auth/token-record.js';
 import type { TokenCreateRequest } from '../auth/token-request.js';
 import type { FailureReport } from '../health/failure-kind.js';
@@ -25,7 +26,8 @@ import type { IpcEndpoint, MethodMap, NoticeMap } from './endpoint.js';
  * Requests are typed per direction; notices are one-way (broadcasts, accounting batches).
  */
 export type WorkerRole = 'proxy' | 'api';
-export type ListenerKind = 'socks' | 'http' | 'session-port';
+/** `hop`: the internal listener (HOP_PORT) where another node of the fleet forwards a session it does not own. */
+export type ListenerKind = 'socks' | 'http' | 'session-port' | 'hop';
 
 export interface RouteParams {
   /**
@@ -41,8 +43,6 @@ export interface RouteParams {
   instance?: number;
   /** What the username asked for (shared/api/session-username.ts); absent for a plain key. */
   params?: SessionParams;
-  /** Forwarded by another node of the fleet: serve it here, never forward it again. */
-  forwarded?: true;
 }
 
 /** Why a route is refused; the listeners map each to their protocol's reply. */
@@ -76,11 +76,12 @@ export type RouteResult =
       /** The exit IP the instance last knew ('' while unknown): EXIT_HEADER names it to HTTP proxy clients. */
       exitIp: string;
       /**
-       * The session is another node's (supervisor/fleet): host:port is that node's SOCKS
-       * listener, to be dialled with the client's username and this password; `instance` is
+       * The session is another node's (supervisor/fleet): host:port is that node's hop listener,
+       * to be dialled with the client's username and a password the worker signs with `hop`
+       * (shared/auth/hop-credential.ts) for the connection's credential; `instance` is
        * FORWARDED_INSTANCE and nothing is leased.
        */
-      forward?: { node: string; password: string };
+      forward?: { node: string; hop: HopGrant };
     }
   | { ok: false; reason: RouteRefusal; detail?: string };
 
@@ -129,8 +130,47 @@ export interface DestinationProbeResult {
   socksReply: number | null;
 }
 
+/** A GET through one instance on the supervisor's behalf: an exit's egress probe, or the exit list (supervisor/exits). */
+export interface EgressFetch {
+  socks: { host: string; port: number; path?: string };
+  /** http: or https: (the certificate is checked against Node's CAs); the host is resolved by the exit. */
+  url: string;
+  /** For the whole fetch: the dial through tor, TLS, the answer. */
+  timeoutMs: number;
+  /** A longer body fails the fetch (`too_large`). */
+  maxBytes: number;
+}
+
+/**
+ * Why a fetch through an instance failed: `url` (not one it can fetch), `dial` (the instance's
+ * SocksPort did not answer: the tor process, not the exit), `socks` (tor refused the CONNECT:
+ * `socksReply`), `timeout`, `tls`, `http` (a status other than 2xx: `status`), `too_large`,
+ * `broken` (the connection ended before the answer did).
+ */
+export type EgressFetchFailure = 'url' | 'dial' | 'socks' | 'timeout' | 'tls' | 'http' | 'too_large' | 'broken';
+
+export type EgressFetchResult =
+  | { ok: true; status: number; body: string }
+  | { ok: false; failure: EgressFetchFailure; socksReply: number | null; status: number | null; detail: string };
+
 /** Who sent a failure report: one identity per credential (an address only under AUTH_DISABLED). */
 export type FailureReporter = { kind: 'token'; id: string } | { kind: 'sign-in'; user: string } | { kind: 'address'; ip: string };
+
+/**
+ * A session's connection that started towards a host through an instance: what makes a report
+ * naming that site credible (supervisor/verdicts/visit-log.ts). Sent when the dial starts, not
+ * when it ends: a client reads a captcha and reports it while its tunnel is still open.
+ */
+export interface ReachedHost {
+  key: string;
+  instance: number;
+  /** The destination host the client named (a name or an IP literal, no port). */
+  host: string;
+  /** As CloseRecord.credential. */
+  credential: string;
+  /** Date.now() of the worker when the dial started. */
+  at: number;
+}
 
 /** One finished connection (SOCKS) or request (HTTP), sent in batches. */
 export interface CloseRecord {
@@ -153,8 +193,9 @@ export interface CloseRecord {
   /** The destination host the client named (a name or an IP literal, no port): which sites a session reached through which exit. */
   host: string;
   /**
-   * The credential that opened the connection: `token:<id>`, `address:<ip>` (AUTH_DISABLED),
-   * `fleet` (forwarded by another node) or `session-port`. Evidence is weighed per credential.
+   * The credential that opened the connection: `token:<id>`, `address:<ip>` (AUTH_DISABLED) or
+   * `session-port`; a connection another node forwarded carries its client's, signed in its hop
+   * credential. Evidence is weighed per credential.
    */
   credential: string;
 }
@@ -209,6 +250,8 @@ export interface WorkerRequests extends MethodMap {
   'credentials.proxy': { params: null; result: ProxyCredentialSnapshot };
   /** At start, before listening: the API worker's credential snapshot (the proxy one and more). */
   'credentials.api': { params: null; result: ApiCredentialSnapshot };
+  /** At start, before listening (proxy workers): this node's hop keys; null off a fleet. */
+  'hop.keys': { params: null; result: HopKeySnapshot | null };
   'tokens.list': { params: null; result: TokenRecord[] };
   'tokens.create': { params: { request: TokenCreateRequest }; result: CreatedToken };
   'tokens.delete': { params: { id: string }; result: null };
@@ -222,6 +265,8 @@ export interface SupervisorRequests extends MethodMap {
   /** A new credential snapshot; answered once the worker verifies with it (revocation is immediate). */
   'credentials.update.proxy': { params: ProxyCredentialSnapshot; result: { version: number } };
   'credentials.update.api': { params: ApiCredentialSnapshot; result: { version: number } };
+  /** Proxy workers: this node's hop keys after a rotation; answered once the worker checks with them. */
+  'hop.keys.update': { params: HopKeySnapshot; result: { version: number } };
   /** Proxy workers: drop route leases; answered once dropped, so the change is in force before the API answers. */
   'routes.invalidate': { params: RouteInvalidation; result: { dropped: number } };
   /**
@@ -231,6 +276,8 @@ export interface SupervisorRequests extends MethodMap {
   'accounting.flush': { params: null; result: null };
   /** Proxy workers: dial a destination through an instance and hang up (the supervisor judges who failed). */
   'destination.probe': { params: DestinationProbe; result: DestinationProbeResult };
+  /** Proxy workers: GET a URL through an instance (an exit's egress probe, the exit list); answered within the fetch's own timeout. */
+  'egress.fetch': { params: EgressFetch; result: EgressFetchResult };
 }
 
 /**
@@ -251,6 +298,13 @@ export const WORKER_REQUEST_TIMEOUTS_MS: { readonly [M in keyof WorkerRequests]?
   'credentials.api': 10_000,
 };
 
+/** What a proxy worker checks hop credentials with (supervisor/fleet/fleet-hop-keys.ts): its node's name and keys, newest first. */
+export interface HopKeySnapshot {
+  version: number;
+  node: string;
+  keys: HopKey[];
+}
+
 /** The live-stream snapshot pushed to the API worker about every second. */
 export interface StateSnapshot {
   pool: PoolSummary;
@@ -266,6 +320,8 @@ export interface WorkerNotices extends NoticeMap {
   accounting: {
     /** Connections routed with a lease since the last batch (the supervisor asks for them before it reads sessions). */
     opened: OpenedRoute[];
+    /** Sessions' connections that started towards a host since the last batch. */
+    reached: ReachedHost[];
     closes: CloseRecord[];
     released: ReleasedRoute[];
     routeRttMs: number[];
@@ -301,11 +357,12 @@ export interface SupervisorNotices extends NoticeMap {
 export type SupervisorEndpoint = IpcEndpoint<SupervisorRequests, WorkerRequests, SupervisorNotices, WorkerNotices>;
 export type WorkerEndpoint = IpcEndpoint<WorkerRequests, SupervisorRequests, WorkerNotices, SupervisorNotices>;
 
-/** Environment variables through which the supervisor tells a forked worker what it is. */
 /** The `instance` of a route to another node (a forwarded session): no instance of this node carries it. */
 export const FORWARDED_INSTANCE = -1;
-/** SHA-256 (hex) of the fleet's forwarding secret, for the proxy workers to recognise a forwarded connection; unset outside a fleet. */
-export const FORWARD_DIGEST_ENV = 'EXITPOOL_FORWARD_DIGEST';
+
+/** Environment variables through which the supervisor tells a forked worker what it is. */
+/** This node's NODE_NAME, set only on a node of a fleet: the proxy workers open the hop listener, the API worker passes on requests about other nodes' sessions. */
+export const FLEET_NODE_ENV = 'EXITPOOL_FLEET_NODE';
 
 export const ROLE_ENV = 'EXITPOOL_PROCESS_ROLE';
 export const SLOT_ENV = 'EXITPOOL_WORKER_SLOT';

@@ -1,3 +1,5 @@
+import { errorMessage } from '../errors/error-message.js';
+
 /**
  * A listener of this worker could not be opened at start. Carries the setting to change, so the
  * supervisor can end the service with one clear line instead of re-forking the worker forever.
@@ -35,7 +37,7 @@ export async function listenNamed<T>(portSetting: string, port: number, host: st
       case 'EADDRNOTAVAIL':
         throw new ListenError('BIND_HOST', `BIND_HOST=${host}: not an address of this machine`);
       default:
-        throw new ListenError(portSetting, `${portSetting}=${port}: cannot listen on ${where}: ${(e as Error).message}`);
+        throw new ListenError(portSetting, `${portSetting}=${port}: cannot listen on ${where}: ${errorMessage(e)}`);
     }
   }
 }

@@ -3,16 +3,24 @@ import { AuthBadRequestError } from '../../shared/auth/errors.js';
 import { isScope, type Scope } from '../../shared/auth/principal.js';
 import { validateTokenName, validateTokenOwner } from '../../shared/auth/token-request.js';
 import { SIGNING_SECRET_BYTES } from './signing-key.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 
 export const AUTH_FILE_NAME = 'auth.json';
-/** The layout this code writes; it also reads LEGACY_AUTH_FILE_VERSION. Any other number is refused, not guessed at. */
-export const AUTH_FILE_VERSION = 2;
-/** 0.1.0's layout: the same plus the signing secret, which now lives in its own file (signing-secret-file.ts). */
+/** The layout this code writes; it also reads the two before it. Any other number is refused, not guessed at. */
+export const AUTH_FILE_VERSION = 3;
+/** The layout before the revoked ids were kept: the same without `revoked`. */
+export const PREVIOUS_AUTH_FILE_VERSION = 2;
+/** 0.1.0's layout: version 2 plus the signing secret, which now lives in its own file (signing-secret-file.ts). */
 export const LEGACY_AUTH_FILE_VERSION = 1;
 /** A larger file cannot be ours (MAX_STORED_TOKENS tokens take a few hundred kilobytes). */
 export const MAX_AUTH_FILE_BYTES = 4 * 1024 * 1024;
 /** Most tokens the store keeps; the file, every snapshot and every worker's map stay small. */
 export const MAX_STORED_TOKENS = 1000;
+/**
+ * Most revoked token ids the file remembers (the newest): at most 33 bytes each in the file. A
+ * node of a fleet never brings one of them back (supervisor/fleet/README.md, "Tokens").
+ */
+export const MAX_REMEMBERED_REVOCATIONS = 10_000;
 
 export interface StoredToken {
   id: string;
@@ -27,13 +35,16 @@ export interface StoredToken {
 }
 
 /**
- * auth.json, version 2. Digests only: the admin password as bcrypt over base64(SHA-256(password))
- * (null while ADMIN_PASSWORD is set, which is never written), token secrets as SHA-256 hex.
+ * auth.json, version 3. Digests only: the admin password as bcrypt over base64(SHA-256(password))
+ * (null while ADMIN_PASSWORD is set, which is never written), token secrets as SHA-256 hex; and
+ * the ids of revoked tokens, oldest first, so that no copy of a token elsewhere (another node's
+ * auth.json, a fleet's Redis) brings one back. Version 2 was the same without `revoked`.
  */
 export interface AuthFileContents {
   version: typeof AUTH_FILE_VERSION;
   admin: { passwordHash: string | null };
   tokens: StoredToken[];
+  revoked: string[];
 }
 
 export interface ParsedAuthFile {
@@ -59,14 +70,17 @@ export function parseAuthFile(text: string): ParsedAuthFile {
   try {
     value = JSON.parse(text);
   } catch (e) {
-    throw new AuthFileShapeError(`is not valid JSON (${(e as Error).message})`);
+    throw new AuthFileShapeError(`is not valid JSON (${errorMessage(e)})`);
   }
   const version = typeof value === 'object' && value !== null ? (value as Record<string, unknown>).version : undefined;
-  if (version !== AUTH_FILE_VERSION && version !== LEGACY_AUTH_FILE_VERSION) {
-    throw new AuthFileShapeError(`has version ${JSON.stringify(version)}, and this exitpool reads only versions ${LEGACY_AUTH_FILE_VERSION} and ${AUTH_FILE_VERSION}`);
+  if (version !== AUTH_FILE_VERSION && version !== PREVIOUS_AUTH_FILE_VERSION && version !== LEGACY_AUTH_FILE_VERSION) {
+    throw new AuthFileShapeError(
+      `has version ${JSON.stringify(version)}, and this exitpool reads only versions ${LEGACY_AUTH_FILE_VERSION} to ${AUTH_FILE_VERSION}`,
+    );
   }
   const legacy = version === LEGACY_AUTH_FILE_VERSION;
-  const root = objectWithKeys(value, legacy ? ['version', 'signingSecret', 'admin', 'tokens'] : ['version', 'admin', 'tokens'], 'the top level');
+  const keys = legacy ? ['version', 'signingSecret', 'admin', 'tokens'] : version === PREVIOUS_AUTH_FILE_VERSION ? ['version', 'admin', 'tokens'] : ['version', 'admin', 'tokens', 'revoked'];
+  const root = objectWithKeys(value, keys, 'the top level');
   let legacySigningSecret: Buffer | null = null;
   if (legacy) {
     const signingSecret = root.signingSecret;
@@ -86,7 +100,27 @@ export function parseAuthFile(text: string): ParsedAuthFile {
   const ids = new Set(tokens.map((t) => t.id));
   if (ids.size !== tokens.length) throw new AuthFileShapeError('holds two tokens with the same id');
   if (new Set(tokens.map((t) => t.digest)).size !== tokens.length) throw new AuthFileShapeError('holds two tokens with the same digest');
-  return { contents: { version: AUTH_FILE_VERSION, admin: { passwordHash }, tokens }, legacySigningSecret };
+  const revoked = version === AUTH_FILE_VERSION ? parseRevokedIds(root.revoked) : [];
+  const stillHeld = tokens.find((t) => revoked.includes(t.id));
+  if (stillHeld !== undefined) throw new AuthFileShapeError(`holds the token ${stillHeld.id}, which it also lists as revoked`);
+  return { contents: { version: AUTH_FILE_VERSION, admin: { passwordHash }, tokens, revoked }, legacySigningSecret };
+}
+
+/** The revoked ids of a version-3 file: token ids, each once, at most MAX_REMEMBERED_REVOCATIONS. */
+function parseRevokedIds(value: unknown): string[] {
+  if (!Array.isArray(value)) throw new AuthFileShapeError('has revoked ids that are not a list');
+  if (value.length > MAX_REMEMBERED_REVOCATIONS) throw new AuthFileShapeError(`remembers more than ${MAX_REMEMBERED_REVOCATIONS} revoked ids`);
+  const ids = value.map((id, i) => {
+    if (typeof id !== 'string' || !isTokenId(id)) throw new AuthFileShapeError(`has a bad id in revoked[${i}]`);
+    return id;
+  });
+  if (new Set(ids).size !== ids.length) throw new AuthFileShapeError('lists one revoked id twice');
+  return ids;
+}
+
+/** Whether `id` has the shape of a token id (auth.json's, the fleet's revoked ids). */
+export function isTokenId(id: string): boolean {
+  return TOKEN_ID.test(id);
 }
 
 /** One token record, every field checked (auth.json's, and the fleet's in Redis); throws AuthFileShapeError naming `where`. */

@@ -15,6 +15,7 @@ import { writeFileAtomic, type AtomicWriteFileSystem } from './atomic-write.js';
 import {
   AUTH_FILE_NAME,
   AUTH_FILE_VERSION,
+  MAX_REMEMBERED_REVOCATIONS,
   MAX_STORED_TOKENS,
   serializeAuthFile,
   type AuthFileContents,
@@ -129,6 +130,12 @@ export class AuthStore {
   private readonly fixed: FixedCredentials;
   private readonly tokens: Map<string, StoredToken>;
   /**
+   * Ids of tokens revoked here or, on a node of a fleet, anywhere this node heard of (oldest
+   * first, at most MAX_REMEMBERED_REVOCATIONS): kept in auth.json, never issued again, and never
+   * taken back from a list someone else holds (supervisor/fleet/README.md, "Tokens").
+   */
+  private readonly revoked: Set<string>;
+  /**
    * Ids of tokens issued while AUTH_DISABLED: anyone who can reach the API could issue them (there
    * is no credential to check), so they are never written to auth.json and end with this process.
    * Listed with source `auth-disabled`.
@@ -153,6 +160,7 @@ export class AuthStore {
     config: AuthStoreConfig;
     fixed: FixedCredentials;
     tokens: StoredToken[];
+    revoked: string[];
     configToken: ConfigToken | null;
     log: Logger;
     now: () => number;
@@ -162,6 +170,7 @@ export class AuthStore {
     this.config = parts.config;
     this.fixed = parts.fixed;
     this.tokens = new Map(parts.tokens.map((t) => [t.id, t]));
+    this.revoked = new Set(parts.revoked);
     this.configToken = parts.configToken;
     this.log = parts.log;
     this.now = parts.now;
@@ -208,7 +217,7 @@ export class AuthStore {
         digest: digestTokenSecret(secret),
         createdAt: unixSeconds(now()),
       };
-      contents = { version: AUTH_FILE_VERSION, admin: { passwordHash: null }, tokens: [token] };
+      contents = { version: AUTH_FILE_VERSION, admin: { passwordHash: null }, tokens: [token], revoked: [] };
       generated.proxyToken = { ...toRecord(token, 'store'), secret };
       changed = true;
     } else {
@@ -270,6 +279,7 @@ export class AuthStore {
         signingKey,
       },
       tokens: contents.tokens,
+      revoked: contents.revoked,
       configToken,
       log,
       now,
@@ -360,7 +370,8 @@ export class AuthStore {
     return this.queue.run(async () => {
       if (this.tokens.size >= MAX_STORED_TOKENS) throw new TokenLimitError(MAX_STORED_TOKENS);
       const secret = generateTokenSecret();
-      const taken = new Set(this.tokens.keys());
+      // A revoked id is never given again: the fleet keeps it out of every list for good.
+      const taken = new Set([...this.tokens.keys(), ...this.revoked]);
       if (this.configToken !== null) taken.add(this.configToken.id);
       const token: StoredToken = {
         id: generateTokenId(taken),
@@ -392,6 +403,7 @@ export class AuthStore {
     if (token === undefined) throw new TokenNotFoundError(id);
     const source: TokenSource = this.memoryOnly.delete(id) ? 'auth-disabled' : 'store';
     this.tokens.delete(id);
+    if (source === 'store') this.remember([id]);
     this.changed();
     this.log.info('token revoked', { id, scope: token.scope, source });
     const persisted = source === 'store' ? this.queue.coalesced(() => this.save([...this.persistedTokens()])) : Promise.resolve();
@@ -406,12 +418,36 @@ export class AuthStore {
     return this.persistedTokens();
   }
 
+  /** Ids of every token revoked here or heard of as revoked, oldest first (what a fleet is told, supervisor/fleet). */
+  revokedIds(): string[] {
+    return [...this.revoked];
+  }
+
   /**
-   * The issued tokens become exactly `tokens` (a fleet's, supervisor/fleet/fleet-tokens.ts):
-   * the new snapshots, or null when nothing changed. auth.json follows in the background, as
-   * for a revocation.
+   * Revocations made elsewhere (another node of the fleet): each id is remembered as revoked,
+   * and a token held here under one of them is dropped. The new snapshots when a token went,
+   * else null; auth.json follows in the background when anything was new.
    */
-  replaceIssued(tokens: readonly StoredToken[]): CredentialSnapshots | null {
+  rememberRevoked(ids: readonly string[]): CredentialSnapshots | null {
+    const fresh = ids.filter((id) => !this.revoked.has(id) && id !== this.configToken?.id);
+    if (fresh.length === 0) return null;
+    this.remember(fresh);
+    const dropped = fresh.filter((id) => !this.memoryOnly.has(id) && this.tokens.delete(id));
+    if (dropped.length > 0) {
+      this.changed();
+      this.log.info('tokens revoked on another node dropped', { ids: dropped });
+    }
+    if (this.pending === null) this.queue.coalesced(() => this.save([...this.persistedTokens()])).catch(() => undefined);
+    return dropped.length > 0 ? this.snapshots() : null;
+  }
+
+  /**
+   * The issued tokens become exactly `tokens` (a fleet's, supervisor/fleet/fleet-tokens.ts),
+   * except any this store knows as revoked, which never come back: the new snapshots, or null
+   * when nothing changed. auth.json follows in the background, as for a revocation.
+   */
+  replaceIssued(offered: readonly StoredToken[]): CredentialSnapshots | null {
+    const tokens = offered.filter((t) => !this.revoked.has(t.id));
     const current = this.persistedTokens();
     const same =
       current.length === tokens.length &&
@@ -443,12 +479,25 @@ export class AuthStore {
     this.cached = null;
   }
 
+  /** Adds revoked ids, the oldest forgotten past MAX_REMEMBERED_REVOCATIONS. */
+  private remember(ids: readonly string[]): void {
+    for (const id of ids) {
+      this.revoked.delete(id);
+      this.revoked.add(id);
+    }
+    for (const oldest of this.revoked) {
+      if (this.revoked.size <= MAX_REMEMBERED_REVOCATIONS) break;
+      this.revoked.delete(oldest);
+    }
+  }
+
   private async save(tokens: StoredToken[]): Promise<void> {
     const passwordHash = await this.passwordHashToWrite();
     const contents: AuthFileContents = {
       version: AUTH_FILE_VERSION,
       admin: { passwordHash },
       tokens,
+      revoked: [...this.revoked],
     };
     try {
       await writeFileAtomic(this.file, serializeAuthFile(contents), { mode: AUTH_FILE_MODE, fileSystem: this.fileSystem });

@@ -49,7 +49,7 @@ export async function resetAdminPassword(options: {
   }
   const password = generateAdminPassword();
   const passwordHash = await hashAdminPassword(password, options.bcryptCost ?? ADMIN_PASSWORD_BCRYPT_COST);
-  const contents: AuthFileContents = { version: AUTH_FILE_VERSION, admin: { passwordHash }, tokens: parsed.contents.tokens };
+  const contents: AuthFileContents = { version: AUTH_FILE_VERSION, admin: { passwordHash }, tokens: parsed.contents.tokens, revoked: parsed.contents.revoked };
   try {
     await writeFileAtomic(file, serializeAuthFile(contents), { mode: AUTH_FILE_MODE, fileSystem: options.fileSystem });
   } catch (e) {

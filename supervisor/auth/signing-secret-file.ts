@@ -1,11 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { constants as fsConstants } from 'node:fs';
-import * as fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../../shared/logger.js';
 import { writeFileAtomic, type AtomicWriteFileSystem } from './atomic-write.js';
 import { AuthStoreCorruptError, AuthStorePersistError } from './errors.js';
 import { SIGNING_SECRET_BYTES } from './signing-key.js';
+import { readSmallRegularFile } from './small-regular-file.js';
 
 /**
  * The secret sign-in credentials are signed from, kept apart from auth.json: auth.json then
@@ -37,28 +36,15 @@ export function parseSigningSecretFile(text: string): Buffer | null {
 }
 
 /** null when the file does not exist; AuthStoreCorruptError when it exists and is not ours. */
-export async function readSigningSecretFile(file: string): Promise<Buffer | null> {
-  let handle: fsp.FileHandle;
-  try {
-    handle = await fsp.open(file, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return null;
-    throw new AuthStoreCorruptError(file, `is unreadable (${code ?? (e as Error).message})`);
-  }
-  try {
-    const stat = await handle.stat();
-    if (!stat.isFile()) throw new AuthStoreCorruptError(file, 'is not a regular file');
-    if (stat.size > MAX_FILE_BYTES) throw new AuthStoreCorruptError(file, `is larger than ${MAX_FILE_BYTES} bytes`);
-    const secret = parseSigningSecretFile((await handle.readFile()).toString('latin1'));
+export function readSigningSecretFile(file: string): Promise<Buffer | null> {
+  return readSmallRegularFile(file, MAX_FILE_BYTES, async ({ bytes, mode, chmod }) => {
+    const secret = parseSigningSecretFile(bytes.toString('latin1'));
     if (secret === null) {
       throw new AuthStoreCorruptError(file, `does not hold ${SIGNING_SECRET_BYTES} bytes of base64 (delete it to sign everyone out and make a new one)`);
     }
-    if ((stat.mode & 0o077) !== 0) await handle.chmod(SIGNING_SECRET_FILE_MODE);
+    if ((mode & 0o077) !== 0) await chmod(SIGNING_SECRET_FILE_MODE);
     return secret;
-  } finally {
-    await handle.close();
-  }
+  });
 }
 
 /**

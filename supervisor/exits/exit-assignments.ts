@@ -1,13 +1,16 @@
 import { EventEmitter } from 'node:events';
-import type { ExitAssignmentView } from '../../shared/api/views.js';
+import type { ExitAssignmentView, ExitDownView } from '../../shared/api/views.js';
 import type { Logger } from '../../shared/logger.js';
 import { errorMessage } from '../../shared/errors/error-message.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { GetInfo } from '../tor/relay-directory.js';
 import { ExitBans, type BanCause, type ExitBan } from './exit-bans.js';
 import { ExitCatalog } from './exit-catalog.js';
+import { ExitDowns, exitDownViewOf, type ExitDown, type ExitDownTimes } from './exit-downs.js';
 import { chooseExit } from './exit-choice.js';
-import { addressBlock, distinctKeys, type DistinctUnit, type ExitRelay } from './exit-relay.js';
+import { ExitEgress, type EgressProbeFailure, type EgressProbeStats, type ExitEgressOptions } from './exit-egress.js';
+import type { ProbeRoute } from './egress-prober.js';
+import { addressBlock, distinctKeys, type AddressSource, type DistinctUnit, type ExitRelay } from './exit-relay.js';
 import { matchesNodeList } from './node-selection.js';
 
 /** How often the catalog is read again from a running instance (consensuses change hourly). */
@@ -25,6 +28,10 @@ export interface ExitAssignmentsOptions {
   log: Logger;
   now?: () => number;
   random?: () => number;
+  /** How long a dead exit is held and watched (exit-downs.ts); default EXIT_DOWN_TIMES. */
+  downTimes?: ExitDownTimes;
+  /** Measuring the addresses exits leave from (EGRESS_PROBE_URLS, EXIT_LIST); absent: no probe, no list. */
+  egress?: ExitEgressOptions;
 }
 
 /** An instance's exit as the durable state keeps it. */
@@ -68,6 +75,16 @@ export interface ExitSteering {
   current(id: number): string | undefined;
   /** The assignment did not work (no circuit through the exit): banned briefly, chosen again elsewhere. */
   unreachable(id: number, fingerprint: string): void;
+  /**
+   * The pin to `fingerprint` is in force on instance `id` (`socks` is its SocksPort): its egress
+   * address is measured unless known within EGRESS_PROBE_TTL. Resolves once known (or the probe
+   * failed, within EGRESS_PROBE_TIMEOUT) with whether the instance keeps the exit: false when
+   * the measured address shares a distinctness unit with another instance's exit while another
+   * exit would not (`settling`: the caller chooses again; otherwise the instance is moved).
+   */
+  egressPinned(id: number, fingerprint: string, socks: ProbeRoute, settling: boolean): Promise<{ keep: boolean }>;
+  /** The address and country sites see for an exit, when a probe or the exit list says it is not the published one's. */
+  egressOf(fingerprint: string): { address: string; country: string } | undefined;
 }
 
 /** What the exit assignments tell the pool (exit-gone) and the fleet (the rest). */
@@ -80,6 +97,8 @@ export interface ExitAssignmentsEvents {
   banned: [ban: ExitBan];
   /** A ban lifted by hand here: the fleet lifts it everywhere. */
   lifted: [fingerprint: string];
+  /** A probe through an exit failed in a way that is about the exit: evidence for supervisor/verdicts. */
+  'egress-failed': [failure: EgressProbeFailure];
 }
 
 /**
@@ -90,6 +109,8 @@ export interface ExitAssignmentsEvents {
 export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> implements ExitSteering {
   readonly catalog = new ExitCatalog();
   readonly bans = new ExitBans();
+  /** Exits found dead by the pool's own evidence: a short hold, then probation (exit-downs.ts). */
+  readonly downs: ExitDowns;
   private readonly assigned = new Map<number, { relay: ExitRelay; distinct: boolean }>();
   /** Instances whose last request for an exit found none: the shortage the API reports. */
   private readonly shortage = new Map<number, string>();
@@ -115,11 +136,15 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
    * never assigned here. Empty on a node of its own.
    */
   private heldElsewhere: ReadonlyMap<string, string> = new Map();
+  /** The addresses exits leave from: probes and the exit list (README.md, "What sites see"). */
+  readonly egress: ExitEgress;
 
   constructor(private readonly options: ExitAssignmentsOptions) {
     super();
     this.now = options.now ?? Date.now;
     this.random = options.random ?? Math.random;
+    this.downs = new ExitDowns(options.downTimes);
+    this.egress = new ExitEgress(options.egress ?? { urls: [], ttlMs: 0, timeoutMs: 0, exitList: '', fetch: () => Promise.resolve(null) }, this.catalog, options.log, this.now);
   }
 
   get unit(): DistinctUnit {
@@ -131,6 +156,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     this.timer ??= setInterval(() => {
       void this.refreshFromAnySource().then((ok) => {
         if (!ok && this.sources.size > 0) this.options.log.warn('the exit catalog could not be read through any instance; keeping the last one', { instances: [...this.sources.keys()] });
+        this.egressTick();
       });
     }, EXIT_CATALOG_REFRESH_MS);
     this.timer.unref();
@@ -159,6 +185,8 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     this.sources.set(id, getInfo);
     if (this.catalog.updatedAt > 0) return;
     await this.refresh(getInfo);
+    // A list in a file is read before the first choice, so the first choices already see it.
+    if (this.egress.listDue() && this.egress.listReadable()) await this.refreshExitList();
   }
 
   /** Reads the catalog again (one read at a time); instances whose exit left are reported. */
@@ -246,6 +274,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     const taken = [...[...this.assigned].filter(([other]) => other !== id).map(([, a]) => a.relay), ...reserved];
     const nodes = this.options.exitNodes;
     const excluded = (e: ExitRelay): boolean =>
+      this.downs.isDown(e.fingerprint, now) ||
       this.bans.isBanned(e, now, options.avoid?.domains ?? []) ||
       this.heldElsewhere.has(e.fingerprint) ||
       avoidAddresses.has(e.address) ||
@@ -256,6 +285,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
       chooseExit({
         exits: this.catalog.all(),
         taken,
+        takenElsewhere: this.unitsHeldElsewhere,
         unit: this.options.unit,
         excluded: (e) => excluded(e) || also(e),
         ...(nodes.length > 0 ? { preferred: (e: ExitRelay) => matchesNodeList(e, nodes), strict: this.options.strictNodes } : {}),
@@ -274,7 +304,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
       return { ok: false, note };
     }
     const { relay, distinct } = choice;
-    const note = distinct ? '' : `every eligible exit shares its ${this.options.unit === 'subnet' ? '/24' : this.options.unit} with another instance's`;
+    const note = distinct ? '' : `every eligible exit shares its ${this.options.unit === 'subnet' ? '/24' : this.options.unit} with another instance's${this.unitsHeldElsewhere.size > 0 ? ' (on this node or another of the fleet)' : ''}`;
     if (distinct) this.shortage.delete(id);
     else this.shortage.set(id, note);
     this.record(id, relay, distinct, distinct ? '' : `— ${note}`, options.why, current, options.session);
@@ -373,7 +403,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   eligibleAfterBan(fingerprint: string, domain = ''): { catalog: number; eligible: number; country: string; eligibleInCountry: number } {
     const relay = this.catalog.get(fingerprint);
     const country = relay?.country ?? '';
-    const left = this.eligible(domain === '' ? [] : [domain]).filter((e) => e.fingerprint !== fingerprint && (relay === undefined || e.address !== relay.address));
+    const left = this.eligible(domain === '' ? [] : [domain]).filter((e) => e.fingerprint !== fingerprint && (relay === undefined || (e.address !== relay.address && !relay.seen.includes(e.address))));
     return { catalog: this.catalog.size, eligible: left.length, country, eligibleInCountry: country === '' ? 0 : left.filter((e) => e.country === country).length };
   }
 
@@ -400,6 +430,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   /** The instance left the pool (or is restarting afresh): its exit is free for others. */
   release(id: number): void {
     this.sources.delete(id);
+    this.egress.forget(id);
     this.restored.delete(id);
     if (this.assigned.delete(id)) this.emit('assignments-changed');
     this.shortage.delete(id);
@@ -410,9 +441,58 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     return new Set([...[...this.assigned.values()].map((a) => a.relay.fingerprint), ...[...this.restored.values()].map((r) => r.fingerprint)]);
   }
 
+  /** Distinctness units (EXIT_DISTINCT keys: `block:…`, `family:…`) other nodes' instances hold (key → node), as the fleet last read them. */
+  private unitsHeldElsewhere: ReadonlyMap<string, string> = new Map();
+
   /** The exits other nodes hold (fingerprint → node), as the fleet last read them. */
   setHeldElsewhere(held: ReadonlyMap<string, string>): void {
     this.heldElsewhere = held;
+  }
+
+  /**
+   * The distinctness units (EXIT_DISTINCT beyond the relay: `block:<egress /24>`, `family:<fp>`)
+   * this node's instances hold on exits assigned as distinct, key → fingerprint: the fleet leases
+   * them, so no two nodes' instances share one while the catalog allows. Exits assigned in a
+   * shortage (`distinct: false`) lease none: they share by necessity, said out loud.
+   */
+  heldUnits(): Map<string, string> {
+    const out = new Map<string, string>();
+    for (const a of this.assigned.values()) {
+      if (!a.distinct) continue;
+      const relay = this.catalog.get(a.relay.fingerprint) ?? a.relay;
+      for (const k of distinctKeys(relay, this.options.unit)) if (!k.startsWith('relay:')) out.set(k, relay.fingerprint);
+    }
+    return out;
+  }
+
+  /** The units other nodes hold (key → node), as the fleet last read them: a choice keeps its distance from them too. */
+  setUnitsHeldElsewhere(held: ReadonlyMap<string, string>): void {
+    this.unitsHeldElsewhere = held;
+  }
+
+  /** The node holding unit `key`, if another does. */
+  unitHolderOf(key: string): string | undefined {
+    return this.unitsHeldElsewhere.get(key);
+  }
+
+  /**
+   * Another node holds the lease on a unit (a /24, a family) instances here were assigned as
+   * distinct (both chose within it before either's lease was seen): they move to another exit.
+   */
+  yieldUnit(key: string, node: string): void {
+    const ids = [...this.assigned].filter(([, a]) => a.distinct && distinctKeys(this.catalog.get(a.relay.fingerprint) ?? a.relay, this.options.unit).includes(key)).map(([id]) => id);
+    if (ids.length === 0) return;
+    const known = this.unitsHeldElsewhere.get(key) === node;
+    const held = new Map(this.unitsHeldElsewhere);
+    held.set(key, node);
+    this.unitsHeldElsewhere = held;
+    if (!known) this.audit(ids[0] ?? null, `${key.replace(/^block:/, '/24 ').replace(/^family:/, 'family ')} is held by node ${node}: instance${ids.length === 1 ? '' : 's'} ${ids.join(', ')} move${ids.length === 1 ? 's' : ''} to another exit`, {
+      unit: key,
+      node,
+      instances: ids,
+      reason: 'unit_held_by_other_node',
+    });
+    this.emit('exit-gone', ids);
   }
 
   /** The node that holds `fingerprint`'s lease, if another does. */
@@ -445,8 +525,8 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   assignment(id: number): ExitAssignmentView | undefined {
     const a = this.assigned.get(id);
     if (!a) return undefined;
-    const { fingerprint, nickname, address, country, block, family } = a.relay;
-    return { fingerprint, nickname, address, country, block, family, distinct: a.distinct };
+    const { fingerprint, nickname, address, country, block, family } = this.catalog.get(a.relay.fingerprint) ?? a.relay;
+    return { fingerprint, nickname, address, country, block, family, distinct: a.distinct, ...addressFieldsOf(this.catalog.get(fingerprint) ?? a.relay), down: this.downViewOf(fingerprint) };
   }
 
   shortageOf(id: number): string {
@@ -471,7 +551,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   /** Distinct units (EXIT_DISTINCT) among the eligible exits: how many instances can have their own. */
   distinctCapacity(): number {
     // Greedy count of exits that share no unit with one counted before: a lower bound of the capacity.
-    const used = new Set<string>();
+    const used = new Set<string>(this.unitsHeldElsewhere.keys());
     let n = 0;
     for (const e of this.eligible()) {
       const keys = distinctKeys(e, this.options.unit);
@@ -487,14 +567,220 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     const now = this.now();
     const nodes = this.options.exitNodes;
     const strict = nodes.length > 0 && this.options.strictNodes;
-    return this.catalog.all().filter((e) => !this.bans.isBanned(e, now, domains) && !this.heldElsewhere.has(e.fingerprint) && (!strict || matchesNodeList(e, nodes)));
+    return this.catalog
+      .all()
+      .filter((e) => !this.downs.isDown(e.fingerprint, now))
+      .filter((e) => !this.bans.isBanned(e, now, domains) && !this.heldElsewhere.has(e.fingerprint) && (!strict || matchesNodeList(e, nodes)));
+  }
+
+  // ---- exits that die (README.md, "Exits that die") ----
+
+  /**
+   * The pool's own evidence says `fingerprint` is dead (instance `id`'s tor found it): it is
+   * assigned to no instance for its hold (exit-downs.ts), and audited. Returns the instances
+   * assigned it now (each needs another exit), or undefined for a relay the pool does not know.
+   */
+  markDown(id: number | null, fingerprint: string, evidence: readonly string[]): { down: ExitDown; instances: number[] } | undefined {
+    const assigned = id === null ? undefined : this.assigned.get(id)?.relay;
+    const relay = this.catalog.get(fingerprint) ?? (assigned?.fingerprint === fingerprint ? assigned : undefined);
+    if (!relay) return undefined;
+    const now = this.now();
+    const { down, fresh } = this.downs.markDown(relay, id, evidence, now);
+    const instances = this.assignedInstances(fingerprint);
+    if (fresh) {
+      const again = down.strikes > 1 ? ` (dead again within its probation: strike ${down.strikes})` : '';
+      this.audit(id, `exit ${relay.nickname} (${relay.address}) is down${again}: ${evidence.length} failure${evidence.length === 1 ? '' : 's'} seen by instance ${id ?? '?'}'s tor; assigned to no instance until ${new Date(down.until).toISOString()}`, {
+        fingerprint: relay.fingerprint,
+        address: relay.address,
+        reason: 'exit_down',
+        until: new Date(down.until).toISOString(),
+        probation_until: new Date(down.probationUntil).toISOString(),
+        strikes: down.strikes,
+        evidence: down.evidence,
+        instances,
+      });
+    }
+    return { down, instances };
+  }
+
+  /** Whether `fingerprint` is down now (assigned to no instance); not while on probation. */
+  isDown(fingerprint: string): boolean {
+    return this.downs.isDown(fingerprint, this.now());
+  }
+
+  /** The down (or probation) entry of a relay, as the API shows it; null when it has none. */
+  downViewOf(fingerprint: string): ExitDownView | null {
+    const now = this.now();
+    const d = this.downs.get(fingerprint, now);
+    return d ? exitDownViewOf(d, now) : null;
+  }
+
+  /** Every relay down or on probation, as the API shows them. */
+  downViews(): ExitDownView[] {
+    const now = this.now();
+    return this.downs.list(now).map((d) => exitDownViewOf(d, now));
   }
 
   assignedInstances(fingerprint: string): number[] {
     return [...this.assigned].filter(([, a]) => a.relay.fingerprint === fingerprint).map(([id]) => id);
   }
 
+  // ---- what sites see: egress addresses (README.md, "What sites see") ----
+
+  async egressPinned(id: number, fingerprint: string, socks: ProbeRoute, settling: boolean): Promise<{ keep: boolean }> {
+    this.egress.route(id, socks);
+    // A list fetched through the pool can be read once an instance can fetch it.
+    if (this.egress.listDue() && this.egress.listReadable()) void this.refreshExitList();
+    // Any instance's GeoIP database places the new address: its own control port first.
+    const measured = await this.egress.measure(id, fingerprint, this.sources.get(id) ?? [...this.sources.values()].at(-1));
+    if (this.assigned.get(id)?.relay.fingerprint !== fingerprint) return { keep: true }; // moved on meanwhile
+    if (measured.kind === 'failed' && measured.outcome.aboutExit) {
+      const evidence = this.egress.failureEvidence(id, fingerprint, measured.outcome);
+      const relay = this.catalog.get(fingerprint);
+      this.audit(id, `the egress probe through exit ${relay?.nickname ?? fingerprint} (instance ${id}) failed: ${measured.outcome.detail}; its address stays ${relay?.address ?? 'unknown'} (${relay?.addressSource ?? 'published'})`, {
+        fingerprint,
+        reason: 'egress_probe_failed',
+        failure: measured.outcome.failure,
+        echo_answered_elsewhere: evidence.echoAnswered,
+      });
+      this.emit('egress-failed', evidence);
+    }
+    // Only new knowledge is reacted to: the choice already weighed what was known (a session's
+    // history, its countries), and a measurement that confirms it changes nothing.
+    const changed = measured.kind === 'measured' && measured.address !== measured.previous;
+    if (changed) {
+      const relay = this.catalog.get(fingerprint);
+      if (relay) {
+        this.audit(id, `exit ${relay.nickname} leaves from ${measured.address}${measured.address === relay.published ? ', its published address' : `, not its published ${relay.published}`}${relay.country ? ` (${relay.country})` : ''}`, {
+          fingerprint,
+          reason: 'egress_measured',
+          address: measured.address,
+          published: relay.published,
+          previous: measured.previous,
+          country: relay.country,
+        });
+      }
+      this.afterEgressChange([fingerprint], id);
+    }
+    if (!changed || !this.egressConflict(id)) return { keep: true };
+    const relay = this.catalog.get(fingerprint);
+    this.audit(id, `exit ${relay?.nickname ?? fingerprint} of instance ${id} leaves from ${relay?.address ?? '?'}, which shares its ${this.unitWord()} with another instance's exit: ${settling ? 'another exit is chosen before it serves' : 'it moves to another exit'}`, {
+      fingerprint,
+      address: relay?.address ?? '',
+      block: relay?.block ?? '',
+      reason: 'egress_conflict',
+    });
+    if (settling) return { keep: false };
+    this.emit('exit-gone', [id]);
+    return { keep: true };
+  }
+
+  egressOf(fingerprint: string): { address: string; country: string } | undefined {
+    const relay = this.catalog.get(fingerprint);
+    return relay && relay.addressSource !== 'published' ? { address: relay.address, country: relay.country } : undefined;
+  }
+
+  /** An exit's address fields for the instance view: the published address, where `exit_ip` comes from, and when it was seen. */
+  addressOf(fingerprint: string): { published: string; source: AddressSource; measuredAt: number | null } | undefined {
+    const relay = this.catalog.get(fingerprint);
+    return relay ? { published: relay.published, source: relay.addressSource, measuredAt: relay.measuredAt } : undefined;
+  }
+
+  /** The probes' cost so far. */
+  egressStats(): EgressProbeStats & { probing: boolean; exitList: boolean } {
+    return { ...this.egress.stats(), probing: this.egress.probing, exitList: this.options.egress?.exitList !== undefined && this.options.egress.exitList !== '' };
+  }
+
+  /** Reads EXIT_LIST again and reacts to the addresses it changed. */
+  async refreshExitList(): Promise<void> {
+    const getInfo = [...this.sources.values()].at(-1);
+    const changed = await this.egress.readList(getInfo);
+    if (changed.length > 0) this.afterEgressChange(changed, null);
+  }
+
+  /** Every EXIT_CATALOG_REFRESH_MS: exits that stay pinned are measured again once their measurement is older than EGRESS_PROBE_TTL; the list is read again when due. */
+  private egressTick(): void {
+    for (const [id, a] of this.assigned) {
+      const route = this.egress.routeOf(id);
+      if (route && this.egress.due(a.relay.fingerprint)) void this.egressPinned(id, a.relay.fingerprint, route, false);
+    }
+    if (this.egress.listDue() && this.egress.listReadable()) void this.refreshExitList();
+  }
+
+  /**
+   * Exits' addresses changed (a probe, the list): every assignment is read again from the
+   * catalog; those on a changed exit get their `distinct` and shortage anew (the others keep
+   * theirs: an instance that held a /24 first keeps it, and its fleet lease), and move when
+   * they now share a unit while another exit would not (but `settling`, whose caller decides);
+   * the fleet re-leases.
+   */
+  private afterEgressChange(fingerprints: readonly string[], settling: number | null): void {
+    const changed = new Set(fingerprints);
+    const moving: number[] = [];
+    for (const a of this.assigned.values()) a.relay = this.catalog.get(a.relay.fingerprint) ?? a.relay;
+    for (const [id, a] of this.assigned) {
+      if (!changed.has(a.relay.fingerprint)) continue;
+      const shares = this.sharesUnit(id);
+      a.distinct = !shares;
+      if (shares) this.shortage.set(id, `every eligible exit shares its ${this.unitWord()} with another instance's (measured: it leaves from ${a.relay.address})`);
+      else this.shortage.delete(id);
+      if (id !== settling && this.egressConflict(id)) moving.push(id);
+    }
+    for (const id of moving) {
+      const relay = (this.assigned.get(id) as { relay: ExitRelay }).relay;
+      this.audit(id, `exit ${relay.nickname} of instance ${id} leaves from ${relay.address}, which shares its ${this.unitWord()} with another instance's exit: it moves to another exit`, {
+        fingerprint: relay.fingerprint,
+        address: relay.address,
+        block: relay.block,
+        reason: 'egress_conflict',
+      });
+    }
+    this.emit('assignments-changed');
+    if (moving.length > 0) this.emit('exit-gone', moving);
+  }
+
+  /** The keys (EXIT_DISTINCT) other instances' exits hold, here and (fleet) on other nodes. */
+  private keysTakenBesides(id: number): Map<string, number> {
+    const used = new Map<string, number>();
+    const reserved = [...this.restored].filter(([other]) => other !== id).flatMap(([, r]) => this.catalog.get(r.fingerprint) ?? []);
+    const taken = [...[...this.assigned].filter(([other]) => other !== id).map(([, a]) => a.relay), ...reserved];
+    for (const t of taken) for (const k of distinctKeys(t, this.options.unit)) used.set(k, (used.get(k) ?? 0) + 1);
+    for (const k of this.unitsHeldElsewhere.keys()) used.set(k, (used.get(k) ?? 0) + 1);
+    return used;
+  }
+
+  /** Whether instance `id`'s exit shares a unit with another instance's. */
+  private sharesUnit(id: number): boolean {
+    const a = this.assigned.get(id);
+    if (!a) return false;
+    const used = this.keysTakenBesides(id);
+    return distinctKeys(a.relay, this.options.unit).some((k) => used.has(k));
+  }
+
+  /** Whether instance `id`'s exit shares a unit with another instance's while an eligible exit shares none. */
+  private egressConflict(id: number): boolean {
+    const a = this.assigned.get(id);
+    if (!a || !this.sharesUnit(id)) return false;
+    const now = this.now();
+    const used = this.keysTakenBesides(id);
+    return this.eligible().some((e) => e.fingerprint !== a.relay.fingerprint && !this.isSuspect(e.fingerprint, now) && !distinctKeys(e, this.options.unit).some((k) => used.has(k)));
+  }
+
+  private unitWord(): string {
+    return this.options.unit === 'subnet' ? '/24' : this.options.unit;
+  }
+
   private audit(instance: number | null, message: string, details: Record<string, unknown>, session?: string): void {
     this.options.audit.record({ type: 'exit', instance, session: session ?? null, message, details });
   }
+}
+
+/** The address fields of an exit view (GET /api/exits, assigned_exit): what the consensus publishes, and where `address` comes from. */
+export function addressFieldsOf(relay: ExitRelay): { published_address: string; address_source: AddressSource; address_measured_at: string | null; seen_addresses: string[] } {
+  return {
+    published_address: relay.published,
+    address_source: relay.addressSource,
+    address_measured_at: relay.measuredAt === null ? null : new Date(relay.measuredAt).toISOString(),
+    seen_addresses: [...relay.seen],
+  };
 }

@@ -1,9 +1,17 @@
+import { MAX_ADDRESSES_PER_EXIT } from './exit-list.js';
+
 /** Why an exit is banned. */
 export type BanCause = 'captcha' | 'blocked' | 'transport' | 'unreachable';
 
 export interface ExitBan {
   readonly fingerprint: string;
+  /** The address its traffic left from when it was banned (measured, listed, or published). */
   readonly address: string;
+  /**
+   * Every other address its traffic was seen leaving from (probes, the exit list): banned too.
+   * Absent in bans made before addresses were measured.
+   */
+  readonly seen?: readonly string[];
   readonly nickname: string;
   /** '' bans the exit for everyone; a host name bans it for that site only. */
   readonly domain: string;
@@ -15,8 +23,9 @@ export interface ExitBan {
 
 /**
  * Exits no instance may be assigned until their ban ends, and exits banned for one site only.
- * A ban holds the relay's fingerprint and its address: a relay that comes back under a new
- * identity on the same address is still the burnt IP. Bounded: one entry per banned relay and
+ * A ban holds the relay's fingerprint, the address its traffic leaves from and every other
+ * address it was seen leaving from: a relay that comes back under a new identity on one of them is
+ * still the burnt IP. Bounded: one entry per banned relay and
  * site, dropped when it expires.
  */
 export class ExitBans {
@@ -24,11 +33,12 @@ export class ExitBans {
   private bansMade = 0;
 
   /** Bans (or extends the ban of) a relay, for everyone (`domain` '') or for one site; returns the ban now in force. */
-  ban(relay: { fingerprint: string; address: string; nickname: string }, cause: BanCause, reason: string, now: number, ttlMs: number, domain = ''): ExitBan {
+  ban(relay: { fingerprint: string; address: string; nickname: string; seen?: readonly string[] }, cause: BanCause, reason: string, now: number, ttlMs: number, domain = ''): ExitBan {
     const key = `${relay.fingerprint}|${domain}`;
     const previous = this.bans.get(key);
     const until = Math.max(previous?.until ?? 0, now + ttlMs);
-    const ban: ExitBan = { ...relay, domain, cause, reason, since: previous?.since ?? now, until };
+    const seen = [...new Set([...(previous?.seen ?? []), ...(previous && previous.address !== relay.address ? [previous.address] : []), ...(relay.seen ?? [])])].filter((a) => a !== relay.address).slice(-MAX_ADDRESSES_PER_EXIT);
+    const ban: ExitBan = { fingerprint: relay.fingerprint, address: relay.address, nickname: relay.nickname, ...(seen.length > 0 ? { seen } : {}), domain, cause, reason, since: previous?.since ?? now, until };
     this.bans.set(key, ban);
     this.bansMade += 1;
     return ban;
@@ -63,7 +73,7 @@ export class ExitBans {
     for (const ban of this.bans.values()) {
       if (ban.until <= now) continue;
       if (ban.domain !== '' && !domains.includes(ban.domain)) continue;
-      if (ban.fingerprint === relay.fingerprint || ban.address === relay.address) return true;
+      if (ban.fingerprint === relay.fingerprint || ban.address === relay.address || ban.seen?.includes(relay.address)) return true;
     }
     return false;
   }

@@ -1,7 +1,8 @@
 import { ControlCommandError } from '../tor/errors.js';
 import type { GetInfo } from '../tor/relay-directory.js';
 import { parseConsensusEntries, parseFamilyDeclaration, type ConsensusEntry, type FamilyDeclaration } from './consensus-entries.js';
-import { addressBlock, type ExitRelay } from './exit-relay.js';
+import { EgressBook } from './egress-book.js';
+import { addressBlock, asPublished, type ExitRelay, type PublishedExit } from './exit-relay.js';
 
 /** GETINFO keys per command when fetching microdescriptors or countries: bounded replies. */
 const KEYS_PER_COMMAND = 256;
@@ -58,7 +59,7 @@ export function buildExits(
   entries: readonly ConsensusEntry[],
   declarations: ReadonlyMap<string, FamilyDeclaration>,
   countries: ReadonlyMap<string, string>,
-): ExitRelay[] {
+): PublishedExit[] {
   const usable = entries.filter(isUsableExit);
   const families = familiesOf(
     usable.map((e) => e.fingerprint),
@@ -78,13 +79,19 @@ export function buildExits(
 /**
  * Every usable exit of the consensus the running instances use, read from one instance's control
  * port (`ns/all`, `md/id/…` for families, `ip-to-country/…`). Microdescriptors and countries
- * are cached between refreshes: only relays new to the consensus cost a lookup.
+ * are cached between refreshes: only relays new to the consensus cost a lookup. Each exit is
+ * judged by the address its traffic leaves from (`egress`: probes and the exit list, README.md
+ * "What sites see"): its `address`, `block` and `country` are that address's.
  */
 export class ExitCatalog {
   private exits: ExitRelay[] = [];
   private readonly byFingerprint = new Map<string, ExitRelay>();
+  /** The exits as the consensus publishes them, so a new egress observation can be laid over them again. */
+  private published: PublishedExit[] = [];
   private readonly declarations = new Map<string, FamilyDeclaration>();
   private readonly countries = new Map<string, string>();
+  /** What is known of the addresses exits leave from. */
+  readonly egress = new EgressBook();
   private refreshedAt = 0;
   private familiesReadAt = 0;
 
@@ -121,8 +128,17 @@ export class ExitCatalog {
       // meanwhile) and is asked again at the next refresh.
       for (const [key, md] of answers) this.declarations.set(key.slice('md/id/'.length), parseFamilyDeclaration(md));
     }
-    const missingCountries = [...new Set(usable.map((e) => e.address))].filter((a) => !this.countries.has(a));
-    for (const keys of chunks(missingCountries.map((a) => `ip-to-country/${a}`))) {
+    await this.lookUpCountries(getInfo, [...usable.map((e) => e.address), ...this.egress.addressesOf(usable.map((e) => e.fingerprint))]);
+    return this.replace(buildExits(usable, this.declarations, this.countries), now);
+  }
+
+  /**
+   * The countries of `addresses` tor's GeoIP database gives (`GETINFO ip-to-country/…`), for
+   * those not cached yet: the catalog's addresses, and the egress addresses measured or listed.
+   */
+  async lookUpCountries(getInfo: GetInfo, addresses: Iterable<string>): Promise<void> {
+    const missing = [...new Set(addresses)].filter((a) => !this.countries.has(a));
+    for (const keys of chunks(missing.map((a) => `ip-to-country/${a}`))) {
       const answers = await getInfoAnswered(getInfo, keys);
       for (const key of keys) {
         // An address tor cannot place (no GeoIP data) has no country: '' is cached as '??' is.
@@ -130,22 +146,38 @@ export class ExitCatalog {
         this.countries.set(key.slice('ip-to-country/'.length), /^[a-z]{2}$/.test(cc) && cc !== '??' ? cc : '');
       }
     }
-    return this.replace(buildExits(usable, this.declarations, this.countries), now);
   }
 
   /** Replaces the catalog (refresh, or tests); resolves with the fingerprints that left it. */
-  replace(exits: readonly ExitRelay[], now: number): string[] {
-    const next = new Map(exits.map((e) => [e.fingerprint, e]));
+  replace(exits: readonly PublishedExit[], now: number): string[] {
+    const next = new Set(exits.map((e) => e.fingerprint));
     const gone = [...this.byFingerprint.keys()].filter((fp) => !next.has(fp));
-    this.exits = [...exits];
-    this.byFingerprint.clear();
-    for (const [fp, e] of next) this.byFingerprint.set(fp, e);
+    this.published = [...exits];
+    this.egress.keepOnly(next);
+    this.overlayEgress();
     // Relays gone from the consensus: their cached lookups go too, so the caches stay bounded.
     for (const fp of [...this.declarations.keys()]) if (!next.has(fp)) this.declarations.delete(fp);
-    const addresses = new Set(exits.map((e) => e.address));
+    const addresses = new Set([...exits.map((e) => e.address), ...this.egress.addressesOf(next)]);
     for (const a of [...this.countries.keys()]) if (!addresses.has(a)) this.countries.delete(a);
     this.refreshedAt = now;
     return gone;
+  }
+
+  /**
+   * Lays what is known of each exit's egress over the published catalog again (after a probe or
+   * an exit list): `address`, `block` and `country` become the egress address's. A country not
+   * looked up yet (`lookUpCountries`) is '' meanwhile.
+   */
+  overlayEgress(): void {
+    this.exits = this.published.map((p) => {
+      const seen = this.egress.seen(p.fingerprint);
+      const observed = this.egress.current(p.fingerprint);
+      if (!observed) return asPublished(p, seen);
+      const country = observed.address === p.address ? p.country : (this.countries.get(observed.address) ?? '');
+      return { ...p, address: observed.address, block: addressBlock(observed.address), country, published: p.address, addressSource: observed.source, measuredAt: observed.at, seen };
+    });
+    this.byFingerprint.clear();
+    for (const e of this.exits) this.byFingerprint.set(e.fingerprint, e);
   }
 }
 

@@ -4,6 +4,8 @@ export interface ExitChoiceInput {
   readonly exits: readonly ExitRelay[];
   /** Exits the other instances are assigned: the choice keeps its distance from them (`unit`). */
   readonly taken: readonly ExitRelay[];
+  /** Unit keys (distinctKeys) other nodes of the fleet hold: kept apart from as the exits in `taken` are. */
+  readonly takenElsewhere?: ReadonlyMap<string, unknown>;
   readonly unit: DistinctUnit;
   /** Banned, or explicitly unwanted (a session's recent exits, the exit being left). */
   readonly excluded: (relay: ExitRelay) => boolean;
@@ -33,6 +35,7 @@ export function chooseExit(input: ExitChoiceInput): ExitChoice {
   if (eligible.length === 0) return { ok: false, reason: 'no_eligible_exit' };
   const used = new Map<string, number>();
   for (const t of input.taken) for (const k of distinctKeys(t, input.unit)) used.set(k, (used.get(k) ?? 0) + 1);
+  for (const k of input.takenElsewhere?.keys() ?? []) used.set(k, (used.get(k) ?? 0) + 1);
   const sharing = (e: ExitRelay): number => distinctKeys(e, input.unit).reduce((n, k) => n + (used.get(k) ?? 0), 0);
   const fresh = eligible.filter((e) => sharing(e) === 0);
   if (fresh.length > 0) return { ok: true, relay: weightedPick(fresh, input.random), distinct: true };

@@ -1,10 +1,10 @@
 import { isIPv6 } from 'node:net';
 
-/** One usable exit relay of the consensus, as the pool manages it. */
-export interface ExitRelay {
+/** One usable exit relay as the consensus publishes it: its OR address, and that address's country. */
+export interface PublishedExit {
   readonly fingerprint: string;
   readonly nickname: string;
-  /** The OR address from the consensus (traffic may leave from another address: see exit_ip). */
+  /** The OR address from the consensus. */
   readonly address: string;
   /** Lower-case ISO 3166 code from tor's GeoIP database; '' when unknown. */
   readonly country: string;
@@ -17,6 +17,33 @@ export interface ExitRelay {
    * (mutual `family` entries, or a shared family id); its own fingerprint when it has none.
    */
   readonly family: string;
+}
+
+/**
+ * Where an exit's address comes from: measured through it (`probe`), read from a Tor exit list
+ * (`exit_list`), or the OR address it publishes, while neither says otherwise (`published`).
+ */
+export type AddressSource = 'probe' | 'exit_list' | 'published';
+
+/**
+ * One usable exit relay of the consensus, as the pool manages it: judged by the address sites
+ * see. `address`, `block` and `country` are those of the address its traffic leaves from (the
+ * newest measurement or exit list entry; the published address until one says otherwise), so
+ * distinctness, /24 blocks, bans and countries are reckoned on it.
+ */
+export interface ExitRelay extends PublishedExit {
+  /** The OR address the consensus publishes (equal to `address` for most exits). */
+  readonly published: string;
+  readonly addressSource: AddressSource;
+  /** When `address` was seen (ms since the epoch): the probe's time, or the exit list's; null for the published address. */
+  readonly measuredAt: number | null;
+  /** Every address its traffic was seen leaving from (probes, the exit list), oldest first; empty before any was. */
+  readonly seen: readonly string[];
+}
+
+/** An exit known only from the consensus: its address is the published one. */
+export function asPublished(exit: PublishedExit, seen: readonly string[] = []): ExitRelay {
+  return { ...exit, published: exit.address, addressSource: 'published', measuredAt: null, seen };
 }
 
 /**

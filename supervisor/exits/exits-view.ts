@@ -1,7 +1,7 @@
-import type { ExitBanView, ExitCountrySupply, ExitsView } from '../../shared/api/views.js';
+import type { ExitBanView, ExitCountrySupply, ExitEgressView, ExitsView } from '../../shared/api/views.js';
 import { relayFingerprint } from '../../shared/api/relay-fingerprint.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
-import type { ExitAssignments } from './exit-assignments.js';
+import { addressFieldsOf, type ExitAssignments } from './exit-assignments.js';
 import type { ExitBan } from './exit-bans.js';
 
 /** GET /api/exits: the catalog with assignments and bans; an empty, non-assigning view when PIN_EXIT_RELAY is off. */
@@ -12,7 +12,7 @@ export function exitsViewOf(
   fleet: { node: string; nodes: string[] } | null = null,
 ): ExitsView {
   if (!exits) {
-    return { distinct_by: 'relay', assigning: false, updated_at: null, eligible: 0, capacity: 0, in_use: 0, shortages: [], countries: [], exits: [], bans: [], fleet };
+    return { distinct_by: 'relay', assigning: false, updated_at: null, eligible: 0, capacity: 0, in_use: 0, shortages: [], countries: [], exits: [], bans: [], down: [], egress: { probing: false, exit_list: false, probes: 0, failed: 0, probes_last_hour: 0, mean_ms: 0, max_ms: 0 }, fleet };
   }
   const bans = exits.bans.list(now);
   // An exit's `banned` is its ban for everyone; per-site bans are listed under `bans` only.
@@ -33,34 +33,56 @@ export function exitsViewOf(
     exits: exits.catalog
       .all()
       .map((e) => {
-        const ban = banOf.get(e.fingerprint) ?? bans.find((b) => b.domain === '' && b.address === e.address);
-        return { ...e, instances: exits.assignedInstances(e.fingerprint), banned: ban ? banViewOf(ban) : null, held_by: exits.holderOf(e.fingerprint) ?? null };
+        const ban = banOf.get(e.fingerprint) ?? bans.find((b) => b.domain === '' && (b.address === e.address || b.seen?.includes(e.address)));
+        const { fingerprint, nickname, address, country, bandwidth, block, family } = e;
+        return {
+          fingerprint,
+          nickname,
+          address,
+          country,
+          bandwidth,
+          block,
+          family,
+          ...addressFieldsOf(e),
+          instances: exits.assignedInstances(e.fingerprint),
+          banned: ban ? banViewOf(ban) : null,
+          down: exits.downViewOf(e.fingerprint),
+          held_by: exits.holderOf(e.fingerprint) ?? null,
+        };
       })
       .sort((a, b) => b.instances.length - a.instances.length || a.nickname.localeCompare(b.nickname)),
     bans: bans.map(banViewOf),
+    down: exits.downViews(),
+    egress: egressViewOf(exits),
     fleet,
   };
 }
 
-/** Exits per country: in the catalog, not banned for everyone, and assigned to an instance. */
+/** Exits per country: in the catalog, eligible (not banned for everyone, not down), and assigned to an instance. */
 function countrySupply(exits: ExitAssignments, bans: readonly ExitBan[]): ExitCountrySupply[] {
-  const banned = new Set(bans.filter((b) => b.domain === '').flatMap((b) => [b.fingerprint, b.address]));
+  const banned = new Set(bans.filter((b) => b.domain === '').flatMap((b) => [b.fingerprint, b.address, ...(b.seen ?? [])]));
   const byCountry = new Map<string, ExitCountrySupply>();
   for (const e of exits.catalog.all()) {
     const country = e.country || '??';
     const row = byCountry.get(country) ?? { country, exits: 0, eligible: 0, in_use: 0 };
     row.exits += 1;
-    if (!banned.has(e.fingerprint) && !banned.has(e.address)) row.eligible += 1;
+    if (!banned.has(e.fingerprint) && !banned.has(e.address) && !exits.isDown(e.fingerprint)) row.eligible += 1;
     if (exits.assignedInstances(e.fingerprint).length > 0) row.in_use += 1;
     byCountry.set(country, row);
   }
   return [...byCountry.values()].sort((a, b) => a.country.localeCompare(b.country));
 }
 
+function egressViewOf(exits: ExitAssignments): ExitEgressView {
+  const s = exits.egressStats();
+  return { probing: s.probing, exit_list: s.exitList, probes: s.probes, failed: s.failed, probes_last_hour: s.lastHour, mean_ms: s.meanMs, max_ms: s.maxMs };
+}
+
 function banViewOf(b: ExitBan): ExitBanView {
   return {
     fingerprint: b.fingerprint,
     address: b.address,
+    seen_addresses: [...(b.seen ?? [])],
     nickname: b.nickname,
     domain: b.domain,
     cause: b.cause,

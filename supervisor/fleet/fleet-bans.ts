@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { errorMessage } from '../../shared/errors/error-message.js';
 import type { Logger } from '../../shared/logger.js';
 import type { FleetChannels } from './fleet-channels.js';
 import type { ExitAssignments } from '../exits/exit-assignments.js';
@@ -11,6 +12,8 @@ import { InvalidStoredRecord } from '../state/stored-value.js';
  * node. One hash holds the bans in force (`<fingerprint>|<domain>` → the ban, as the durable state
  * keeps it); a channel tells every node at once of a ban or a lift. Each node applies what it
  * reads as it applies its own durable state's bans: checked field by field, a longer ban wins.
+ * Only while the node is a member of the fleet Redis holds (`member()`): otherwise (Redis lost
+ * its data) its bans stay its own, and are shared once it is a member again (`rejoined`).
  */
 export class FleetBans {
   private exits: ExitAssignments | null = null;
@@ -22,6 +25,8 @@ export class FleetBans {
     private readonly channels: FleetChannels,
     private readonly poolPrefix: string,
     private readonly log: Logger,
+    /** Whether this node is a member of the fleet Redis holds (FleetMember's epoch). */
+    private readonly member: () => boolean,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -38,23 +43,34 @@ export class FleetBans {
     this.exits = exits;
     exits.on('banned', this.onBanned);
     exits.on('lifted', this.onLifted);
-    const mine = exits.bans.list(this.now());
-    if (mine.length > 0) {
-      const pipeline = this.redis.pipeline();
-      for (const ban of mine) pipeline.hset(this.bansKey, banKey(ban), encodeBan(ban));
-      await pipeline.exec();
-    }
+    await this.shareMine(exits);
     await this.channels.listen(this.channel, (message) => {
+      if (!this.member()) return;
       if (message.startsWith('lift ')) this.exits?.applyFleetLift(message.slice('lift '.length));
       else void this.resync();
     });
     await this.resync();
   }
 
+  /** The node became a member again (the fleet was re-seeded): its bans are shared, as at a start. */
+  async rejoined(): Promise<void> {
+    this.pendingShare.clear();
+    if (this.exits) await this.shareMine(this.exits);
+    await this.resync();
+  }
+
+  private async shareMine(exits: ExitAssignments): Promise<void> {
+    const mine = exits.bans.list(this.now());
+    if (mine.length === 0 || !this.member()) return;
+    const pipeline = this.redis.pipeline();
+    for (const ban of mine) pipeline.hset(this.bansKey, banKey(ban), encodeBan(ban));
+    await pipeline.exec();
+  }
+
   /** Reads every ban in force and applies it here; drops the ended ones from Redis. */
   async resync(): Promise<void> {
     const exits = this.exits;
-    if (!exits) return;
+    if (!exits || !this.member()) return;
     try {
       const now = this.now();
       const ended: string[] = [];
@@ -74,7 +90,7 @@ export class FleetBans {
       if (ended.length > 0) await this.redis.hdel(this.bansKey, ...ended);
       if (refused > 0) this.log.warn('the fleet’s ban list holds records that are not bans; left out', { refused });
     } catch (error) {
-      this.log.warn('the fleet’s bans could not be read; keeping the ones known', { error: (error as Error).message });
+      this.log.warn('the fleet’s bans could not be read; keeping the ones known', { error: errorMessage(error) });
     }
   }
 
@@ -88,23 +104,26 @@ export class FleetBans {
   private readonly onLifted = (fingerprint: string): void => void this.lifted(fingerprint);
 
   private async banned(ban: ExitBan): Promise<void> {
+    // Not a member: the ban stays this node's until the fleet is re-seeded (rejoined shares it then).
+    if (!this.member()) return;
     try {
       await this.redis.multi().hset(this.bansKey, banKey(ban), encodeBan(ban)).publish(this.channel, `ban ${banKey(ban)}`).exec();
     } catch (error) {
       // In force here; the other nodes learn of it at the next renewal that reaches Redis.
       this.pendingShare.add(ban);
-      this.log.warn('an exit ban could not be shared with the other nodes yet', { fingerprint: ban.fingerprint, error: (error as Error).message });
+      this.log.warn('an exit ban could not be shared with the other nodes yet', { fingerprint: ban.fingerprint, error: errorMessage(error) });
     }
   }
 
   private async lifted(fingerprint: string): Promise<void> {
+    if (!this.member()) return;
     try {
       const fields = (await this.redis.hkeys(this.bansKey)).filter((f) => f.startsWith(`${fingerprint}|`));
       const m = this.redis.multi();
       if (fields.length > 0) m.hdel(this.bansKey, ...fields);
       await m.publish(this.channel, `lift ${fingerprint}`).exec();
     } catch (error) {
-      this.log.warn('a lifted ban could not be lifted on the other nodes', { fingerprint, error: (error as Error).message });
+      this.log.warn('a lifted ban could not be lifted on the other nodes', { fingerprint, error: errorMessage(error) });
     }
   }
 

@@ -1,6 +1,7 @@
 import os from 'node:os';
 import type { Config } from '../../shared/config/index.js';
 import type { Logger } from '../../shared/logger.js';
+import { EpochFile } from './fleet-epoch-file.js';
 import type { FleetMemberOptions } from './fleet-member.js';
 
 /** The Redis URL that makes this process a node of a fleet (STATE_STORE=redis://…), or null. */
@@ -14,8 +15,10 @@ export function fleetMemberOptions(config: Config, url: string, log: Logger): Fl
     url,
     node: config.nodeName,
     leaseMs: config.nodeLeaseMs,
-    address: { host: advertisedHost(config), port: config.socksPort, apiPort: config.apiPort },
+    address: { host: advertisedHost(config), port: config.hopPort, apiPort: config.apiPort },
     sessionLifetimeMs: Math.max(config.sessionTtlMs, config.sessionTtlMaxMs),
+    epochs: new EpochFile(config.dataDir),
+    reseed: config.fleetReseed,
     log: log.child({ component: 'fleet' }),
   };
 }

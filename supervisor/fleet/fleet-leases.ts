@@ -3,7 +3,9 @@ import type { Redis } from 'ioredis';
 /**
  * The fleet's leases in Redis, as plain keys with a time to live under the pool's prefix:
  * `fleet:node:<node>` holds the token of the one process running that node, and
- * `fleet:exit:<fingerprint>` the name of the node that pins that exit. A lease is taken,
+ * `fleet:exit:<fingerprint>` the name of the node that pins that exit, and
+ * `fleet:unit:<key>` the node whose instance holds a distinctness unit (EXIT_DISTINCT beyond
+ * the relay: `block:<the egress /24 or /48>`, `family:<fingerprint>`). A lease is taken,
  * renewed and given up only by its holder, each in one script, so two nodes can never both
  * believe they hold one. Redis's own expiry ends the leases of a node that died.
  */
@@ -19,6 +21,11 @@ return v`;
 
 /** Gives the lease up only when `holder` holds it (an expired and retaken lease stays the new holder's). */
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`;
+
+/** Deletes the key only when its value starts with ARGV[1] (the holder's own record). */
+const RELEASE_PREFIXED = `local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`;
 
 /** How many keys one SCAN step asks for: the exits of a pool are at most a few thousand. */
@@ -38,7 +45,12 @@ export class FleetLeases {
     return `${this.poolPrefix}fleet:exit:${fingerprint}`;
   }
 
-  /** `host:port` of a live node's SOCKS listener, for the hop to it; lapses with the node's lease. */
+  /** A distinctness unit (`block:…`, `family:…`) an instance of the holding node leaves through. */
+  unitKey(unit: string): string {
+    return `${this.poolPrefix}fleet:unit:${unit}`;
+  }
+
+  /** `host:port` of a live node's hop listener (NODE_ADDRESS, HOP_PORT); lapses with the node's lease. */
   addressKey(node: string): string {
     return `${this.poolPrefix}fleet:address:${node}`;
   }
@@ -71,9 +83,33 @@ export class FleetLeases {
     return `${this.poolPrefix}fleet:session:${key}`;
   }
 
-  /** The secret one node's proxy workers present to another's when they forward a session (created by the first node, kept). */
-  get forwardSecretKey(): string {
-    return `${this.poolPrefix}fleet:forward-secret`;
+  /** A node's hop keys, for the other nodes to sign hops to it (fleet-hop-keys.ts); lapses with the node's lease. */
+  hopKeysKey(node: string): string {
+    return `${this.poolPrefix}fleet:hop-keys:${node}`;
+  }
+
+  async publishHopKeys(node: string, publication: string, ttlMs: number): Promise<void> {
+    await this.redis.set(this.hopKeysKey(node), publication, 'PX', ttlMs);
+  }
+
+  /** Drops this process's published keys (a later process under the name publishes its own). */
+  async dropHopKeys(node: string, process: string): Promise<void> {
+    await this.redis.eval(RELEASE_PREFIXED, 1, this.hopKeysKey(node), `${process} `);
+  }
+
+  /** For each of `nodes`: its published hop keys and its process (the node lease's value), where Redis has them. */
+  async peerRecords(nodes: readonly string[]): Promise<{ keys: Map<string, string>; processes: Map<string, string> }> {
+    const keys = new Map<string, string>();
+    const processes = new Map<string, string>();
+    if (nodes.length === 0) return { keys, processes };
+    const values = await this.redis.mget(...nodes.map((n) => this.hopKeysKey(n)), ...nodes.map((n) => this.nodeKey(n)));
+    nodes.forEach((node, i) => {
+      const published = values[i];
+      const process = values[nodes.length + i];
+      if (typeof published === 'string') keys.set(node, published);
+      if (typeof process === 'string') processes.set(node, process);
+    });
+    return { keys, processes };
   }
 
   async publishAddress(node: string, address: string, apiAddress: string, ttlMs: number): Promise<void> {
@@ -86,14 +122,6 @@ export class FleetLeases {
 
   async apiAddressOf(node: string): Promise<string | null> {
     return this.redis.hget(this.apiAddressesKey, node);
-  }
-
-  /** The forwarding secret, created with `candidate` when the fleet has none yet. */
-  async forwardSecret(candidate: string): Promise<string> {
-    await this.redis.set(this.forwardSecretKey, candidate, 'NX');
-    const secret = await this.redis.get(this.forwardSecretKey);
-    if (secret === null) throw new Error('the fleet forwarding secret vanished as it was created');
-    return secret;
   }
 
   /** Claims (or renews) one lease; resolves with whoever holds it now. */
@@ -125,6 +153,11 @@ export class FleetLeases {
     return this.valuesUnder(this.exitKey(''));
   }
 
+  /** Every unit lease in force: unit → holding node. */
+  async unitHolders(): Promise<Map<string, string>> {
+    return this.valuesUnder(this.unitKey(''));
+  }
+
   /** Every key under `prefix` with its value, the prefix cut off. */
   private async valuesUnder(prefix: string): Promise<Map<string, string>> {
     const keys: string[] = [];
@@ -145,7 +178,7 @@ export class FleetLeases {
     return found;
   }
 
-  /** Every live node (its address lease in force) and its SOCKS listener. */
+  /** Every live node (its address lease in force) and its hop listener. */
   async nodeAddresses(): Promise<Map<string, string>> {
     return this.valuesUnder(this.addressKey(''));
   }

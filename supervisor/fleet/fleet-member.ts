@@ -1,18 +1,24 @@
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { FleetNodeView, FleetPoolView } from '../../shared/api/views.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 import type { FleetNodeSummary, FleetPoolPort } from './fleet-pool-port.js';
 import type { Logger } from '../../shared/logger.js';
 import { readFleetNodeView } from './fleet-node-view.js';
 import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
+import type { AuditLog } from '../audit/audit-log.js';
 import type { ExitAssignments } from '../exits/exit-assignments.js';
 import { StartupError } from '../startup/startup-error.js';
 import { closeRedis, redisClient, redisLocation } from '../state/redis-location.js';
 import { FleetBans } from './fleet-bans.js';
+import { FleetBudgets } from './fleet-budgets.js';
 import { FleetChannels } from './fleet-channels.js';
+import { encodeEpoch, FleetEpochKey, type Epoch, type EpochStanding } from './fleet-epoch.js';
+import { EpochFileError, type EpochMemory } from './fleet-epoch-file.js';
+import { FleetHopKeys } from './fleet-hop-keys.js';
 import { FleetLeases } from './fleet-leases.js';
 import { FleetSessions } from './fleet-sessions.js';
-import { FleetTokens } from './fleet-tokens.js';
+import { FleetTokens, type FleetTokenStore } from './fleet-tokens.js';
 
 /** A lease is renewed this many times per NODE_LEASE, so two renewals can fail before it lapses. */
 export const LEASE_RENEWALS_PER_TERM = 3;
@@ -33,10 +39,14 @@ export interface FleetMemberOptions {
   node: string;
   /** NODE_LEASE. */
   leaseMs: number;
-  /** Where the other nodes reach this node's SOCKS listener (NODE_ADDRESS, SOCKS_PORT) and its API (API_PORT), to forward its sessions' connections and API requests to it. */
+  /** Where the other nodes reach this node's hop listener (NODE_ADDRESS, HOP_PORT) and its API (API_PORT), to forward its sessions' connections and API requests to it. */
   address: { host: string; port: number; apiPort: number };
   /** How long a session's ownership outlives its last use: the longest a session can live idle (SESSION_TTL, SESSION_TTL_MAX). */
   sessionLifetimeMs: number;
+  /** Where this node remembers the epoch of its fleet (DATA_DIR/fleet-epoch.json). */
+  epochs: EpochMemory;
+  /** FLEET_RESEED: the lost epoch to re-seed the fleet from this node's own knowledge; '' to never. */
+  reseed: string;
   log: Logger;
 }
 
@@ -45,6 +55,13 @@ export interface FleetView {
   node: string;
   /** Nodes whose lease was in force at the last renewal, this one included. */
   nodes: string[];
+}
+
+/** What a node records when its standing with the fleet changes (a message, and the details for the audit trail). */
+interface StandingNote {
+  level: 'info' | 'error';
+  message: string;
+  details: Record<string, unknown>;
 }
 
 /**
@@ -58,11 +75,21 @@ export class FleetMember {
   private exits: ExitAssignments | undefined;
   /** Exit leases this node held at the last renewal. */
   private claimed = new Set<string>();
+  /** Unit leases (a /24, a family: supervisor/exits, EXIT_DISTINCT) this node held at the last renewal. */
+  private claimedUnits = new Set<string>();
   private running: Promise<void> | null = null;
   private again = false;
   private scheduled: NodeJS.Immediate | null = null;
-  /** Live nodes (this one too) and their SOCKS listeners, as of the last renewal. */
+  /** Live nodes (this one too) and their hop listeners, as of the last renewal. */
   private addresses: ReadonlyMap<string, string> = new Map();
+  /** Whether Redis holds this node's fleet (its epoch), as of the last renewal. */
+  private standing: EpochStanding;
+  private readonly epochKey: FleetEpochKey;
+  /** Repeated while the node is not a member (an error line said why the first time). */
+  private readonly stillLost: ThrottledWarning;
+  /** The audit trail, once the pool is attached; standing changes before that wait here. */
+  private audit: AuditLog | null = null;
+  private readonly unaudited: StandingNote[] = [];
   private leaving = false;
   /** Whether the last renewal reached Redis (pool_redis_reachable). */
   private renewedLast = true;
@@ -75,6 +102,10 @@ export class FleetMember {
   readonly bans: FleetBans;
   /** The one subscriber connection the tokens' and the bans' channels share. */
   private readonly channels: FleetChannels;
+  /** This node's hop keys, and its peers'. */
+  readonly hopKeys: FleetHopKeys;
+  /** Every per-credential budget of the verdicts, counted across the fleet. */
+  readonly budgets: FleetBudgets;
   private tokensShared = false;
   /** Keys of the sessions this node served since a time (their ownership is refreshed). */
   private usedSessions: (since: number) => string[] = () => [];
@@ -91,14 +122,19 @@ export class FleetMember {
     private readonly leases: FleetLeases,
     /** This process's value of the node lease: another process under the same name cannot renew it. */
     private readonly token: string,
-    poolPrefix: string,
-    forwardPassword: string,
+    private readonly poolPrefix: string,
+    standing: EpochStanding,
   ) {
-    this.sessions = new FleetSessions(redis, leases, options.node, () => this.addresses, options.sessionLifetimeMs + options.leaseMs, forwardPassword, options.log);
+    this.standing = standing;
+    this.epochKey = new FleetEpochKey(redis, poolPrefix);
+    this.hopKeys = new FleetHopKeys(options.node, options.leaseMs);
+    this.sessions = new FleetSessions(redis, leases, options.node, () => this.addresses, options.sessionLifetimeMs + options.leaseMs, this.hopKeys, options.log);
     this.channels = new FleetChannels(redis);
-    this.tokens = new FleetTokens(redis, this.channels, poolPrefix, options.log);
-    this.bans = new FleetBans(redis, this.channels, poolPrefix, options.log);
+    this.tokens = new FleetTokens(redis, this.channels, poolPrefix, () => this.memberEpoch(), options.log);
+    this.bans = new FleetBans(redis, this.channels, poolPrefix, options.log, () => this.isMember);
+    this.budgets = new FleetBudgets(redis, poolPrefix, options.log);
     this.unreachable = new ThrottledWarning(options.log, 'Redis cannot be reached: serving with the exit leases known so far', { level: 'warn' });
+    this.stillLost = new ThrottledWarning(options.log, 'Redis still does not hold this node’s fleet: serving what this node knows; nothing is shared but revocations until the fleet is re-seeded (FLEET_RESEED)', { level: 'warn', intervalMs: 60_000 });
   }
 
   /**
@@ -112,7 +148,7 @@ export class FleetMember {
       await redis.connect();
     } catch (error) {
       redis.disconnect();
-      throw new StartupError('STATE_STORE', `Redis at ${where.shown} cannot be reached: ${(error as Error).message}`);
+      throw new StartupError('STATE_STORE', `Redis at ${where.shown} cannot be reached: ${errorMessage(error)}`);
     }
     const leases = new FleetLeases(redis, where.poolPrefix);
     const token = `${options.node}/${process.pid}/${randomUUID()}`;
@@ -133,15 +169,18 @@ export class FleetMember {
     }
     let member: FleetMember;
     try {
-      const password = await leases.forwardSecret(`tf_${randomBytes(32).toString('base64url')}`);
-      member = new FleetMember(options, redis, leases, token, where.poolPrefix, password);
+      const remembered = await options.epochs.load(where.poolPrefix);
+      const standing = await new FleetEpochKey(redis, where.poolPrefix).judge(remembered, { mayCreate: true, reseed: options.reseed });
+      member = new FleetMember(options, redis, leases, token, where.poolPrefix, standing);
+      await member.settleStanding(remembered, standing);
       await member.publishAddress();
     } catch (error) {
       await leases.releaseAll([key], token).catch(() => undefined);
       await closeRedis(redis);
-      throw new StartupError('STATE_STORE', `Redis at ${where.shown} failed while this node joined: ${(error as Error).message}`);
+      if (error instanceof EpochFileError) throw new StartupError('DATA_DIR', error.message);
+      throw new StartupError('STATE_STORE', `Redis at ${where.shown} failed while this node joined: ${errorMessage(error)}`);
     }
-    options.log.info('joined the fleet', { node: options.node, redis: where.shown, address: member.addressText });
+    options.log.info('joined the fleet', { node: options.node, redis: where.shown, address: member.addressText, epoch: member.epochText, member: member.isMember });
     member.timer = setInterval(() => member.renew(), Math.floor(options.leaseMs / LEASE_RENEWALS_PER_TERM));
     return member;
   }
@@ -150,29 +189,42 @@ export class FleetMember {
     return this.options.node;
   }
 
-  /** SHA-256 (hex) of the forwarding secret: the proxy workers recognise a forwarded connection by it. */
-  get forwardDigest(): string {
-    return createHash('sha256').update(this.sessions.forwardPassword).digest('hex');
+  /** Whether Redis holds this node's fleet (as of the last renewal): tokens, bans and hop keys are shared only then. */
+  get isMember(): boolean {
+    return this.standing.kind === 'member';
+  }
+
+  /** The epoch this node belongs to (or remembers, when Redis lost it), as Redis keeps it; '' for none. */
+  get epochText(): string {
+    const epoch = this.standing.kind === 'member' ? this.standing.epoch : this.standing.remembered;
+    return epoch === null ? '' : encodeEpoch(epoch);
+  }
+
+  private memberEpoch(): { key: string; text: string } | null {
+    return this.standing.kind === 'member' ? { key: this.epochKey.key, text: encodeEpoch(this.standing.epoch) } : null;
   }
 
   /**
-   * From now on this node's issued tokens are the fleet's: `local` (auth.json's) join the list,
-   * and `apply` gets the list now, at every change any node makes, and at every renewal.
+   * From now on this node's issued tokens are the fleet's: its store's tokens join the list
+   * (unless revoked anywhere), every revocation any node knows is remembered, and the store gets
+   * the list now, at every change any node makes, and at every renewal.
    */
-  async shareTokens(local: Parameters<FleetTokens['start']>[0], apply: Parameters<FleetTokens['start']>[1]): Promise<void> {
-    await this.tokens.start(local, apply);
+  async shareTokens(store: FleetTokenStore): Promise<void> {
+    await this.tokens.start(store);
     this.tokensShared = true;
   }
 
   /**
    * From now on this node's pool is the fleet's: its sessions' ownership is renewed (and those
-   * another node owns are given up), it describes itself at every renewal, and, with exit
-   * assignments, its exits are leased (manageExits).
+   * another node owns are given up), it describes itself at every renewal, its standing changes
+   * are audited, and, with exit assignments, its exits are leased (manageExits).
    */
-  async attachPool(pool: FleetPoolPort, exits: ExitAssignments | undefined): Promise<void> {
+  async attachPool(pool: FleetPoolPort, exits: ExitAssignments | undefined, audit: AuditLog): Promise<void> {
     this.summary = () => pool.nodeSummary();
     this.usedSessions = (since) => pool.sessionKeysUsedSince(since);
     this.giveUp = (sessions) => pool.giveUpSessions(sessions);
+    this.audit = audit;
+    for (const note of this.unaudited.splice(0)) this.record(note);
     if (exits) await this.manageExits(exits);
   }
 
@@ -196,9 +248,15 @@ export class FleetMember {
     return `${host.includes(':') ? `[${host}]` : host}:${apiPort}`;
   }
 
+  /** The node's address (it is live), its hop keys while a member; then every live node's address, hop keys and process. */
   private async publishAddress(): Promise<void> {
-    await this.leases.publishAddress(this.options.node, this.addressText, this.apiAddressText, this.options.leaseMs);
+    const { node, leaseMs } = this.options;
+    await this.leases.publishAddress(node, this.addressText, this.apiAddressText, leaseMs);
+    if (this.isMember) await this.leases.publishHopKeys(node, this.hopKeys.publication(this.token), leaseMs);
     const addresses = await this.leases.nodeAddresses();
+    const peers = await this.leases.peerRecords([...addresses.keys()].filter((n) => n !== node));
+    // Only a fleet this node belongs to says who publishes what: otherwise the keys known are kept.
+    this.hopKeys.learn(this.isMember ? peers.keys : new Map(), peers.processes, this.isMember);
     this.addresses = addresses;
   }
 
@@ -236,7 +294,9 @@ export class FleetMember {
     const giveUp = async (): Promise<void> => {
       await this.running;
       await this.leases.releaseAll([...this.claimed].map((fp) => this.leases.exitKey(fp)), this.options.node);
+      await this.leases.releaseAll([...this.claimedUnits].map((u) => this.leases.unitKey(u)), this.options.node);
       await this.leases.releaseAll([this.leases.addressKey(this.options.node)], this.addressText);
+      await this.leases.dropHopKeys(this.options.node, this.token);
       await this.leases.forgetApiAddress(this.options.node);
       await this.leases.dropSummary(this.options.node);
       await this.leases.releaseAll([this.leases.nodeKey(this.options.node)], this.token);
@@ -245,6 +305,8 @@ export class FleetMember {
     await Promise.race([giveUp().catch(() => undefined), new Promise((resolve) => (timer = setTimeout(resolve, LEAVE_TIMEOUT_MS)))]);
     clearTimeout(timer);
     this.unreachable.flush();
+    this.stillLost.flush();
+    this.budgets.stop();
     this.bans.stop();
     await this.channels.close();
     await closeRedis(this.redis);
@@ -268,7 +330,7 @@ export class FleetMember {
       .then(() => void (this.renewedLast = true))
       .catch((error: unknown) => {
         this.renewedLast = false;
-        this.unreachable.note({ error: (error as Error).message });
+        this.unreachable.note({ error: errorMessage(error) });
       })
       .finally(() => {
         this.running = null;
@@ -284,6 +346,7 @@ export class FleetMember {
     const { node, leaseMs } = this.options;
     const holder = await this.leases.claim(this.leases.nodeKey(node), this.token, leaseMs);
     if (holder !== this.token) this.options.log.error('another process took this node name while its lease had lapsed; give every node its own NODE_NAME', { node });
+    await this.checkStanding();
     await this.publishAddress();
     if (this.summary) {
       const self: FleetNodeView = { node, updated_at: new Date().toISOString(), ...this.summary() };
@@ -293,13 +356,80 @@ export class FleetMember {
     const startedAt = Date.now();
     const ownedElsewhere = await this.sessions.refresh(this.usedSessions(this.refreshedAt));
     this.refreshedAt = startedAt;
-    if (ownedElsewhere.length > 0) this.giveUp(ownedElsewhere);
+    // A copy whose owner this node cannot sign a hop to stays here: giving it up would only start it again.
+    const givenUp = ownedElsewhere.filter((s) => this.hopKeys.canReach(s.owner));
+    if (givenUp.length > 0) this.giveUp(givenUp);
     if (this.tokensShared) await this.tokens.resync();
     if (this.exits) {
-      await this.bans.sharePending();
+      if (this.isMember) await this.bans.sharePending();
       await this.bans.resync();
       await this.reconcileExits(this.exits);
     }
+    this.hopKeys.rotateIfDue(!this.isMember);
+    await this.budgets.flush();
+  }
+
+  /**
+   * At the join: remembers the epoch of a fleet this node now belongs to, and says how it joined
+   * (created, joined, re-seeded) or that it is not a member (Redis lost its data).
+   */
+  private async settleStanding(remembered: Epoch | null, standing: EpochStanding): Promise<void> {
+    if (standing.kind === 'member') {
+      if (standing.how !== 'same') {
+        try {
+          await this.options.epochs.save(this.poolPrefix, standing.epoch);
+        } catch (error) {
+          // Not remembered, the next start could not tell a Redis that lost its data from a new fleet.
+          throw new EpochFileError(this.options.epochs.where, `cannot be written (${errorMessage(error)})`);
+        }
+        this.note(joinedNote(standing, remembered));
+      }
+    } else {
+      this.note(lostNote(standing));
+    }
+    if (this.options.reseed !== '' && !(standing.kind === 'member' && standing.how === 'reseeded')) {
+      this.options.log.warn('FLEET_RESEED is set but names no lost epoch of this node: nothing re-seeded (remove the setting)', { reseed: this.options.reseed, epoch: this.epochText });
+    }
+  }
+
+  /** At each renewal: whether Redis still holds this node's fleet, or holds it again (re-seeded by another node, or restored). */
+  private async checkStanding(): Promise<void> {
+    const before = this.standing;
+    const remembered = before.kind === 'member' ? before.epoch : before.remembered;
+    const now = await this.epochKey.judge(remembered, { mayCreate: false, reseed: '' });
+    this.standing = now;
+    if (now.kind === 'lost') {
+      if (before.kind === 'member') this.note(lostNote(now));
+      else this.stillLost.note({ epoch: this.epochText });
+      return;
+    }
+    const sameAsBefore = before.kind === 'member' && encodeEpoch(before.epoch) === encodeEpoch(now.epoch);
+    if (sameAsBefore) return;
+    if (now.how !== 'same') {
+      await this.options.epochs.save(this.poolPrefix, now.epoch).catch((error: unknown) =>
+        this.options.log.error('the fleet’s new epoch could not be remembered in DATA_DIR: a restart of this node will not recognise its fleet until then', { file: this.options.epochs.where, error: errorMessage(error) }),
+      );
+    }
+    this.note({
+      level: 'info',
+      message:
+        now.how === 'same'
+          ? `Redis holds this node's fleet again (epoch ${now.epoch.id}): tokens, bans and hop keys are shared again`
+          : `the fleet was re-seeded (epoch ${now.epoch.id}, continuing ${remembered?.id ?? 'none'}): this node's tokens (but those revoked anywhere), bans and hop keys join it`,
+      details: { reason: 'fleet_rejoined', epoch: now.epoch.id },
+    });
+    if (this.tokensShared) await this.tokens.rejoined();
+    if (this.exits) await this.bans.rejoined();
+  }
+
+  private note(note: StandingNote): void {
+    this.options.log[note.level](note.message, { node: this.options.node, ...note.details });
+    if (this.audit) this.record(note);
+    else this.unaudited.push(note);
+  }
+
+  private record(note: StandingNote): void {
+    this.audit?.record({ type: 'auth', instance: null, session: null, message: note.message, details: note.details });
   }
 
   private async reconcileExits(exits: ExitAssignments): Promise<void> {
@@ -326,5 +456,69 @@ export class FleetMember {
     for (const [fp, holder] of lost) exits.yieldExit(fp, holder);
     const elsewhere = new Map([...(await this.leases.exitHolders())].filter(([, holder]) => holder !== node));
     exits.setHeldElsewhere(elsewhere);
+    await this.reconcileUnits(exits);
   }
+
+  /**
+   * The distinctness units (EXIT_DISTINCT: the /24 an exit's traffic leaves from, its family)
+   * this node's instances hold on exits assigned as distinct are leased like the exits, so no two
+   * instances anywhere in the fleet share one while the catalog allows: a unit another node
+   * claimed first is yielded (its instances move), and the units other nodes hold count as taken
+   * in every choice here. Exits assigned in a shortage lease no unit: they share by necessity,
+   * and say so (`exit_shortage`, in the node's summary too).
+   */
+  private async reconcileUnits(exits: ExitAssignments): Promise<void> {
+    const { node, leaseMs } = this.options;
+    const mine = [...exits.heldUnits().keys()];
+    const holders = await this.leases.claimAll(
+      mine.map((u) => this.leases.unitKey(u)),
+      node,
+      leaseMs,
+    );
+    const kept = new Set<string>();
+    const lost: [string, string][] = [];
+    mine.forEach((u, i) => {
+      const holder = holders[i] as string;
+      if (holder === node) kept.add(u);
+      else lost.push([u, holder]);
+    });
+    const dropped = [...this.claimedUnits].filter((u) => !kept.has(u));
+    this.claimedUnits = kept;
+    await this.leases.releaseAll(
+      dropped.map((u) => this.leases.unitKey(u)),
+      node,
+    );
+    for (const [u, holder] of lost) exits.yieldUnit(u, holder);
+    const elsewhere = new Map([...(await this.leases.unitHolders())].filter(([, holder]) => holder !== node));
+    exits.setUnitsHeldElsewhere(elsewhere);
+  }
+}
+
+function joinedNote(standing: Extract<EpochStanding, { kind: 'member' }>, remembered: Epoch | null): StandingNote {
+  const id = standing.epoch.id;
+  switch (standing.how) {
+    case 'created':
+      return { level: 'info', message: `a new fleet: this node created its epoch ${id}`, details: { reason: 'fleet_created', epoch: id } };
+    case 'reseeded':
+      return {
+        level: 'info',
+        message: `FLEET_RESEED: the fleet re-seeded from this node's knowledge (epoch ${id}, continuing ${remembered?.id ?? 'none'}); every node that knew the lost epoch joins it`,
+        details: { reason: 'fleet_reseeded', epoch: id, continues: remembered?.id ?? null },
+      };
+    default:
+      return { level: 'info', message: `joined the fleet of epoch ${id}`, details: { reason: standing.how === 'rejoined' ? 'fleet_rejoined' : 'fleet_joined', epoch: id } };
+  }
+}
+
+function lostNote(standing: Extract<EpochStanding, { kind: 'lost' }>): StandingNote {
+  const mine = standing.remembered?.id ?? null;
+  const found = standing.found?.id ?? null;
+  const what = found === null ? 'holds no fleet epoch (it lost its data?)' : `holds another fleet's epoch (${found})`;
+  return {
+    level: 'error',
+    message:
+      `Redis ${what}, not this node's (${mine ?? 'none'}): this node serves the tokens, bans and sessions it knows, shares nothing but revocations, and takes no token or ban from Redis; ` +
+      `to re-seed the fleet from one node's knowledge, restart it with FLEET_RESEED=${mine ?? '<its epoch>'} (docs/operations.md, "When Redis lost its data")`,
+    details: { reason: 'fleet_data_lost', epoch: mine, found },
+  };
 }

@@ -4,6 +4,8 @@ import { booleanField, InvalidStoredRecord, listField, numberField, objectField,
 
 /** Longest text a summary field may hold (a health state, an address, a fingerprint, a time). */
 const MAX_FIELD_LENGTH = 64;
+/** Longest shortage note (a sentence about the catalog). */
+const MAX_SHORTAGE_LENGTH = 512;
 
 /**
  * A node's summary as another node published it in Redis, checked field by field as the durable
@@ -24,6 +26,8 @@ export function readFleetNodeView(node: string, text: string): FleetNodeView | n
         exit_ip: stringField(x, 'exit_ip', MAX_FIELD_LENGTH),
         exit_country: stringField(x, 'exit_country', MAX_FIELD_LENGTH),
         exit_fingerprint: stringField(x, 'exit_fingerprint', MAX_FIELD_LENGTH),
+        // Absent in a summary a node of an older version published.
+        exit_shortage: x.exit_shortage === undefined ? '' : stringField(x, 'exit_shortage', MAX_SHORTAGE_LENGTH),
         sessions: numberField(x, 'sessions', 0, Number.MAX_SAFE_INTEGER),
         requests: numberField(x, 'requests', 0, Number.MAX_SAFE_INTEGER),
       };

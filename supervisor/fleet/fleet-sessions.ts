@@ -1,4 +1,6 @@
 import type { Redis } from 'ioredis';
+import type { HopGrant } from '../../shared/auth/hop-credential.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 import type { Logger } from '../../shared/logger.js';
 import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
 import type { FleetLeases } from './fleet-leases.js';
@@ -31,6 +33,12 @@ export type SessionOwnership =
   | { kind: 'taken'; from: string }
   | { kind: 'there'; node: string; host: string; port: number };
 
+/** How this node signs hops to other nodes (FleetHopKeys). */
+export interface HopSigner {
+  canReach(owner: string): boolean;
+  grant(owner: string, sessionKey: string): HopGrant | null;
+}
+
 /** At most this many owners of other nodes' sessions are remembered (each is asked of Redis again once forgotten). */
 export const MAX_REMEMBERED_OWNERS = 100_000;
 
@@ -50,11 +58,12 @@ export class FleetSessions {
     private readonly redis: Redis,
     private readonly leases: FleetLeases,
     private readonly node: string,
-    /** Live nodes and their SOCKS listeners (host:port), as of the last renewal. */
+    /** Live nodes and their hop listeners (host:port), as of the last renewal. */
     private readonly addresses: () => ReadonlyMap<string, string>,
     /** How long an ownership outlives its last refresh (the owner refreshes those in use). */
     private readonly ownershipTtlMs: number,
-    readonly forwardPassword: string,
+    /** How a forwarded connection authenticates to its owner. */
+    readonly hop: HopSigner,
     log: Logger,
   ) {
     this.unreachable = new ThrottledWarning(log, 'Redis cannot be reached: new sessions are served by the node that receives them', { level: 'warn' });
@@ -82,7 +91,7 @@ export class FleetSessions {
     try {
       reply = await this.redis.eval(CLAIM_SESSION, 1, this.leases.sessionKey(key), this.node, forwarded ? '1' : '0', this.leases.addressKey(''), String(this.ownershipTtlMs));
     } catch (error) {
-      this.unreachable.note({ error: (error as Error).message });
+      this.unreachable.note({ error: errorMessage(error) });
       return { kind: 'here' };
     }
     const [outcome, node, address] = Array.isArray(reply) ? (reply as unknown[]).map(String) : [];

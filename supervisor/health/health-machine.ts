@@ -62,6 +62,12 @@ export type HealthEvent =
   | { type: 'siteSettled'; site: string }
   | { type: 'rotationStarted' }
   | { type: 'rotationEnded' }
+  /**
+   * The pool's own evidence that the exit the instance leaves through now is dead
+   * (supervisor/tor/exit-liveness.ts). About the current exit, so a rotation's grace does not
+   * apply; it quarantines only on probation (below).
+   */
+  | { type: 'exitDown' }
   /** The executor's wait is over and the rung's action starts. */
   | { type: 'remediationBegan' }
   | { type: 'remediationRungDone' }
@@ -139,14 +145,16 @@ function thresholdReached(window: FailureWindow, config: HealthConfig): 'score' 
   return null;
 }
 
-function quarantineMessage(cause: QuarantineCause, s: HealthMachineState, config: HealthConfig, kind?: FailureKind): string {
+function quarantineMessage(cause: QuarantineCause, s: HealthMachineState, config: HealthConfig, kind?: FailureKind, exitDown = false): string {
   switch (cause) {
     case 'score':
       return `quarantined: failure score ${s.window.score} reached ${s.window.rules.quarantineScore}`;
     case 'consecutive':
       return `quarantined: ${s.window.consecutive} consecutive failures reached ${config.quarantineConsecutive}`;
     case 'probation':
-      return `quarantined: ${kind ?? 'a'} failure on probation, the remediation did not work`;
+      return exitDown
+        ? 'quarantined: the exit it was given died on probation (the pool’s own evidence), the remediation did not work'
+        : `quarantined: ${kind ?? 'a'} failure on probation, the remediation did not work`;
     case 'manual':
       return 'quarantined by an operator';
   }
@@ -168,6 +176,7 @@ function quarantine(
   config: HealthConfig,
   effects: HealthEffect[],
   kind?: FailureKind,
+  exitDown = false,
 ): HealthMachineState {
   const { ladder, plan } = s.ladder.begin(now, config);
   effects.push({ type: 'moveSessions', cause });
@@ -175,10 +184,11 @@ function quarantine(
     type: 'audit',
     audit: {
       type: 'quarantine',
-      message: `${quarantineMessage(cause, s, config, kind)}; remediation ${planText(plan)}`,
+      message: `${quarantineMessage(cause, s, config, kind, exitDown)}; remediation ${planText(plan)}`,
       details: {
         cause,
         ...(kind ? { kind } : {}),
+        ...(exitDown ? { exit_down: true } : {}),
         failure_score: s.window.score,
         quarantine_score: s.window.rules.quarantineScore,
         consecutive_failures: s.window.consecutive,
@@ -258,6 +268,10 @@ function step(s: HealthMachineState, event: HealthEvent, now: number, config: He
       if (s.state !== 'probation') return { state: next, effects };
       // A stale success (ended before the failure that followed it) passes no probation.
       if (window === s.window && s.window.consecutive > 0) return { state: s, effects };
+      // Nor does one that ended before the probation began (a session's success is handed in a
+      // SUCCESS_REPORT_GRACE_MS later): it went through the exit the remediation replaced.
+      const probationSince = s.ladder.lastCompletedAt;
+      if (event.endedAt !== undefined && probationSince !== null && event.endedAt < probationSince) return { state: next, effects };
       effects.push({
         type: 'audit',
         audit: { type: 'remediation', message: `probation passed after ${s.ladder.rung ?? 'remediation'}; back in service`, details: { rung: s.ladder.rung } },
@@ -281,6 +295,17 @@ function step(s: HealthMachineState, event: HealthEvent, now: number, config: He
       return { state: { ...s, rotating: true }, effects };
     case 'rotationEnded':
       return { state: { ...s, rotating: false, rotationGraceUntil: now + config.rotationGraceMs }, effects };
+    case 'exitDown': {
+      // Elsewhere the exit is replaced and the instance is not to blame: nothing is weighed.
+      if (s.state !== 'probation') return { state: s, effects };
+      // On probation it is the SPEC's "a failure": the exit the remediation gave does not work.
+      const counted: HealthMachineState = {
+        ...s,
+        lifetime: s.lifetime.add('transport', 'transport'),
+        sinceRelease: s.sinceRelease.add('transport', 'transport'),
+      };
+      return { state: quarantine(counted, 'probation', now, config, effects, 'transport', true), effects };
+    }
     case 'remediationBegan': {
       if (s.state !== 'quarantined' && s.state !== 'remediating') return { state: s, effects };
       const { ladder, first } = s.ladder.runBegun();

@@ -33,6 +33,12 @@ export interface HealthTracker extends EventEmitter<HealthEvents> {
   rotationStarted(now: number): void;
   rotationEnded(now: number): void;
   failure(kind: FailureKind, source: FailureSource, scored: boolean, now: number, options?: FailureOptions): void;
+  /**
+   * The pool's own evidence that the instance's current exit is dead (supervisor/tor/exit-liveness.ts):
+   * on probation it quarantines (the remediation gave an exit that does not work), whatever a
+   * rotation's grace says; in any other state nothing is weighed (the exit is replaced).
+   */
+  exitDown(now: number): void;
   /** Whether this failure would take the instance out of service now (nothing changes). */
   wouldQuarantine(kind: FailureKind, source: FailureSource, scored: boolean, now: number): boolean;
   /** The complaints about `site` were answered without a quarantine (a site ban): they weigh nothing more; the rest stays. */

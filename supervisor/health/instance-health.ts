@@ -140,6 +140,11 @@ export class InstanceHealth extends EventEmitter<HealthEvents> implements Health
     this.dispatch({ type: 'failure', kind, source, scored, ...options }, now);
   }
 
+  /** Its current exit was found dead by the pool's own evidence: on probation that quarantines it. */
+  exitDown(now: number): void {
+    this.dispatch({ type: 'exitDown' }, now);
+  }
+
   /** Whether this failure would take the instance out of service now; nothing changes. */
   wouldQuarantine(kind: FailureKind, source: FailureSource, scored: boolean, now: number): boolean {
     return this.s.state !== 'quarantined' && reduceHealth(this.s, { type: 'failure', kind, source, scored }, now, this.config).state.state === 'quarantined';

@@ -35,9 +35,9 @@ export class CountryPlacement {
     private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms).unref()),
   ) {}
 
-  /** Whether some routable instance leaves from one of `countries` now. */
+  /** Whether some routable instance of the pool (spares take no new session) leaves from one of `countries` now. */
   served(countries: readonly string[]): boolean {
-    return this.registry.placement().routable.some((id) => countries.includes(this.registry.countryOf(id)));
+    return this.registry.memberPlacement().routable.some((id) => countries.includes(this.registry.countryOf(id)));
   }
 
   /**
@@ -67,7 +67,7 @@ export class CountryPlacement {
     // never one mid-rotation or being given an exit for another request.
     const pick = (): PoolEntry | undefined =>
       this.registry
-        .placement()
+        .memberPlacement()
         .routable.map((id) => this.registry.entry(id) as PoolEntry)
         .filter((x) => !x.instance.rotating() && !this.claimed.has(x.instance.id))
         .sort((a, b) => Number(askedForCountry(a.instance.id)) - Number(askedForCountry(b.instance.id)) || sessions.countOn(a.instance.id) - sessions.countOn(b.instance.id))[0];
@@ -104,9 +104,13 @@ export class CountryPlacement {
     return { refusal: 'country_wait_timeout', detail: `an exit in ${named} was assigned but did not serve within ${COUNTRY_EXIT_WAIT_MS / 1000} s; retry` };
   }
 
-  /** The instance a rotating session's next connection goes through: another fitting one when there is one. */
+  /**
+   * The instance a rotating session's next connection goes through: another fitting one when
+   * there is one, of the pool's (a spare takes only sessions that rotate onto it by request).
+   */
   nextRotating(s: Session, routable: readonly number[]): number | undefined {
-    const fitting = routable.filter((id) => this.registry.fits(s, id));
+    const members = routable.filter((id) => !this.registry.isSpare(id));
+    const fitting = (members.length > 0 ? members : routable).filter((id) => this.registry.fits(s, id));
     const others = fitting.filter((id) => id !== s.instance);
     const pool = others.length > 0 ? others : fitting;
     return pool[Math.floor(Math.random() * pool.length)];

@@ -6,6 +6,7 @@ import type { Logger } from '../../shared/logger.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { ExitAssignments } from '../exits/exit-assignments.js';
 import type { HealthTracker } from '../health/health-tracker.js';
+import type { ExitDownVerdict } from '../tor/exit-liveness.js';
 import type { Verdicts } from '../verdicts/verdicts.js';
 import type { InstanceRegistry } from './instance-registry.js';
 import type { PoolEntry } from './pool-entry.js';
@@ -17,7 +18,7 @@ export const SWEEP_STEP_TIMEOUT_MS = 60_000;
 export type InstanceAction = 'rotate' | 'restart' | 'quarantine' | 'release' | 'drain';
 
 /** Who asked for an instance's rotation (the audit's `by`). */
-export type RotationCause = 'api' | 'session' | 'sweep' | 'exit_gone' | 'country';
+export type RotationCause = 'api' | 'session' | 'sweep' | 'exit_gone' | 'exit_down' | 'country' | 'spare';
 
 /** What a rotation must respect besides the pool's distinctness (passed on to the exit choice). */
 export interface InstanceRotation {
@@ -29,6 +30,11 @@ export interface InstanceRotation {
   avoidDomains?: readonly string[];
   /** Only an exit in one of these countries. */
   countries?: readonly string[];
+  /**
+   * Its sessions stay on it through the rotation, whatever DRAIN_ON_ROTATE says: a session alone
+   * on its instance rotating it in place (no other session's exit changes).
+   */
+  keepSessions?: boolean;
 }
 
 export interface LifecycleDeps {
@@ -77,10 +83,15 @@ export class InstanceLifecycle {
 
   resize(size: number): ResizeResult {
     const { registry, audit } = this.deps;
-    if (!Number.isInteger(size) || size < 1 || size > MAX_POOL_SIZE) throw new ExitpoolError('EXITPOOL_INVALID_REQUEST', `size must be from 1 to ${MAX_POOL_SIZE}`);
+    // Spares take instance indexes too: the pool and its spares stay within MAX_POOL_SIZE.
+    const largest = MAX_POOL_SIZE - registry.spareTarget;
+    if (!Number.isInteger(size) || size < 1 || size > largest) {
+      throw new ExitpoolError('EXITPOOL_INVALID_REQUEST', `size must be from 1 to ${largest}${registry.spareTarget > 0 ? ` (MAX_POOL_SIZE ${MAX_POOL_SIZE} less WARM_SPARES ${registry.spareTarget})` : ''}`);
+    }
     const previous = registry.targetSize;
     registry.targetSize = size;
-    const current = registry.ids().filter((id) => !(registry.entry(id) as PoolEntry).retiring);
+    // A resize counts the pool's instances only: the spares stay as they are.
+    const current = registry.ids().filter((id) => !(registry.entry(id) as PoolEntry).retiring && !registry.isSpare(id));
     const removing = current.length > size ? current.slice(size) : [];
     const adding: number[] = [];
     for (let id = 0; adding.length < size - current.length; id++) if (!registry.has(id)) adding.push(id);
@@ -93,7 +104,10 @@ export class InstanceLifecycle {
     return { size, previous, adding, removing };
   }
 
-  /** Adds instances up to the target size, SPAWN_STAGGER apart; re-reads the target each step. */
+  /**
+   * Adds instances up to the target size, then spares up to WARM_SPARES, SPAWN_STAGGER apart;
+   * re-reads the targets each step. Each takes the lowest free index.
+   */
   private grow(): void {
     if (this.growTimer) return; // a staggered grow is already running
     const { registry, config } = this.deps;
@@ -101,12 +115,15 @@ export class InstanceLifecycle {
       this.growTimer = null;
       for (;;) {
         if (this.stopped) return;
-        const live = [...registry.all()].filter((e) => !e.retiring).length;
-        if (live >= registry.targetSize) return;
+        const live = [...registry.all()].filter((e) => !e.retiring);
+        const members = live.filter((e) => !e.spare).length;
+        const spares = live.length - members;
+        const spare = members >= registry.targetSize;
+        if (spare && spares >= registry.spareTarget) return;
         let id = 0;
         while (registry.has(id)) id++;
-        this.add(id);
-        if (live + 1 >= registry.targetSize) return;
+        this.add(id, spare);
+        if (live.length + 1 >= registry.targetSize + registry.spareTarget) return;
         if (config.spawnStaggerMs > 0) {
           this.growTimer = setTimeout(step, config.spawnStaggerMs);
           return;
@@ -116,11 +133,11 @@ export class InstanceLifecycle {
     step();
   }
 
-  private add(id: number): void {
+  private add(id: number, spare: boolean): void {
     const { registry, verdicts, audit, log } = this.deps;
     const instance = this.deps.createInstance(id);
     const health = this.deps.createHealth(id, instance);
-    const entry: PoolEntry = { instance, health, draining: false, retiring: false, requests: 0, failures: 0, bytesUp: 0, bytesDown: 0, latencyMs: 0 };
+    const entry: PoolEntry = { instance, health, draining: false, retiring: false, spare, requests: 0, failures: 0, bytesUp: 0, bytesDown: 0, latencyMs: 0 };
     registry.add(entry);
     // A manual quarantine moves its sessions itself (instanceAction) and bans nothing.
     health.on('quarantine', (cause) => {
@@ -140,6 +157,7 @@ export class InstanceLifecycle {
     });
     instance.on('rotated', () => health.rotationEnded(this.deps.now()));
     instance.on('exit-unreachable', () => this.moveToNewExits([id]));
+    instance.on('exit-down', (verdict) => this.exitDied(id, verdict));
     instance.on('unresponsive', (silentForMs) => {
       audit.record({ type: 'instance', instance: id, message: `instance ${id} does not answer its control port; out of rotation`, details: { silent_for_ms: silentForMs } });
       registry.moveOff(entry, 'unroutable');
@@ -149,7 +167,7 @@ export class InstanceLifecycle {
     instance.on('responsive', () => {
       audit.record({ type: 'instance', instance: id, message: `instance ${id} answers again; back in rotation` });
     });
-    audit.record({ type: 'instance', instance: id, message: `instance ${id} starting` });
+    audit.record({ type: 'instance', instance: id, message: spare ? `instance ${id} starting as a spare (WARM_SPARES)` : `instance ${id} starting`, ...(spare ? { details: { spare: true } } : {}) });
     instance.start().catch((err: unknown) => log.error('instance failed to start', { instance: id, error: errorMessage(err) }));
     registry.emit('instances-changed', registry.ids());
   }
@@ -237,7 +255,7 @@ export class InstanceLifecycle {
       message: `instance ${id} rotating to ${to}${plan.shortage ? ` (${plan.shortage})` : ''}`,
       details: { by, exit: plan.exit, shortage: plan.shortage },
     });
-    if (config.drainOnRotate) registry.moveOff(e, 'rotate', leaving);
+    if (config.drainOnRotate && !rotation.keepSessions) registry.moveOff(e, 'rotate', leaving);
     return plan;
   }
 
@@ -283,13 +301,28 @@ export class InstanceLifecycle {
   }
 
   /** Instances whose assigned exit left the consensus or carries no circuit: each moves to a newly assigned one. */
-  private moveToNewExits(ids: readonly number[]): void {
+  private moveToNewExits(ids: readonly number[], by: RotationCause = 'exit_gone'): void {
     for (const id of ids) {
       const e = this.deps.registry.entry(id);
       // A quarantined instance gets its new exit from the remediation ladder.
       if (!e || !e.instance.ready() || e.retiring || !e.health.routable()) continue;
-      this.rotateInstance(e, 'exit_gone').catch((err: unknown) => this.deps.log.warn('replacing an exit that left the consensus failed', { instance: id, error: errorMessage(err) }));
+      this.rotateInstance(e, by).catch((err: unknown) => this.deps.log.warn('replacing an exit failed', { instance: id, by, error: errorMessage(err) }));
     }
+  }
+
+  /**
+   * Instance `id`'s tor found its pinned exit dead (supervisor/exits/README.md, "Exits that die").
+   * The verdicts mark it down and move the sessions of every instance on it to live exits
+   * (quarantining one on probation); the dials the workers still have open through those
+   * instances are re-routed at once (they would wait for a circuit that cannot be built); and each
+   * routable one is pinned to a new exit, by the path an exit that left the consensus takes.
+   */
+  private exitDied(id: number, verdict: ExitDownVerdict): void {
+    const { registry, verdicts } = this.deps;
+    const evidence = verdict.evidence.map((e) => `${e.kind} via $${e.middle} (${e.reason})`);
+    const ids = verdicts.exitDown(id, verdict.fingerprint, evidence);
+    for (const i of ids) registry.emit('instance-down', i);
+    this.moveToNewExits(ids, 'exit_down');
   }
 
   // ---- shutdown ----

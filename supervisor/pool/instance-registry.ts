@@ -38,7 +38,7 @@ export function socksOf(i: PoolInstance): SocksEndpoint {
 }
 
 /** Why sessions leave an instance (the audit's `reason`). */
-export type MoveReason = 'rotate' | 'drain' | 'quarantine' | 'site_ban' | 'report' | 'retired' | 'unroutable';
+export type MoveReason = 'rotate' | 'drain' | 'quarantine' | 'site_ban' | 'report' | 'retired' | 'unroutable' | 'exit_down';
 
 export interface RegistryDeps {
   config: Config;
@@ -67,8 +67,10 @@ export class InstanceRegistry extends EventEmitter<PoolEvents> implements Verdic
   readonly leases: RouteLeases;
   readonly holds = new RestoredHolds();
   private readonly entries = new Map<number, PoolEntry>();
-  /** The size the pool is resized to (POOL_SIZE at start); retiring instances are not counted in it. */
+  /** The size the pool is resized to (POOL_SIZE at start); retiring instances and spares are not counted in it. */
   targetSize: number;
+  /** How many spares the pool keeps beyond targetSize (WARM_SPARES; none without exit assignments). */
+  readonly spareTarget: number;
   /** Latched once MIN_READY instances have bootstrapped: before that the proxies refuse at once. */
   private serving = false;
   private listening: boolean;
@@ -78,6 +80,8 @@ export class InstanceRegistry extends EventEmitter<PoolEvents> implements Verdic
   constructor(private readonly deps: RegistryDeps) {
     super();
     this.targetSize = deps.config.poolSize;
+    // A spare is worth keeping only on an exit of its own, which only the exit assignments give.
+    this.spareTarget = deps.exits ? deps.config.warmSpares : 0;
     this.listening = !deps.waitForListeners;
     this.leases = new RouteLeases(deps.sendInvalidation ?? (() => Promise.resolve()));
     this.sessions = new SessionTable({
@@ -116,18 +120,44 @@ export class InstanceRegistry extends EventEmitter<PoolEvents> implements Verdic
     return this.entries.values();
   }
 
+  /** The pool's instances, retiring ones included (GET /api/pool `size`); spares are counted apart (spareCounts). */
   get size(): number {
-    return this.entries.size;
+    let n = 0;
+    for (const e of this.entries.values()) if (!e.spare) n++;
+    return n;
   }
 
   ids(): number[] {
     return [...this.entries.keys()].sort((a, b) => a - b);
   }
 
+  /** Bootstrapped instances of the pool (spares are counted apart: spareCounts). */
   readyCount(): number {
     let n = 0;
-    for (const e of this.entries.values()) if (e.instance.ready()) n++;
+    for (const e of this.entries.values()) if (!e.spare && e.instance.ready()) n++;
     return n;
+  }
+
+  isSpare(id: number): boolean {
+    return this.entries.get(id)?.spare === true;
+  }
+
+  /** A spare a rotation can take at once: routable (ready, on its exit, not mid-rotation) and without sessions. */
+  isWarmSpare(e: PoolEntry): boolean {
+    return e.spare && this.isRoutable(e) && this.sessions.countOn(e.instance.id) === 0;
+  }
+
+  /** The spares (WARM_SPARES) as GET /api/pool counts them. */
+  spareCounts(): { size: number; ready: number; warm: number; inUse: number } {
+    const counts = { size: 0, ready: 0, warm: 0, inUse: 0 };
+    for (const e of this.entries.values()) {
+      if (!e.spare || e.retiring) continue;
+      counts.size++;
+      if (e.instance.ready()) counts.ready++;
+      if (this.isWarmSpare(e)) counts.warm++;
+      if (this.sessions.countOn(e.instance.id) > 0) counts.inUse++;
+    }
+    return counts;
   }
 
   // ---- serving ----
@@ -155,17 +185,49 @@ export class InstanceRegistry extends EventEmitter<PoolEvents> implements Verdic
     return e.instance.ready() && e.instance.responsive() && !e.instance.rotating() && e.health.routable() && !e.draining && !e.retiring;
   }
 
+  /**
+   * Where the session table keeps and places sessions. New sessions (and those the pool moves for
+   * its own reasons) go to the pool's instances only; a spare is in the list only while it
+   * carries sessions that rotated onto it, so that they stay there (the `fits` check keeps every
+   * other session off it). When none of the pool's instances is routable, the spares stand in
+   * for them, so the proxies keep serving.
+   */
   placement(): Placement {
     if (!this.serving) return { routable: [], lastResort: null };
-    const routable: number[] = [];
-    for (const [id, e] of this.entries) if (this.isRoutable(e)) routable.push(id);
-    let single: number | null = null;
-    if (routable.length === 0 && this.entries.size === 1) {
-      const [e] = this.entries.values() as IterableIterator<PoolEntry>;
-      // A single-instance pool keeps serving through its own rotation as a last resort.
-      if (e && e.instance.ready() && e.instance.responsive() && e.health.routable() && !e.draining && !e.retiring) single = e.instance.id;
+    const members: number[] = [];
+    const spares: number[] = [];
+    let memberCount = 0;
+    let single: PoolEntry | undefined;
+    for (const [id, e] of this.entries) {
+      if (!e.spare) {
+        memberCount++;
+        single = e;
+      }
+      if (this.isRoutable(e)) (e.spare ? spares : members).push(id);
     }
-    return { routable, lastResort: single, fits: this.fits };
+    const standIn = members.length === 0;
+    const routable = standIn ? spares : spares.length === 0 ? members : [...members, ...spares.filter((id) => this.sessions.countOn(id) > 0)];
+    let lastResort: number | null = null;
+    // A single-instance pool keeps serving through its own rotation as a last resort.
+    if (routable.length === 0 && memberCount === 1 && single) {
+      const e = single;
+      if (e.instance.ready() && e.instance.responsive() && e.health.routable() && !e.draining && !e.retiring) lastResort = e.instance.id;
+    }
+    if (spares.length === 0 && !standIn) return { routable, lastResort, fits: this.fits };
+    return { routable, lastResort, fits: (s, id) => this.fits(s, id) && (standIn || s.instance === id || !this.isSpare(id)) };
+  }
+
+  /**
+   * The routable instances of the pool, for sessions the pool places or moves itself (new ones,
+   * a quarantine's, a drain's, a rebalance, an exit for a country): spares only when none of the
+   * pool's instances is routable.
+   */
+  memberPlacement(): Placement {
+    if (!this.serving) return { routable: [], lastResort: null };
+    const members: number[] = [];
+    const spares: number[] = [];
+    for (const [id, e] of this.entries) if (this.isRoutable(e)) (e.spare ? spares : members).push(id);
+    return { routable: members.length > 0 ? members : spares, lastResort: null, fits: this.fits };
   }
 
   /**
@@ -184,8 +246,12 @@ export class InstanceRegistry extends EventEmitter<PoolEvents> implements Verdic
     return this.entries.get(id);
   }
 
+  /** Routable instances of the pool (spares are counted apart: spareCounts). */
   routableCount(): number {
-    return this.placement().routable.length;
+    if (!this.serving) return 0;
+    let n = 0;
+    for (const e of this.entries.values()) if (!e.spare && this.isRoutable(e)) n++;
+    return n;
   }
 
   routableId(id: number): boolean {
@@ -244,14 +310,19 @@ export class InstanceRegistry extends EventEmitter<PoolEvents> implements Verdic
   /**
    * Other routable instances for a session leaving `from`, freshest exits first (rankByFreshness);
    * for one session (`s`), only those that fit its choices. The placement keeps the pool's fit
-   * check, so each session a quarantine moves lands where its countries allow.
+   * check, so each session a quarantine moves lands where its countries allow. The pool's own
+   * moves stay on the pool's instances; a session's rotation (`withSpares`) may also go to a
+   * spare, a warm one only when nothing else is as fresh.
    */
-  targets(from: number, avoid: readonly string[], domains: readonly string[] = [], s?: Session): { placement: Placement; fresh: boolean } {
-    const others = this.placement()
-      .routable.filter((id) => id !== from && (s === undefined || this.fits(s, id)))
-      .map((id) => ({ id, exit: (this.entries.get(id) as PoolEntry).instance.exit() }));
+  targets(from: number, avoid: readonly string[], domains: readonly string[] = [], s?: Session, withSpares = false): { placement: Placement; fresh: boolean } {
+    const everyRoutable = (): number[] => (this.serving ? [...this.entries.values()].filter((e) => this.isRoutable(e)).map((e) => e.instance.id) : []);
+    const candidates = withSpares ? everyRoutable() : this.memberPlacement().routable;
+    const others = candidates.filter((id) => id !== from && (s === undefined || this.fits(s, id))).map((id) => ({ id, exit: (this.entries.get(id) as PoolEntry).instance.exit() }));
     const ranked = rankByFreshness(others, { addresses: avoid, domains }, this.bannedFor);
-    return { placement: { routable: ranked.ids, lastResort: null, fits: this.fits }, fresh: ranked.fresh };
+    // A warm spare is kept for a session that finds no other instance as good.
+    const taken = ranked.ids.filter((id) => !this.isWarmSpare(this.entries.get(id) as PoolEntry));
+    const ids = taken.length > 0 ? taken : ranked.ids;
+    return { placement: { routable: ids, lastResort: null, fits: this.fits }, fresh: ranked.fresh };
   }
 
   /** Remembers the exit a session was moved away from (EXIT_HISTORY of them, newest last). */
@@ -272,18 +343,35 @@ export class InstanceRegistry extends EventEmitter<PoolEvents> implements Verdic
     // Shutting down, every instance stops: its sessions stay where they are, so that the durable
     // state restarts each on the instance (and the exit) it had.
     if (this.shuttingDown) return [];
-    const blamesExit = reason === 'quarantine' || reason === 'site_ban' || reason === 'report';
+    const blamesExit = reason === 'quarantine' || reason === 'site_ban' || reason === 'report' || reason === 'exit_down';
     const placement = blamesExit
       ? this.targets(e.instance.id, [leavingIp].filter((ip) => ip !== ''), site === undefined ? [] : [site.domain]).placement
-      : this.placement();
+      : this.memberPlacement();
     const moved = this.sessions.moveOff(e.instance.id, placement, reason, site === undefined ? undefined : (s) => site.keys.has(s.key));
     for (const a of moved) {
       this.noteLeftExit(a.key, leavingIp);
       this.auditAssignment(a);
     }
+    if (reason === 'exit_down') this.auditStaying(e.instance.id);
     // Sessions that found nowhere to go stay; their leases on this instance must still go.
     this.routabilityMayHaveChanged();
     return moved;
+  }
+
+  /**
+   * Sessions whose exit died and that found no other instance to go to: they stay, and their
+   * instance gets a new exit. Their exit changes as surely as a move's, so each says why.
+   */
+  private auditStaying(id: number): void {
+    for (const key of this.sessions.keysOn(id)) {
+      this.deps.audit.record({
+        type: 'assignment',
+        instance: id,
+        session: key,
+        message: `session stays on instance ${id}: its exit died and no other instance can take it; the instance gets a new exit (exit_down)`,
+        details: { from: id, to: id, reason: 'exit_down' },
+      });
+    }
   }
 
   auditAssignment(a: Assignment): void {

@@ -8,6 +8,11 @@ export interface PoolEntry {
   /** Out of rotation until released (drain) or removed (retire). */
   draining: boolean;
   retiring: boolean;
+  /**
+   * Held for session rotations (WARM_SPARES, spare-supply.ts): takes no new session, only those
+   * that rotate onto it; not counted in POOL_SIZE. Set when the instance is added, never changed.
+   */
+  spare: boolean;
   requests: number;
   failures: number;
   bytesUp: number;

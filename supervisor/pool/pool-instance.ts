@@ -1,4 +1,5 @@
 import type { EventEmitter } from 'node:events';
+import type { ExitDownVerdict } from '../tor/exit-liveness.js';
 import type { ExitState } from '../tor/instance-types.js';
 
 /**
@@ -22,6 +23,8 @@ export interface PoolInstanceEvents {
   responsive: [];
   /** The assigned exit turned out unusable (no circuit through it): the pool moves the instance to another. */
   'exit-unreachable': [];
+  /** The pinned exit does not answer (the instance's own circuit evidence): the verdicts mark it down and the pool re-pins. */
+  'exit-down': [verdict: ExitDownVerdict];
 }
 
 /** What a rotation must respect besides the pool's distinctness. */

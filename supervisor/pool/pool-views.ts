@@ -1,4 +1,4 @@
-import type { ExitAssignmentView, InstanceView, PoolSummary } from '../../shared/api/views.js';
+import type { ExitAddressSource, ExitAssignmentView, InstanceView, PoolSummary } from '../../shared/api/views.js';
 import { formatDuration, type Config } from '../../shared/config/index.js';
 import { serviceVersion } from '../../shared/version.js';
 import type { PoolEntry } from './pool-entry.js';
@@ -21,8 +21,27 @@ export function exitFieldsOf(x: ExitState): Pick<InstanceView, 'exit_ip' | 'exit
   };
 }
 
-export function instanceViewOf(e: PoolEntry, sessionsOn: number, assigned: ExitAssignmentView | null = null, shortage = ''): InstanceView {
+/**
+ * How the exit's address was found (supervisor/exits, "What sites see"): exit_ip is the address
+ * sites see (`ExitState.exitIp` is already the measured one); the relay's published address, the
+ * source and the time come from the exit catalog. Unknown to the catalog (PIN_EXIT_RELAY off, or
+ * not in the consensus read), exit_ip is the published address.
+ */
+export interface ExitAddressOrigin {
+  published: string;
+  source: ExitAddressSource;
+  measuredAt: number | null;
+}
+
+export function exitAddressFieldsOf(x: ExitState, origin: ExitAddressOrigin | undefined): Pick<InstanceView, 'published_exit_ip' | 'exit_ip_source' | 'exit_ip_measured_at'> {
+  if (x.exitIp === '') return { published_exit_ip: '', exit_ip_source: '', exit_ip_measured_at: null };
+  if (!origin) return { published_exit_ip: x.exitIp, exit_ip_source: 'published', exit_ip_measured_at: null };
+  return { published_exit_ip: origin.published, exit_ip_source: origin.source, exit_ip_measured_at: origin.measuredAt === null ? null : new Date(origin.measuredAt).toISOString() };
+}
+
+export function instanceViewOf(e: PoolEntry, sessionsOn: number, assigned: ExitAssignmentView | null = null, shortage = '', origin?: (fingerprint: string) => ExitAddressOrigin | undefined): InstanceView {
   const i = e.instance;
+  const exit = i.exit();
   return {
     id: i.id,
     ready: i.ready(),
@@ -32,7 +51,8 @@ export function instanceViewOf(e: PoolEntry, sessionsOn: number, assigned: ExitA
     uptime_secs: i.uptimeSecs(),
     sessions: sessionsOn,
     socks_addr: i.socksPath !== null ? `unix:${i.socksPath}` : `${i.socksHost}:${i.socksPort}`,
-    ...exitFieldsOf(i.exit()),
+    ...exitFieldsOf(exit),
+    ...exitAddressFieldsOf(exit, exit.exitFingerprint === '' ? undefined : origin?.(exit.exitFingerprint)),
     health: e.health.view(),
     totals: {
       requests: e.requests,
@@ -42,6 +62,7 @@ export function instanceViewOf(e: PoolEntry, sessionsOn: number, assigned: ExitA
       latency_ms: Math.round(e.latencyMs * 10) / 10,
     },
     draining: e.draining,
+    spare: e.spare,
     rotating: i.rotating(),
     responsive: i.responsive(),
     assigned_exit: assigned,
@@ -50,12 +71,16 @@ export function instanceViewOf(e: PoolEntry, sessionsOn: number, assigned: ExitA
 }
 
 export interface PoolCounts {
+  /** The pool's instances (spares apart), ready and routable ones among them. */
   size: number;
   targetSize: number;
   ready: number;
   routable: number;
   sessions: number;
   totals: { requests: number; failures: number; bytesUp: number; bytesDown: number };
+  spares: { size: number; ready: number; warm: number; inUse: number };
+  /** WARM_SPARES in force (0 without exit assignments). */
+  spareTarget: number;
 }
 
 export function poolSummaryOf(c: Config, n: PoolCounts): PoolSummary {
@@ -65,6 +90,7 @@ export function poolSummaryOf(c: Config, n: PoolCounts): PoolSummary {
     ready: n.ready,
     routable: n.routable,
     sessions: n.sessions,
+    spares: { size: n.spares.size, ready: n.spares.ready, warm: n.spares.warm, in_use: n.spares.inUse },
     totals: {
       requests: n.totals.requests,
       failures: n.totals.failures,
@@ -75,6 +101,7 @@ export function poolSummaryOf(c: Config, n: PoolCounts): PoolSummary {
     http_port: c.httpPort,
     config: {
       pool_size: n.targetSize,
+      warm_spares: n.spareTarget,
       session_ttl: formatDuration(c.sessionTtlMs),
       default_session: c.defaultSession,
       min_ready: c.minReady,

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Logger } from '../../shared/logger.js';
 import type { FailureResult, InstanceView, PoolRotateResult, PoolSummary, ResizeResult, SessionRotateResult, SessionView } from '../../shared/api/views.js';
 import type { Config } from '../../shared/config/index.js';
-import type { CloseRecord, DestinationProbe, DestinationProbeResult, OpenedRoute, ReleasedRoute, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
+import type { CloseRecord, DestinationProbe, DestinationProbeResult, OpenedRoute, ReachedHost, ReleasedRoute, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { InvalidationSender } from '../routing/route-leases.js';
@@ -13,6 +13,7 @@ import type { HealthSnapshot } from '../health/health-snapshot.js';
 import { viewOf } from '../sessions/session.js';
 import type { SessionTable } from '../sessions/session-table.js';
 import { StatsHistory } from '../stats/stats-history.js';
+import type { BudgetCounters } from '../verdicts/budget-counter.js';
 import type { Reporter } from '../verdicts/client-evidence.js';
 import type { PartyOf } from '../verdicts/parties.js';
 import { Verdicts } from '../verdicts/verdicts.js';
@@ -27,6 +28,7 @@ import type { PoolEntry } from './pool-entry.js';
 import type { PoolInstance } from './pool-instance.js';
 import { instanceViewOf, poolSummaryOf } from './pool-views.js';
 import { SessionRotation } from './session-rotation.js';
+import { SpareSupply } from './spare-supply.js';
 import { isFreshExit } from './exit-freshness.js';
 
 export type { PoolEvents };
@@ -54,6 +56,8 @@ export interface PoolDeps {
   fleet?: FleetSessions;
   /** Who stands behind a credential (supervisor/verdicts/parties.ts); absent: every credential is a party of its own. */
   partyOf?: PartyOf;
+  /** The verdicts' per-credential budgets, counted across a fleet (supervisor/fleet); absent: in this node's memory. */
+  budgets?: BudgetCounters;
 }
 
 const noSuchInstance = (id: number): ExitpoolError => new ExitpoolError('EXITPOOL_NO_SUCH_INSTANCE', `no instance ${id}`);
@@ -77,6 +81,7 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
   private readonly verdicts: Verdicts;
   private readonly lifecycle: InstanceLifecycle;
   private readonly rotation: SessionRotation;
+  private readonly supply: SpareSupply;
   private readonly countries: CountryPlacement;
   private readonly fleetRouting: FleetRouting | null;
 
@@ -112,6 +117,7 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
       ...(exits ? { exits } : {}),
       ...(deps.probeDestination ? { probeDestination: deps.probeDestination } : {}),
       ...(deps.partyOf ? { partyOf: deps.partyOf } : {}),
+      ...(deps.budgets ? { budgets: deps.budgets } : {}),
       onDestinationFault: () => registry.emit('destination-fault'),
     });
     this.ledger = new ConnectionLedger(registry, this.stats, this.verdicts, now);
@@ -127,10 +133,11 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
       createHealth: deps.createHealth,
       viewOf: (e) => this.viewOfEntry(e),
     });
-    this.rotation = new SessionRotation({ registry, lifecycle: this.lifecycle, config, audit, log });
+    this.supply = new SpareSupply({ registry, lifecycle: this.lifecycle, config, log });
+    this.rotation = new SessionRotation({ registry, lifecycle: this.lifecycle, supply: this.supply, config, audit, log });
     this.countries = new CountryPlacement(registry, this.lifecycle, now);
     this.fleetRouting = deps.fleet
-      ? new FleetRouting({ fleet: deps.fleet, hasSession: (key) => this.sessions.get(key) !== undefined, routeHere: (p, slot) => this.routeHere(p, slot), audit })
+      ? new FleetRouting({ fleet: deps.fleet, hasSession: (key) => this.sessions.get(key) !== undefined, routeHere: (p, slot) => this.routeHere(p, slot), audit, log })
       : null;
   }
 
@@ -240,8 +247,9 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
 
   /** After a restart, restored sessions on these instances wait for them (RESTORED_INSTANCE_HOLD_MS). */
   holdRestoredSessions(instances: readonly number[]): void {
+    // Spares take the indexes after the pool's at start, so theirs come back too.
     this.registry.holds.hold(
-      instances.filter((id) => id < this.registry.targetSize),
+      instances.filter((id) => id < this.registry.targetSize + this.registry.spareTarget),
       this.now(),
     );
   }
@@ -250,6 +258,11 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
 
   recordOpened(opened: readonly OpenedRoute[], workerSlot: number): void {
     this.ledger.recordOpened(opened, workerSlot);
+  }
+
+  /** Sessions' connections that started towards a host: which sites each reached through which exit. */
+  recordReached(reached: readonly ReachedHost[]): void {
+    for (const r of reached) this.verdicts.connectionStarted(r);
   }
 
   recordCloses(records: readonly CloseRecord[], workerSlot: number): void {
@@ -278,7 +291,8 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
     this.sessions.expire(now);
     const placement = this.registry.placement();
     this.registry.leases.routableNow(placement.routable);
-    this.rebalanceDisplaced(placement);
+    this.rebalanceDisplaced(this.registry.memberPlacement());
+    this.supply.tick();
     this.stats.tick(now, { sessions: this.sessions.size, routable: placement.routable.length });
   }
 
@@ -326,6 +340,8 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
       routable: this.registry.routableCount(),
       sessions: this.sessions.size,
       totals: this.ledger.totalsNow(),
+      spares: this.registry.spareCounts(),
+      spareTarget: this.registry.spareTarget,
     });
   }
 
@@ -341,7 +357,7 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
 
   private viewOfEntry(e: PoolEntry): InstanceView {
     const id = e.instance.id;
-    return instanceViewOf(e, this.sessions.countOn(id), this.deps.exits?.assignment(id) ?? null, this.deps.exits?.shortageOf(id) ?? '');
+    return instanceViewOf(e, this.sessions.countOn(id), this.deps.exits?.assignment(id) ?? null, this.deps.exits?.shortageOf(id) ?? '', (fp) => this.deps.exits?.addressOf(fp));
   }
 
   sessionViews(): SessionView[] {
@@ -466,6 +482,7 @@ export class Pool extends EventEmitter<PoolEvents> implements FleetPoolPort {
         exit_ip: i.exit_ip,
         exit_country: i.exit_country,
         exit_fingerprint: i.assigned_exit?.fingerprint ?? '',
+        exit_shortage: i.exit_shortage,
         sessions: i.sessions,
         requests: i.totals.requests,
       })),

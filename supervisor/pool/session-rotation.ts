@@ -4,34 +4,41 @@ import { ExitpoolError } from '../../shared/errors/catalogue.js';
 import { errorMessage } from '../../shared/errors/error-message.js';
 import type { Logger } from '../../shared/logger.js';
 import type { AuditLog } from '../audit/audit-log.js';
-import { isFreshExit } from './exit-freshness.js';
-import type { InstanceLifecycle, InstanceRotation } from './instance-lifecycle.js';
+import type { Placement } from '../sessions/session-table.js';
+import type { InstanceLifecycle } from './instance-lifecycle.js';
 import type { InstanceRegistry } from './instance-registry.js';
 import type { PoolEntry } from './pool-entry.js';
 import { exitFieldsOf } from './pool-views.js';
-
-/**
- * A session rotation that finds no ready instance on a fresh exit assigns one to an idle
- * instance and waits this long for it (usually well under a second) before settling for less.
- */
-export const FRESH_EXIT_WAIT_MS = 15_000;
+import { FRESH_EXIT_WAIT_MS, rotationFor, type ExitWish, type SpareSupply } from './spare-supply.js';
 
 export interface SessionRotationDeps {
   registry: InstanceRegistry;
   lifecycle: InstanceLifecycle;
+  supply: SpareSupply;
   config: Pick<Config, 'exitHistory'>;
   audit: AuditLog;
   log: Logger;
 }
 
+/**
+ * Where a rotated session's new exit came from (the audit's `supply`): an instance already on a
+ * fresh exit (`instance`), a warm spare (`spare`), a free spare or idle instance given one for it
+ * (`spare_assigned`, `idle_assigned`), or none fresh (`none`).
+ */
+export type SupplyPath = 'instance' | 'spare' | 'spare_assigned' | 'idle_assigned' | 'none';
+
 const noSuchSession = (): ExitpoolError => new ExitpoolError('EXITPOOL_NO_SUCH_SESSION', 'no such session');
 
 /**
- * Where a rotated session goes (supervisor/exits/README.md, "Rotations give a new IP"): an
- * instance whose exit is none of the session's recent exits (nor in their /24s, nor banned for a
- * site it reported); else an idle instance given a fresh exit; else, said out loud, whatever is
- * left. Where a quarantine sends sessions, and the history each move leaves behind, is the
- * registry's (InstanceRegistry.targets, noteLeftExit).
+ * Where a rotated session goes (supervisor/exits/README.md, "Rotations give a new IP"; README.md
+ * here, "Spares"): an instance whose exit is none of the session's recent exits (nor in their
+ * /24s, nor banned for a site it reported), a warm spare only when no other is; else, for a
+ * session alone on its instance, that instance given a new exit in place; else a free instance
+ * (a spare, else an idle one) given a fresh exit (SpareSupply); else, said out loud, whatever is
+ * left. No instance that carries another session is given a new exit for it, so no other
+ * session's exit changes; the one exception is the SPEC's: with nowhere else to move at all, the
+ * session's own instance is rotated. Where a quarantine sends sessions, and the history each move
+ * leaves behind, is the registry's (InstanceRegistry.targets, noteLeftExit).
  */
 export class SessionRotation {
   constructor(private readonly deps: SessionRotationDeps) {}
@@ -61,10 +68,11 @@ export class SessionRotation {
     if (!s) return false;
     const vacated = s.instance;
     const leavingIp = registry.exitIpOf(vacated);
-    const targets = registry.targets(vacated, [...s.recentExits, leavingIp].filter((ip) => ip !== ''), [...s.domains], s);
+    const targets = registry.targets(vacated, [...s.recentExits, leavingIp].filter((ip) => ip !== ''), [...s.domains], s, true);
     const moved = registry.sessions.rotate(key, targets.placement, 'report');
     if (!moved) return false;
     registry.noteLeftExit(key, leavingIp);
+    this.deps.supply.vacated(vacated, s.recentExits);
     audit.record({
       type: 'assignment',
       session: key,
@@ -76,26 +84,35 @@ export class SessionRotation {
   }
 
   private async move(key: string, how: { newnym: boolean; inPlace: boolean; reason: 'rotate' | 'report' }): Promise<{ moved: boolean; result: SessionRotateResult }> {
-    const { registry, lifecycle, config, audit, log } = this.deps;
+    const { registry, lifecycle, supply, config, audit, log } = this.deps;
     const { sessions, exits } = registry;
     const { newnym } = how;
     const s = sessions.get(key);
     if (!s) throw noSuchSession();
     const vacated = s.instance;
     const leavingIp = registry.exitIpOf(vacated);
-    const avoid = [...s.recentExits, leavingIp].filter((ip) => ip !== '');
-    const domains = [...s.domains];
-    // Rotation keeps the countries the session asked for.
-    const countries = s.params?.countries?.length ? s.params.countries : undefined;
-    let targets = registry.targets(vacated, avoid, domains, s);
-    if (!targets.fresh && exits) {
-      const idle = await this.freshExitOnIdleInstance(key, vacated, avoid, domains, countries);
-      if (idle !== null) targets = { placement: { routable: [idle], lastResort: null }, fresh: true };
+    const wish: ExitWish = {
+      avoid: [...s.recentExits, leavingIp].filter((ip) => ip !== ''),
+      domains: [...s.domains],
+      // Rotation keeps the countries the session asked for.
+      ...(s.params?.countries?.length ? { countries: s.params.countries } : {}),
+    };
+    let targets: { placement: Placement; fresh: boolean } = registry.targets(vacated, wish.avoid, wish.domains, s, true);
+    let path: SupplyPath = !targets.fresh ? 'none' : targets.placement.routable.some((id) => registry.isSpare(id) && sessions.countOn(id) === 0) ? 'spare' : 'instance';
+    const own = registry.entry(vacated);
+    // Alone on its instance, the session can have a new exit where it is: nobody else's changes.
+    const inPlace = !targets.fresh && exits !== undefined && how.inPlace && own !== undefined && own.instance.ready() && sessions.countOn(vacated) === 1 && supply.qualifyingExitExists(vacated, wish);
+    if (!targets.fresh && exits && !inPlace) {
+      const drawn = await supply.freshExitFor(key, vacated, wish);
+      if (drawn !== null) {
+        targets = { placement: { routable: [drawn.id], lastResort: null, fits: registry.fits }, fresh: true };
+        path = !drawn.assigned ? 'spare' : drawn.spare ? 'spare_assigned' : 'idle_assigned';
+      }
     }
     // The session may have been deleted or moved while a fresh exit was being assigned.
     if (sessions.get(key) !== s) throw noSuchSession();
     let note = '';
-    const moved = sessions.rotate(key, targets.placement, how.reason);
+    const moved = inPlace ? null : sessions.rotate(key, targets.placement, how.reason);
     if (moved) {
       registry.noteLeftExit(key, leavingIp);
       if (!targets.fresh) note = `no instance on an exit outside the session's last ${config.exitHistory} exits: moved to one that may repeat an exit`;
@@ -104,54 +121,33 @@ export class SessionRotation {
         type: how.reason === 'report' ? 'assignment' : 'rotate',
         session: key,
         instance: moved.to,
-        message: `session ${what} from instance ${moved.from} to ${moved.to}${note ? ` (${note})` : ''}`,
-        details: { from: moved.from, to: moved.to, newnym, new_exit: targets.fresh, reason: how.reason },
+        message: `session ${what} from instance ${moved.from} to ${moved.to}${registry.isSpare(moved.to) ? ' (a spare)' : ''}${note ? ` (${note})` : ''}`,
+        details: { from: moved.from, to: moved.to, newnym, new_exit: targets.fresh, reason: how.reason, supply: path },
       });
+      // A spare it leaves without sessions gets a new exit at once: a newnym on top would only race it.
+      const recycled = supply.vacated(vacated, s.recentExits);
       const old = registry.entry(vacated);
-      if (newnym && old?.instance.ready()) {
+      if (newnym && !recycled && old?.instance.ready()) {
         lifecycle.rotateInstance(old, 'session', { session: key }).catch((err: unknown) => log.warn('newnym after session rotate failed', { instance: vacated, error: errorMessage(err) }));
       }
     } else if (!how.inPlace) {
       note = 'no other instance can take the session: it stays on its exit (a rotation would give its instance a new exit, moving every session on it)';
     } else {
-      // Nowhere else to go: the session stays and its instance gets a new exit (or circuit) instead.
+      // Alone on its instance, or nowhere else to go (the SPEC's rule): the session stays and its
+      // instance gets a new exit (or circuit) instead.
       const e = registry.entry(s.instance);
       if (!e || !e.instance.ready()) throw new ExitpoolError('EXITPOOL_NO_ROUTABLE_INSTANCE', 'no routable instance to rotate to');
-      const plan = await lifecycle.rotateInstance(e, 'session', rotationOf(key, avoid, domains, countries));
+      const plan = await lifecycle.rotateInstance(e, 'session', { ...rotationFor(key, wish), ...(inPlace ? { keepSessions: true } : {}) });
       registry.noteLeftExit(key, leavingIp);
       if (exits && plan.exit === '') note = plan.shortage || 'no exit could be assigned: a new circuit within the same selection';
       // A new pin takes well under a second: answer once it serves, so the session's next
       // request is not moved off its rotating instance onto an exit it just left.
       // A session asking for countries keeps its exit when there is no other there (re-pinned at
       // once): answering before that would find the instance mid-rotation and place it elsewhere.
-      if (plan.exit !== '' || countries !== undefined) await lifecycle.waitRotationEnd(e.instance, FRESH_EXIT_WAIT_MS);
+      if (plan.exit !== '' || wish.countries !== undefined) await lifecycle.waitRotationEnd(e.instance, FRESH_EXIT_WAIT_MS);
     }
     const e = registry.entry(s.instance) as PoolEntry;
     const { exit_ip, exit_confirmed } = exitFieldsOf(e.instance.exit());
     return { moved: moved !== null, result: { session: key, instance: s.instance, exit_ip, exit_confirmed, new_exit: note === '', exit_note: note } };
   }
-
-  /**
-   * Assigns an idle routable instance (no sessions) a fresh exit avoiding `avoid`, and waits
-   * (FRESH_EXIT_WAIT_MS at most) until it serves through it. Returns its id, or null.
-   */
-  private async freshExitOnIdleInstance(key: string, from: number, avoid: readonly string[], domains: readonly string[], countries?: readonly string[]): Promise<number | null> {
-    const { registry, lifecycle } = this.deps;
-    const idle = registry
-      .placement()
-      .routable.filter((id) => id !== from && registry.sessions.countOn(id) === 0)
-      .map((id) => registry.entry(id) as PoolEntry);
-    const e = idle[Math.floor(Math.random() * idle.length)];
-    if (!e) return null;
-    const plan = await lifecycle.rotateInstance(e, 'session', rotationOf(key, avoid, domains, countries));
-    if (plan.exit === '') return null;
-    await lifecycle.waitRotationEnd(e.instance, FRESH_EXIT_WAIT_MS);
-    const fresh = isFreshExit(e.instance.exit(), { addresses: avoid, domains }, registry.bannedFor);
-    return registry.isRoutable(e) && fresh ? e.instance.id : null;
-  }
-}
-
-/** The rotation a session's move asks of an instance: away from its recent exits and the sites it reported, within its countries. */
-function rotationOf(session: string, avoid: readonly string[], domains: readonly string[], countries: readonly string[] | undefined): InstanceRotation {
-  return { session, avoid, avoidDomains: domains, ...(countries ? { countries } : {}) };
 }

@@ -1,11 +1,18 @@
 import { EventEmitter } from 'node:events';
 import type { ExitSteering } from '../exits/exit-assignments.js';
+import type { ProbeRoute } from '../exits/egress-prober.js';
 import { TorInstance } from '../tor/instance.js';
 import type { RotationOutcome, TorInstanceOptions } from '../tor/instance-types.js';
 import type { ExitState, PoolInstance, PoolInstanceEvents, RotationPlan, RotationRequest } from './pool-instance.js';
 
 /** Exits tried in a row for a freshly bootstrapped instance before it serves on tor's own choice. */
 const ASSIGN_ATTEMPTS = 3;
+/**
+ * Exits chosen again at bootstrap because the measured egress address shared a /24 (or family)
+ * with another instance's while another exit would not: each costs a circuit and a probe, so
+ * they are bounded too (then the instance serves on the last, said as a shortage).
+ */
+const EGRESS_RECHOICES = 3;
 
 /**
  * The pool's view of one supervised tor (supervisor/tor/instance.ts): cached reads, and the
@@ -49,6 +56,9 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
       this.steering?.unreachable(this.id, fingerprint);
       this.emit('exit-unreachable');
     });
+    // Told before the rotation to that exit (if one runs) ends: the pool marks it down first, so
+    // the next choice (settleExit's retry, the ladder's) already leaves it out.
+    this.tor.on('exit-down', (verdict) => this.emit('exit-down', verdict));
     this.tor.on('unresponsive', ({ silentForMs }) => this.emit('unresponsive', silentForMs));
     this.tor.on('responsive', () => this.emit('responsive'));
   }
@@ -65,15 +75,33 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
     } catch {
       // No catalog yet: the choice below finds none and the instance serves on tor's own exits.
     }
+    let rechoices = 0;
     for (let attempt = 0; attempt < ASSIGN_ATTEMPTS && !stale(); attempt++) {
       const pinned = this.tor.exit.pinnedExit;
-      if (pinned !== '' && steering.current(this.id) === pinned) break;
-      const next = steering.next(this.id, { fresh: attempt > 0, why: attempt > 0 ? 'retry' : 'bootstrap' });
+      // Only a tor that comes back already pinned (a keep-state restart) keeps its exit as it is:
+      // after a pin made here failed, or was swapped for its address, the pin is this loop's own.
+      if (attempt === 0 && rechoices === 0 && pinned !== '' && steering.current(this.id) === pinned) {
+        // Kept across a keep-state restart: measured (when due) while it serves.
+        this.measureEgress(pinned);
+        break;
+      }
+      const again = attempt > 0 || rechoices > 0;
+      const next = steering.next(this.id, { fresh: again, why: rechoices > 0 ? 'egress' : attempt > 0 ? 'retry' : 'bootstrap' });
       if (!next.ok) break;
       // At bootstrap the exit must be shown to work before the instance serves.
       const outcome = await this.tor.rotate(next.relay.fingerprint, { untilCircuit: true }).done;
-      if (stale() || outcome.ok) break;
-      if (outcome.reason === 'timeout') steering.unreachable(this.id, next.relay.fingerprint);
+      if (stale()) break;
+      if (!outcome.ok) {
+        if (outcome.reason === 'timeout') steering.unreachable(this.id, next.relay.fingerprint);
+        continue;
+      }
+      // ... and its egress address known (within EGRESS_PROBE_TIMEOUT), so that exit_ip is what
+      // sites see from the first request, and an exit that turns out to share a /24 is swapped
+      // before anyone is served through it.
+      const egress = await steering.egressPinned(this.id, next.relay.fingerprint, this.socksRoute(), true).catch(() => ({ keep: true }));
+      if (stale() || egress.keep || rechoices >= EGRESS_RECHOICES) break;
+      rechoices++;
+      attempt--; // a re-choice is not a failed attempt
     }
     if (stale()) return;
     this.exitSettled = true;
@@ -101,8 +129,22 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
   responsive(): boolean {
     return this.tor.responsive;
   }
+  /**
+   * tor's view of the exit, with the address sites see: tor knows only the relay's published
+   * address; when a probe or the exit list found it leaves from another, exitIp and exitCountry
+   * are that one's (supervisor/exits, "What sites see"). exitConfirmed still says a stream
+   * confirmed the relay.
+   */
   exit(): ExitState {
-    return this.tor.exit;
+    const x = this.tor.exit;
+    const egress = this.steering && x.exitFingerprint !== '' ? this.steering.egressOf(x.exitFingerprint) : undefined;
+    if (!egress || (egress.address === x.exitIp && egress.country === x.exitCountry)) return x;
+    return { ...x, exitIp: egress.address, exitCountry: egress.country };
+  }
+
+  /** Where a proxy worker dials this instance: its Unix SocksPort when it has one. */
+  private socksRoute(): ProbeRoute {
+    return { host: this.socksHost, port: this.socksPort, ...(this.socksPath !== null ? { path: this.socksPath } : {}) };
   }
   start(): Promise<void> {
     return this.tor.start();
@@ -157,5 +199,13 @@ export class TorPoolInstance extends EventEmitter<PoolInstanceEvents> implements
 
   private rotationEnded(target: string | undefined, outcome: RotationOutcome): void {
     if (target !== undefined && !outcome.ok && outcome.reason === 'timeout') this.steering?.unreachable(this.id, target);
+    // The instance serves at once; its new exit's address is measured meanwhile (when due) and,
+    // should it share a /24 with another instance's, the instance is moved again.
+    if (target !== undefined && outcome.ok) this.measureEgress(target);
+  }
+
+  /** Measures the pinned exit's egress in the background (a failure only leaves its address as it was). */
+  private measureEgress(fingerprint: string): void {
+    this.steering?.egressPinned(this.id, fingerprint, this.socksRoute(), false).catch(() => undefined);
   }
 }

@@ -11,7 +11,11 @@ export interface Placement {
   fits?: (s: Session, instance: number) => boolean;
 }
 
-export type AssignReason = 'new' | 'unroutable' | 'rotate' | 'drain' | 'quarantine' | 'site_ban' | 'report' | 'deleted' | 'retired' | 'rebalance' | 'params';
+/**
+ * `exit_down`: the session's exit died (the pool's own evidence). Not displacing: the session
+ * keeps the live exit it was moved to, and no rebalance changes its exit again.
+ */
+export type AssignReason = 'new' | 'unroutable' | 'rotate' | 'drain' | 'quarantine' | 'site_ban' | 'report' | 'deleted' | 'retired' | 'rebalance' | 'params' | 'exit_down';
 
 /**
  * Whether `s` was moved off `instance` by a quarantine: its exit was reported burnt there, so

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { StartupError } from './startup-error.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 
 /** Names a settings file other than ./.env; set it in the environment, not in a file. */
 export const ENV_FILE_VARIABLE = 'EXITPOOL_ENV_FILE';
@@ -22,7 +23,7 @@ export function loadEnvFile(env: NodeJS.ProcessEnv = process.env, cwd = process.
     text = fs.readFileSync(file, 'utf8');
   } catch (e) {
     if (!explicit && (e as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw new StartupError(explicit ? ENV_FILE_VARIABLE : '.env', `cannot read ${file}: ${(e as Error).message}`);
+    throw new StartupError(explicit ? ENV_FILE_VARIABLE : '.env', `cannot read ${file}: ${errorMessage(e)}`);
   }
   for (const [key, value] of Object.entries(parseEnv(text))) {
     if (env[key] === undefined) env[key] = value;

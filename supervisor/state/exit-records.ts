@@ -1,9 +1,11 @@
 import { relayFingerprint } from '../../shared/api/relay-fingerprint.js';
 import type { BanCause, ExitBan } from '../exits/exit-bans.js';
+import { MAX_ADDRESSES_PER_EXIT } from '../exits/exit-list.js';
 import type { RestoredAssignment } from '../exits/exit-assignments.js';
 import {
   instanceIdKey,
   InvalidStoredRecord,
+  listField,
   MAX_STORED_ADDRESS_LENGTH,
   MAX_STORED_DOMAIN_LENGTH,
   MAX_STORED_TIME,
@@ -49,9 +51,12 @@ export function encodeBan(ban: ExitBan): string {
 export function decodeBan(key: string, text: string): ExitBan {
   const o = parseObject(text);
   const since = numberField(o, 'since', 0, MAX_STORED_TIME);
+  // The other addresses the exit was seen leaving from: absent in bans stored before they were measured.
+  const seen = o.seen === undefined ? [] : listField(o, 'seen', MAX_ADDRESSES_PER_EXIT).map((_, i) => stringField(o.seen as Record<string, unknown>, String(i), MAX_STORED_ADDRESS_LENGTH));
   const ban: ExitBan = {
     fingerprint: fingerprintField(o),
     address: stringField(o, 'address', MAX_STORED_ADDRESS_LENGTH),
+    ...(seen.length > 0 ? { seen } : {}),
     nickname: stringField(o, 'nickname', MAX_NICKNAME_LENGTH),
     domain: stringField(o, 'domain', MAX_STORED_DOMAIN_LENGTH),
     cause: oneOfField(o, 'cause', BAN_CAUSES),

@@ -215,6 +215,10 @@ export class RedisStateStore implements StateStore {
 
   async write(batch: StateBatch): Promise<void> {
     const m = this.redis.multi();
+    // A Redis that lost its data while this node ran gets the meta hash back with the first batch
+    // after the loss, so the next start reads what was written since rather than refusing it as
+    // another program's (supervisor/fleet/README.md, "When Redis loses its data").
+    m.hsetnx(this.key('meta'), 'format', REDIS_STATE_FORMAT).hsetnx(this.key('meta'), 'version', String(redisStateVersion(this.migrations)));
     for (const ns of batch.replace) m.del(this.key('rec', ns));
     for (const d of batch.deletes) m.hdel(this.key('rec', d.ns), d.key);
     for (const p of batch.puts) m.hset(this.key('rec', p.ns), p.key, p.value);

@@ -23,6 +23,7 @@ import {
   ControlProtocolError,
 } from './errors.js';
 import type { ControlEndpoint } from './torrc.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 
 /**
  * One long-lived control connection to one tor. Commands are answered strictly in order
@@ -191,6 +192,14 @@ export class TorControlClient extends EventEmitter<ControlClientEvents> {
     return values;
   }
 
+  /** EXTENDCIRCUIT 0: a new general circuit on a path tor chooses (its ExitNodes apply); resolves with its id. */
+  async launchCircuit(): Promise<string> {
+    const reply = await this.command('EXTENDCIRCUIT 0');
+    const id = /^EXTENDED (\d+)$/.exec(reply.lines[0]?.text ?? '')?.[1];
+    if (id === undefined) throw new ControlProtocolError('EXTENDCIRCUIT answered without a circuit id', reply.lines[0]?.text ?? '');
+    return id;
+  }
+
   async closeCircuit(id: string): Promise<void> {
     if (!/^\d+$/.test(id)) throw new ControlArgumentError('circuit id must be numeric', id);
     await this.command(`CLOSECIRCUIT ${id}`);
@@ -347,8 +356,8 @@ export class TorControlClient extends EventEmitter<ControlClientEvents> {
       event = parseEvent(reply);
     } catch (error) {
       // One malformed event does not desynchronise the command stream: report and carry on.
-      this.log.warn('unparseable control event', { error: (error as Error).message });
-      this.emit('protocol-error', error as Error);
+      this.log.warn('unparseable control event', { error: errorMessage(error) });
+      this.emit('protocol-error', error instanceof Error ? error : new Error(errorMessage(error)));
       return;
     }
     this.tally.note(event.type === 'OTHER' ? event.name : event.type);
@@ -442,7 +451,7 @@ async function readCookie(path: string): Promise<string> {
   try {
     cookie = await readFile(path);
   } catch (error) {
-    throw new ControlAuthenticationError(`cannot read the control cookie: ${(error as Error).message}`);
+    throw new ControlAuthenticationError(`cannot read the control cookie: ${errorMessage(error)}`);
   }
   if (cookie.length !== 32) throw new ControlAuthenticationError(`control cookie is ${cookie.length} bytes, expected 32`);
   return cookie.toString('hex');

@@ -22,6 +22,8 @@ export interface CircuitInfo {
   buildFlags: string[];
   timeCreated?: string;
   reason?: string;
+  /** With REASON=DESTROYED: the reason the relay that destroyed the circuit gave (control-spec §4.1.1). */
+  remoteReason?: string;
 }
 
 export interface StreamInfo {
@@ -76,6 +78,8 @@ export function parseCircuitLine(text: string): CircuitInfo {
   if (created !== undefined) info.timeCreated = created;
   const reason = keywords.get('REASON');
   if (reason !== undefined) info.reason = reason;
+  const remoteReason = keywords.get('REMOTE_REASON');
+  if (remoteReason !== undefined) info.remoteReason = remoteReason;
   return info;
 }
 

@@ -1,8 +1,10 @@
+import { errorMessage } from '../../shared/errors/error-message.js';
 import type { Logger } from '../../shared/logger.js';
 import type { TorControlClient } from './control-client.js';
 import { parseCircuitLine, parseStreamLine, type CircuitInfo, type StreamInfo } from './control-events.js';
 import type { DelayScope } from './delay-scope.js';
 import { ControlCommandError } from './errors.js';
+import { PinnedExitLiveness, type ExitDownVerdict, type ExitLivenessLimits, type LivenessAction } from './exit-liveness.js';
 import { ExitTracker } from './exit-tracker.js';
 import type { ExitState, NewnymOutcome, RotationFailure, RotationOutcome, RotationTicket } from './instance-types.js';
 import { NewnymCooldown } from './newnym-cooldown.js';
@@ -63,6 +65,8 @@ export interface ExitControlHost {
   exitChanged(exit: ExitState): void;
   /** No circuit through the pinned relay was built within the rotation timeout after it was pinned. */
   pinUnreachable?(fingerprint: string): void;
+  /** The pinned relay does not answer (exit-liveness.ts): told once per pin, before a rotation to it ends. */
+  exitDown?(verdict: ExitDownVerdict): void;
 }
 
 export interface ExitControlOptions {
@@ -71,6 +75,8 @@ export interface ExitControlOptions {
   pinExitRelay: boolean;
   rotationTimeoutMs: number;
   newnymCooldownMs?: number;
+  /** The pinned exit's liveness watch (tests use shorter limits); default EXIT_LIVENESS_LIMITS. */
+  livenessLimits?: ExitLivenessLimits;
 }
 
 /**
@@ -100,6 +106,12 @@ export class ExitControl {
   private streamEventCount = 0;
   /** After a pin: until a circuit through the relay is built (or the rotation timeout says it cannot be). */
   private pinWatch: { fingerprint: string; timer: NodeJS.Timeout } | undefined;
+  /** Whether the pinned relay still answers, from this tor's circuit events and probes. */
+  private readonly liveness: PinnedExitLiveness;
+  /** Wakes the liveness watch when a circuit extending to the exit may have stalled. */
+  private livenessTimer: NodeJS.Timeout | undefined;
+  /** The tor does not answer its control port: no stall is counted against the exit meanwhile. */
+  private livenessSuspended = false;
 
   constructor(
     private readonly host: ExitControlHost,
@@ -107,6 +119,7 @@ export class ExitControl {
   ) {
     this.cooldown = new NewnymCooldown(options.newnymCooldownMs);
     this.directory = this.newDirectory();
+    this.liveness = new PinnedExitLiveness(options.livenessLimits);
   }
 
   get exit(): ExitState {
@@ -129,12 +142,16 @@ export class ExitControl {
     this.directory = this.newDirectory();
     this.cooldown.reset();
     this.baseline = undefined;
+    this.liveness.reset();
   }
 
   /** The process is gone (stopped, restarting, dead): its circuits with it; a rotation ends with `reason`. */
   processGone(reason: RotationFailure): void {
     this.tracker.reset();
     this.unwatchPin();
+    this.liveness.reset();
+    this.disarmLiveness();
+    this.livenessSuspended = false;
     if (this.rotation) this.finishRotation(this.rotation, { ok: false, reason });
   }
 
@@ -159,10 +176,10 @@ export class ExitControl {
     this.streamsQuietSince = undefined;
     const lists = await client.getInfo(['circuit-status', 'stream-status']);
     if (generation !== this.host.generation()) return;
-    this.tracker.reseed(
-      parseLines(lists.get('circuit-status') ?? '', parseCircuitLine),
-      parseLines(lists.get('stream-status') ?? '', parseStreamLine),
-    );
+    const circuits = parseLines(lists.get('circuit-status') ?? '', parseCircuitLine);
+    this.tracker.reseed(circuits, parseLines(lists.get('stream-status') ?? '', parseStreamLine));
+    this.liveness.forgetCircuits();
+    this.liveness.known(circuits);
     if (this.pinnedFingerprint) await this.applyPin(client, this.pinnedFingerprint);
   }
 
@@ -171,6 +188,25 @@ export class ExitControl {
     if (this.pinWatch && this.tracker.hasBuiltCircuitThrough(this.pinWatch.fingerprint)) this.unwatchPin();
     this.closeIdleCircuits();
     this.refresh();
+    this.carryOut(this.liveness.onCircuit(event, Date.now()));
+  }
+
+  /** The tor stopped answering its control port (liveness-probe.ts): its silence is not the exit's. */
+  suspendLiveness(): void {
+    this.livenessSuspended = true;
+    this.disarmLiveness();
+  }
+
+  /** It answers again: extensions still waiting are timed afresh. */
+  resumeLiveness(): void {
+    this.livenessSuspended = false;
+    this.liveness.restartStallClocks(Date.now());
+    this.armLiveness();
+  }
+
+  /** tor gave up waiting for a stream through `exitFingerprint` (its log says so): a reason to probe the exit. */
+  onStreamTimeout(exitFingerprint: string): void {
+    this.carryOut(this.liveness.onStreamTimeout(exitFingerprint, Date.now()));
   }
 
   onStream(event: StreamInfo): void {
@@ -279,7 +315,7 @@ export class ExitControl {
     } catch (error) {
       // The subscription is as it was (a reconnect subscribes everything again).
       if (current()) this.streamEvents = on ? 'off' : 'on';
-      this.host.log.debug('SETEVENTS failed', { error: (error as Error).message });
+      this.host.log.debug('SETEVENTS failed', { error: errorMessage(error) });
       return;
     } finally {
       this.streamsQuietSince = undefined;
@@ -346,9 +382,58 @@ export class ExitControl {
       if (!current()) return;
       this.markSent(rotation);
     } catch (error) {
-      this.host.log.warn('rotation failed', { rotation: rotation.id, error: (error as Error).message });
-      this.finishRotation(rotation, { ok: false, reason: 'failed', error: error as Error });
+      this.host.log.warn('rotation failed', { rotation: rotation.id, error: errorMessage(error) });
+      this.finishRotation(rotation, { ok: false, reason: 'failed', error: error instanceof Error ? error : new Error(errorMessage(error)) });
     }
+  }
+
+  /** Probes the exit, or reports it down; then waits for the next possible stall. */
+  private carryOut(actions: readonly LivenessAction[]): void {
+    for (const action of actions) {
+      if (action.type === 'probe') this.launchProbes(action.circuits);
+      else this.exitFoundDown(action.verdict);
+    }
+    this.armLiveness();
+  }
+
+  private launchProbes(count: number): void {
+    const client = this.host.client();
+    if (!client?.connected) return;
+    for (let i = 0; i < count; i++) {
+      client.launchCircuit().catch((error: unknown) => this.host.log.debug('probe circuit not launched', { error: errorMessage(error) }));
+    }
+    this.host.log.info('probing the pinned exit', { fingerprint: this.pinnedFingerprint, circuits: count, evidence: this.liveness.pendingEvidence.length });
+  }
+
+  private exitFoundDown(verdict: ExitDownVerdict): void {
+    if (verdict.fingerprint !== this.pinnedFingerprint) return;
+    if (this.pinWatch?.fingerprint === verdict.fingerprint) this.unwatchPin();
+    this.host.log.warn('the pinned exit does not answer: down', {
+      fingerprint: verdict.fingerprint,
+      evidence: verdict.evidence.map((e) => `${e.kind} via ${e.middle.slice(0, 8)} (${e.reason})`),
+    });
+    this.host.exitDown?.(verdict);
+    const rotation = this.rotation;
+    if (rotation?.target === verdict.fingerprint) this.finishRotation(rotation, { ok: false, reason: 'exit-down' });
+  }
+
+  private armLiveness(): void {
+    this.disarmLiveness();
+    if (this.livenessSuspended) return;
+    const at = this.liveness.nextDeadline();
+    if (at === undefined) return;
+    const generation = this.host.generation();
+    this.livenessTimer = setTimeout(() => {
+      this.livenessTimer = undefined;
+      if (generation !== this.host.generation()) return;
+      this.carryOut(this.liveness.tick(Date.now()));
+    }, Math.max(0, at - Date.now()));
+    this.livenessTimer.unref();
+  }
+
+  private disarmLiveness(): void {
+    clearTimeout(this.livenessTimer);
+    this.livenessTimer = undefined;
   }
 
   private watchPin(fingerprint: string, generation: number): void {
@@ -406,6 +491,7 @@ export class ExitControl {
     ]);
     this.pinnedFingerprint = fingerprint;
     this.tracker.setPinned(fingerprint);
+    this.liveness.pin(fingerprint);
     this.host.log.info('exit pinned', { fingerprint });
     this.closeIdleCircuits();
     this.refresh();
@@ -421,6 +507,8 @@ export class ExitControl {
     ]);
     this.pinnedFingerprint = undefined;
     this.tracker.setPinned(undefined);
+    this.liveness.pin(undefined);
+    this.disarmLiveness();
     this.host.log.info('exit pin released', { fingerprint });
   }
 

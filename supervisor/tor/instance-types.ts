@@ -1,4 +1,5 @@
 import type { Logger } from '../../shared/logger.js';
+import type { ExitDownVerdict, ExitLivenessLimits } from './exit-liveness.js';
 
 /** Public types of one supervised tor instance (see instance.ts and README.md). */
 
@@ -57,6 +58,8 @@ export interface TorInstanceOptions {
   livenessIntervalMs?: number;
   livenessTimeoutMs?: number;
   unresponsiveRestartMs?: number;
+  /** Limits of the pinned exit's liveness watch (exit-liveness.ts); default EXIT_LIVENESS_LIMITS. Tests shorten them. */
+  exitLivenessLimits?: ExitLivenessLimits;
   /** Environment of the tor process (tests use it for LD_PRELOAD shims). Default process.env. */
   env?: NodeJS.ProcessEnv;
   /** tor warnings expected in this setting (a private network's), logged at debug instead of warn. */
@@ -111,7 +114,8 @@ export interface InstanceSnapshot extends ExitState {
   restarts: number;
 }
 
-export type RotationFailure = 'timeout' | 'stopped' | 'restarted' | 'died' | 'failed';
+/** `exit-down`: the relay a rotation pinned was found down (exit-liveness.ts) before the rotation ended. */
+export type RotationFailure = 'timeout' | 'stopped' | 'restarted' | 'died' | 'failed' | 'exit-down';
 
 export type NewnymOutcome = { ok: true; at: number; waitedMs: number } | { ok: false; reason: RotationFailure; error?: Error };
 
@@ -142,6 +146,8 @@ export interface TorInstanceEvents {
   'exit-changed': [ExitState];
   /** No circuit through the pinned exit could be built within the rotation timeout. */
   'exit-unreachable': [{ fingerprint: string }];
+  /** The pinned exit does not answer (exit-liveness.ts): once per pin, with the evidence. */
+  'exit-down': [ExitDownVerdict];
   /** The process died without being asked to; a restart is scheduled after restartInMs. */
   died: [{ code: number | null; signal: string | null; restartInMs: number }];
   /** No bootstrap progress for stallTimeoutMs; a restart follows (wipe on repeated stalls). */

@@ -20,9 +20,10 @@ import type {
 } from './instance-types.js';
 import { probeLiveness } from './liveness-probe.js';
 import { assertPrivateNetworkTorrc } from './private-network-guard.js';
-import { logLineSeverity, parseBootstrapLogLine } from './tor-log-line.js';
+import { logLineSeverity, parseBootstrapLogLine, parseStreamTimeoutLogLine } from './tor-log-line.js';
 import { TorProcess, type ProcessExit } from './tor-process.js';
 import { renderTorrc, type ControlEndpoint, type SocksEndpoint } from './torrc.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 
 export type * from './instance-types.js';
 
@@ -96,11 +97,13 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
         running: () => this.proc?.running ?? false,
         exitChanged: (exit) => this.emit('exit-changed', exit),
         pinUnreachable: (fingerprint) => this.emit('exit-unreachable', { fingerprint }),
+        exitDown: (verdict) => this.emit('exit-down', verdict),
       },
       {
         events: SUBSCRIBED_EVENTS,
         pinExitRelay: this.opts.pinExitRelay,
         rotationTimeoutMs: this.opts.rotationTimeoutMs,
+        ...(this.opts.exitLivenessLimits ? { livenessLimits: this.opts.exitLivenessLimits } : {}),
         ...(this.opts.newnymCooldownMs !== undefined ? { newnymCooldownMs: this.opts.newnymCooldownMs } : {}),
       },
     );
@@ -414,6 +417,8 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
     if ((severity === 'warn' || severity === 'err') && !expected) this.log.warn(text);
     else this.log.debug(text);
     if (generation !== this.generation) return;
+    const streamTimeout = parseStreamTimeoutLogLine(text);
+    if (streamTimeout) this.exits.onStreamTimeout(streamTimeout.exitFingerprint);
     const phase = parseBootstrapLogLine(text);
     if (phase) this.onBootstrap(generation, { percent: phase.progress, ...(phase.tag ? { tag: phase.tag } : {}), ...(phase.summary ? { summary: phase.summary } : {}) });
   }
@@ -452,11 +457,13 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
         client: () => this.client,
         unresponsive: (silentForMs) => {
           this.responsiveFlag = false;
+          this.exits.suspendLiveness();
           this.log.warn('tor does not answer its control port; out of rotation', { silentForMs, pid: this.pid });
           this.emit('unresponsive', { silentForMs });
         },
         responsive: () => {
           this.responsiveFlag = true;
+          this.exits.resumeLiveness();
           this.log.info('tor answers its control port again; back in rotation');
           this.emit('responsive');
         },
@@ -520,7 +527,7 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
       } catch (error) {
         if (this.connectingClient === client) this.connectingClient = undefined;
         await client.close();
-        this.log.debug('control port not reachable yet', { error: (error as Error).message });
+        this.log.debug('control port not reachable yet', { error: errorMessage(error) });
         if (!(await this.delays.wait(retryMs))) return;
         retryMs = Math.min(retryMs * 2, CONTROL_CONNECT_RETRY_MAX_MS);
         continue;
@@ -553,7 +560,7 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
       this.maybeReady(generation);
       this.exits.refresh();
     } catch (error) {
-      this.log.warn('control sync failed', { error: (error as Error).message });
+      this.log.warn('control sync failed', { error: errorMessage(error) });
     }
   }
 

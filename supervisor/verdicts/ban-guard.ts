@@ -1,6 +1,6 @@
-import { LoginRateLimiter } from '../../shared/auth/login-rate-limiter.js';
 import type { RateLimit, RoutableFloor } from '../../shared/config/values.js';
 import { routableFloorFor } from '../../shared/config/values.js';
+import { localBudgetCounter, type BudgetCounter } from './budget-counter.js';
 import { MAX_TRACKED_REPORTERS } from './client-evidence.js';
 
 /** How many exits would stay eligible if one were banned (ExitAssignments.eligibleAfterBan). */
@@ -30,15 +30,17 @@ const HOUR_MS = 3_600_000;
  * in the banned exit's country). Also counts every ban for the hourly rate (BAN_RATE_ALERT).
  */
 export class BanGuard {
-  private readonly budgets: LoginRateLimiter;
+  private readonly budgets: BudgetCounter;
   private readonly bansAt: number[] = [];
 
   constructor(
     budget: RateLimit,
     private readonly floors: BanFloors,
     private readonly now: () => number,
+    /** Counted across a fleet (budget-counter.ts); absent: in this node's memory. */
+    counter?: BudgetCounter,
   ) {
-    this.budgets = new LoginRateLimiter(budget, MAX_TRACKED_REPORTERS);
+    this.budgets = counter ?? localBudgetCounter(budget, MAX_TRACKED_REPORTERS);
   }
 
   /** Whether a ban supported by `credentials`, leaving `after`, may be made; nothing is spent. */
@@ -57,7 +59,7 @@ export class BanGuard {
   /** A ban was made on the word of `credentials`: each spends one of its budget. */
   spend(credentials: readonly string[]): void {
     const now = this.now();
-    for (const c of new Set(credentials)) this.budgets.attempt(c, now);
+    for (const c of new Set(credentials)) this.budgets.take(c, now);
   }
 
   /** A ban of any kind was made; returns the bans in the last hour. */

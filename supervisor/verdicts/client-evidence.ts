@@ -1,9 +1,9 @@
 import type { Logger } from '../../shared/logger.js';
-import { LoginRateLimiter } from '../../shared/auth/login-rate-limiter.js';
 import type { RateLimit, RoutableFloor } from '../../shared/config/values.js';
 import { routableFloorFor } from '../../shared/config/values.js';
 import type { FailureReporter } from '../../shared/ipc/protocol.js';
 import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
+import { localBudgetCounter, type BudgetCounter } from './budget-counter.js';
 
 /**
  * Guards against one client taking the pool out of service with evidence it controls: failure
@@ -35,14 +35,15 @@ export function reporterKey(r: Reporter): string {
 }
 
 export class ReportBudget {
-  // A fixed window per key with bounded memory: the same counter the sign-in limit uses.
-  private readonly windows: LoginRateLimiter;
+  private readonly windows: BudgetCounter;
 
   constructor(
     limit: RateLimit,
     private readonly now: () => number,
+    /** Counted across a fleet (budget-counter.ts); absent: a fixed window per key in this node's memory. */
+    counter?: BudgetCounter,
   ) {
-    this.windows = new LoginRateLimiter(limit, MAX_TRACKED_REPORTERS);
+    this.windows = counter ?? localBudgetCounter(limit, MAX_TRACKED_REPORTERS);
   }
 
   /** Spends one scored report of `reporter`; false when its budget for this window is gone. */
@@ -52,7 +53,7 @@ export class ReportBudget {
 
   /** The same for a connection's credential (`token:<id>`, `address:<ip>`): a failure of the destination it chose, blamed on the exit. */
   takeCredential(credential: string): boolean {
-    return this.windows.attempt(credential, this.now()).allowed;
+    return this.windows.take(credential, this.now());
   }
 }
 

@@ -8,8 +8,8 @@ import { addressBlock } from '../exits/exit-relay.js';
  *   mints them, so they are never independent of each other.
  * - Under AUTH_DISABLED a credential is a client address; addresses count by their /24 (IPv4) or
  *   /48 (IPv6), so one host with a block of addresses is one party.
- * - Connections another node forwarded (`fleet`) and session ports are the pool's own plumbing,
- *   not a client that reports.
+ * - Session ports are the pool's own plumbing, not a client that reports. (A connection another
+ *   node of a fleet forwarded carries its client's own credential.)
  */
 export type PartyOf = (credential: string) => string;
 

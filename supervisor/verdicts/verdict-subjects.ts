@@ -14,8 +14,11 @@ export interface SocksEndpoint {
   path?: string;
 }
 
-/** Sessions a verdict moves: all of an instance's (its exit is blamed), or those of `keys` (they reached, or reported, one site). */
-export type VerdictMove = { reason: 'quarantine' } | { reason: 'site_ban'; domain: string; keys: ReadonlySet<string> };
+/**
+ * Sessions a verdict moves: all of an instance's (its exit is blamed, or dead), or those of
+ * `keys` (they reached, or reported, one site).
+ */
+export type VerdictMove = { reason: 'quarantine' } | { reason: 'exit_down' } | { reason: 'site_ban'; domain: string; keys: ReadonlySet<string> };
 
 /**
  * What the verdicts need of the pool, defined here and implemented by the pool's instance

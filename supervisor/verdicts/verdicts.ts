@@ -1,13 +1,15 @@
 import type { Config } from '../../shared/config/index.js';
 import { ExitpoolError } from '../../shared/errors/catalogue.js';
-import type { CloseRecord, DestinationProbe, DestinationProbeResult } from '../../shared/ipc/protocol.js';
+import type { CloseRecord, DestinationProbe, DestinationProbeResult, ReachedHost } from '../../shared/ipc/protocol.js';
 import type { Logger } from '../../shared/logger.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { ExitAssignments } from '../exits/exit-assignments.js';
+import type { EgressProbeFailure } from '../exits/exit-egress.js';
 import type { FailureKind, QuarantineCause } from '../health/health-tracker.js';
 import { failureWeights } from '../health/weights.js';
 import type { SessionTable } from '../sessions/session-table.js';
 import { BanGuard } from './ban-guard.js';
+import type { BudgetCounters } from './budget-counter.js';
 import { ReportBudget, reporterKey, RoutableFloorGuard, type Reporter } from './client-evidence.js';
 import { DestinationBlame } from './destination-blame.js';
 import { ExitComplaints, type Complaint } from './exit-complaints.js';
@@ -50,6 +52,8 @@ export interface VerdictsDeps {
   probeDestination?: (probe: DestinationProbe) => Promise<DestinationProbeResult | null>;
   /** A failure was found to be the destination's fault (metrics). */
   onDestinationFault?: () => void;
+  /** The per-credential budgets' counters (a fleet's count across its nodes); absent: each node counts its own. */
+  budgets?: BudgetCounters;
 }
 
 /** What a client's report decided; the pool carries out the moves (its own session first). */
@@ -89,9 +93,10 @@ export class Verdicts {
 
   constructor(private readonly deps: VerdictsDeps) {
     const { config } = deps;
-    this.reportBudget = new ReportBudget(config.clientReportBudget, deps.now);
+    this.reportBudget = new ReportBudget(config.clientReportBudget, deps.now, deps.budgets?.('report', config.clientReportBudget));
     this.floor = new RoutableFloorGuard(config.minRoutable, deps.log);
-    this.banGuard = new BanGuard(config.clientBanBudget, { minEligibleExits: config.minEligibleExits, minEligibleExitsPerCountry: config.minEligibleExitsPerCountry }, deps.now);
+    const floors = { minEligibleExits: config.minEligibleExits, minEligibleExitsPerCountry: config.minEligibleExitsPerCountry };
+    this.banGuard = new BanGuard(config.clientBanBudget, floors, deps.now, deps.budgets?.('ban', config.clientBanBudget));
     this.partyOf = deps.partyOf ?? ((credential) => credential);
     const probe = deps.probeDestination;
     this.blame = probe
@@ -102,6 +107,7 @@ export class Verdicts {
       : null;
     // Every ban this node makes counts towards the hourly rate (BAN_RATE_ALERT), whoever made it.
     deps.exits?.on('banned', () => this.countBan());
+    deps.exits?.on('egress-failed', (failure) => this.egressProbeFailed(failure));
   }
 
   // ---- a client's report ----
@@ -199,6 +205,27 @@ export class Verdicts {
     }
   }
 
+  // ---- the pool's own probes ----
+
+  /**
+   * A probe through an instance's exit to the IP-echo service found no address (supervisor/exits,
+   * "What sites see"): the pool's own evidence about the exit, never charged to a credential.
+   * It is the exit's fault only when the echo service answered through another exit within
+   * ECHO_ALIVE_MS: then it weighs as a transport failure on the instance (health's rules apply:
+   * not while the instance is starting, rotating or within ROTATION_GRACE of a rotation, where
+   * it is counted only). Otherwise the service itself may be down: nobody is blamed.
+   */
+  egressProbeFailed(f: EgressProbeFailure): void {
+    const e = this.deps.subjects.judged(f.instance);
+    if (!e) return;
+    if (!f.echoAnswered) {
+      this.deps.log.debug('egress probe failed with no answer through any other exit either: nobody blamed', { instance: f.instance, fingerprint: f.fingerprint, failure: f.failure });
+      return;
+    }
+    this.lastFailureKind.set(f.instance, 'transport');
+    e.health.failure('transport', 'transport', true, this.deps.now(), { occurredAt: f.at });
+  }
+
   // ---- health's own verdicts ----
 
   /**
@@ -219,6 +246,31 @@ export class Verdicts {
       this.deps.log.info('exit quarantined on one party’s reports: suspect, not banned', { instance: id, cause, fingerprint });
     }
     this.deps.subjects.moveSessionsOff(id, { reason: 'quarantine' });
+  }
+
+  // ---- the pool's own evidence that an exit is dead ----
+
+  /**
+   * Instance `id`'s tor found its pinned exit dead (supervisor/tor/exit-liveness.ts: circuits to
+   * it failing through different middles, none built). The pool's own evidence about the exit:
+   * it acts at once and is charged to no credential, and it earns no ban (a dead relay is not a
+   * burnt address). The exit is down (ExitAssignments: a short hold, then probation); every
+   * instance assigned it loses it: its sessions move to live exits (reason exit_down), and one on
+   * probation is quarantined (its remediation gave it an exit that does not work: SPEC, "probation
+   * | a failure"). Returns those instances: the pool gives the routable ones a new exit.
+   */
+  exitDown(id: number, fingerprint: string, evidence: readonly string[]): number[] {
+    const { exits, subjects } = this.deps;
+    const marked = exits?.markDown(id, fingerprint, evidence);
+    const ids = [...new Set([id, ...(marked?.instances ?? [])])];
+    const now = this.deps.now();
+    for (const i of ids) {
+      const e = subjects.judged(i);
+      if (!e) continue;
+      subjects.moveSessionsOff(i, { reason: 'exit_down' });
+      e.health.exitDown(now);
+    }
+    return ids;
   }
 
   /** The operator released the instance: the complaints about its exit are forgiven. */
@@ -348,7 +400,15 @@ export class Verdicts {
     });
   }
 
-  private recordVisit(r: CloseRecord): void {
+  /**
+   * A session's connection started towards a host (sent as its dial starts: a client reports a
+   * captcha while its tunnel is still open). The exit is the instance's at that moment.
+   */
+  connectionStarted(r: ReachedHost): void {
+    this.recordVisit({ key: r.key, instance: r.instance, host: r.host, credential: r.credential, endedAt: r.at });
+  }
+
+  private recordVisit(r: Pick<CloseRecord, 'key' | 'instance' | 'host' | 'credential' | 'endedAt'>): void {
     if (r.key === null || r.host === '') return;
     const e = this.deps.subjects.judged(r.instance);
     if (!e) return;

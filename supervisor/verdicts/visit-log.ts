@@ -22,7 +22,8 @@ export function hostIsSite(host: string, domain: string): boolean {
  * Which hosts each session reached, through which exit, with which credential, recently: what
  * makes a report about a site credible (the session reached the site through the exit it
  * blames), and which sessions a credential used on an exit (a report moves them all). Fed by the
- * connections' close records; bounded per session and in sessions (least recently active first
+ * connections as they start (ReachedHost, before a client can report what it saw) and as they
+ * end (close records); bounded per session and in sessions (least recently active first
  * out); entries older than the caller's window are ignored and dropped when the session is next
  * written.
  */

@@ -120,7 +120,9 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     if (!fs.existsSync(BUILT_INDEX)) throw new Error(`the dashboard is not built (${BUILT_INDEX}): run npm run build`);
     fs.mkdirSync(IMAGES_DIR, { recursive: true });
     [svc, browser] = await Promise.all([
-      startService({ POOL_SIZE: '2' }),
+      // Most countries of the test network have one exit: the per-country floor would withhold
+      // the ban the exits view lifts (the floors are proven in test/e2e/verdicts.test.ts).
+      startService({ POOL_SIZE: '2', MIN_ELIGIBLE_EXITS_PER_COUNTRY: '0' }),
       chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] }),
     ]);
     base = `http://127.0.0.1:${svc.apiPort}`;
@@ -298,7 +300,7 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     // And one in another country, which the filter must hide: instance 0's, unless both instances
     // happen to leave from the same country (two exits are in us), then one an instance is given.
     const countryOf0 = ((await (await svc.api('/api/instances/0', { bearer: jwt })).json()) as { assigned_exit: { country: string } }).assigned_exit.country;
-    const other = countryOf0 !== country ? countryOf0 : (svc.net.exits.find((e) => e.country !== country)?.country as string);
+    const other = countryOf0 !== country ? countryOf0 : (svc.net.exits.find((e) => e.egressCountry !== country)?.egressCountry as string);
     const frank = await curlSocks(svc.socksPort, `frank-country-${other}`, TEST_PROXY_TOKEN, svc.whoamiUrl);
     expect(frank.code, frank.stderr).to.equal(0);
     await goTo(page, 'Sessions');
@@ -334,12 +336,27 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
     await page.locator('[data-exits-summary]', { hasText: '2 exits in use' }).waitFor({ timeout: 15_000 });
     const assigned = await page.evaluate<string[]>(`[...document.querySelectorAll('tr[data-exit] [data-instances]')].map((e) => e.textContent.trim()).filter((t) => t !== '—')`);
     expect(assigned.sort()).to.deep.equal(['0', '1']);
-    // Two captcha reports on one session quarantine its instance and ban its exit.
+    // Two independent parties (tokens of two owners) each report a captcha through one exit: it is
+    // banned for everyone.
     const jwt = await svc.login();
     const s = (await (await svc.api('/api/sessions/bob', { bearer: jwt })).json()) as { instance: number };
     const exitOf = (await (await svc.api(`/api/instances/${s.instance}`, { bearer: jwt })).json()) as { assigned_exit: { fingerprint: string; nickname: string } };
-    for (let i = 0; i < 2; i++) {
-      expect((await svc.api('/api/sessions/bob/failure', { method: 'POST', bearer: TEST_PROXY_TOKEN, body: { kind: 'captcha' } })).status).to.equal(200);
+    const reporters: string[] = [];
+    for (const owner of ['acme', 'globex']) {
+      const issued = await svc.api('/api/tokens', { method: 'POST', bearer: jwt, body: { name: owner, scope: 'proxy', owner } });
+      reporters.push(((await issued.json()) as { secret: string }).secret);
+    }
+    for (const [i, token] of reporters.entries()) {
+      // Each reporter's own session on that instance (a report moves the session it names).
+      let key = '';
+      for (let n = 0; n < 20 && key === ''; n++) {
+        const candidate = `reporter-${i}-${n}`;
+        expect((await curlSocks(svc.socksPort, candidate, token, svc.whoamiUrl)).code).to.equal(0);
+        const at = (await (await svc.api(`/api/sessions/${candidate}`, { bearer: jwt })).json()) as { instance: number };
+        if (at.instance === s.instance) key = candidate;
+      }
+      expect(key, `a session of reporter ${i} on instance ${s.instance}`).to.not.equal('');
+      expect((await svc.api(`/api/sessions/${key}/failure`, { method: 'POST', bearer: token, body: { kind: 'captcha' } })).status).to.equal(200);
     }
     const lift = page.getByRole('button', { name: `Lift the ban of ${exitOf.assigned_exit.nickname}` });
     await lift.waitFor({ timeout: 20_000 });
@@ -510,6 +527,40 @@ describe('dashboard in a real browser (Chromium, live service)', function () {
       await held.waitFor({ timeout: 20_000 });
       expect(await held.count()).to.equal(1);
       await screenshot(p, 'exits-fleet');
+      await ctx.close();
+      expect(pageErrors).to.deep.equal([]);
+    });
+  });
+
+  describe('with spares (WARM_SPARES)', () => {
+    let spared: RunningService;
+    before(async () => {
+      spared = await startService({ POOL_SIZE: '1', WARM_SPARES: '1', AUTH_DISABLED: '1' });
+      await spared.waitReady(1);
+    });
+    after(async () => {
+      if (spared) expect(await spared.stop()).to.equal(0);
+    });
+
+    it('tags the spare, counts it apart from the pool, and shows it in use once a rotation takes it', async () => {
+      const ctx = await browser.newContext({ viewport: VIEWPORT });
+      const p = await ctx.newPage();
+      const pageErrors = watchErrors(p);
+      await p.goto(`http://127.0.0.1:${spared.apiPort}/`);
+      await streamLive(p);
+      await p.locator('[data-stat="size"] .card-value', { hasText: '1' }).waitFor({ timeout: 30_000 });
+      await p.locator('[data-stat="spares"] .card-value', { hasText: '1' }).waitFor({ timeout: 60_000 });
+      expect(await p.locator('[data-stat="spares"] .card-note').textContent()).to.equal('of 1; 0 in use');
+      await goTo(p, 'Instances');
+      await p.locator('tr[data-instance="1"][data-spare="true"] [data-spare-tag="warm"]').waitFor({ timeout: 30_000 });
+      expect(await p.locator('tr[data-instance="0"] [data-spare-tag]').count(), 'the pool’s instance is no spare').to.equal(0);
+      // The pool's one instance carries a session; rotating it takes the spare.
+      expect((await curlSocks(spared.socksPort, 'busy', '', spared.whoamiUrl)).code).to.equal(0);
+      const r = await fetch(`http://127.0.0.1:${spared.apiPort}/api/sessions/busy/rotate`, { method: 'POST' });
+      expect(((await r.json()) as { instance: number }).instance).to.equal(1);
+      await p.locator('tr[data-instance="1"] [data-spare-tag="in-use"]', { hasText: 'spare, in use' }).waitFor({ timeout: 30_000 });
+      await goTo(p, 'Overview');
+      await p.locator('[data-stat="spares"] .card-note', { hasText: '1 in use' }).waitFor({ timeout: 30_000 });
       await ctx.close();
       expect(pageErrors).to.deep.equal([]);
     });

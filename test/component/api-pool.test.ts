@@ -56,7 +56,7 @@ describe('API pool, instances, sessions, events and statistics', function () {
       expect(r.status).to.equal(200);
       expect(r.headers.get('content-type')).to.match(/^application\/json/);
       expect(r.json()).to.deep.equal(h.fake.data.pool);
-      expect(r.json()).to.have.keys(['version', 'size', 'ready', 'routable', 'sessions', 'totals', 'socks_port', 'http_port', 'config']);
+      expect(r.json()).to.have.keys(['version', 'size', 'ready', 'routable', 'sessions', 'spares', 'totals', 'socks_port', 'http_port', 'config']);
     });
   });
 

@@ -121,8 +121,12 @@ describe('check-config: what a start would refuse, found without starting', func
   it('STATE_STORE=redis://…: passes when Redis answers, fails naming the cause when it does not, and never shows the password', async () => {
     const redis = await startRedis();
     try {
-      const ok = outcome(await checkEnvironment(await configWith({ STATE_STORE: `${redis.url}/pool` })), /^STATE_STORE=/);
-      expect(ok).to.include({ ok: true, detail: 'Redis answers' });
+      const hop = await freePort();
+      const outcomes = await checkEnvironment(await configWith({ STATE_STORE: `${redis.url}/pool`, HOP_PORT: String(hop) }));
+      expect(outcome(outcomes, /^STATE_STORE=/)).to.include({ ok: true, detail: 'Redis answers' });
+      // A node of a fleet opens its hop listener too: its port is checked like the others.
+      expect(outcome(outcomes, /^HOP_PORT=/)).to.include({ ok: true, subject: `HOP_PORT=${hop}` });
+      expect((await checkEnvironment(await configWith({}))).some((o) => o.subject.startsWith('HOP_PORT=')), 'not off a fleet').to.equal(false);
     } finally {
       await redis.stop();
     }

@@ -8,18 +8,19 @@ import { createHash } from 'node:crypto';
 import { AuditLog } from '../../supervisor/audit/audit-log.js';
 import type { StoredToken } from '../../supervisor/auth/auth-file.js';
 import { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
-import type { ExitRelay } from '../../supervisor/exits/exit-relay.js';
+import { asPublished, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
 import { FleetMember } from '../../supervisor/fleet/fleet-member.js';
 import { StartupError } from '../../supervisor/startup/startup-error.js';
 import { logger } from '../../shared/logger.js';
+import { FLEET_TEST_LEASE_MS, MemoryDataDirs, MemoryTokenStore, memberOptions } from '../support/fakes/fleet-parts.js';
 import { startRedis, type RunningRedis } from '../support/processes/redis-server.js';
 import { pollUntil } from '../support/waiting.js';
 
-const LEASE_MS = 2_000;
+const LEASE_MS = FLEET_TEST_LEASE_MS;
 const fp = (c: string): string => c.repeat(40).toUpperCase();
 
 function relay(c: string, n: number): ExitRelay {
-  return { fingerprint: fp(c), nickname: `exit${c}`, address: `10.0.${n}.1`, country: 'de', bandwidth: 1000, block: `10.0.${n}.0/24`, family: fp(c) };
+  return asPublished({ fingerprint: fp(c), nickname: `exit${c}`, address: `10.0.${n}.1`, country: 'de', bandwidth: 1000, block: `10.0.${n}.0/24`, family: fp(c) });
 }
 
 const CATALOG = ['a', 'b', 'c', 'd'].map((c, i) => relay(c, i));
@@ -30,13 +31,15 @@ function assignments(audit = new AuditLog()): ExitAssignments {
   return a;
 }
 
+const dataDirs = new MemoryDataDirs();
+
 describe('fleet: node and exit leases on a shared Redis (a real redis-server on loopback)', function () {
   this.timeout(30_000);
   let redis: RunningRedis;
   let raw: Redis;
   const members: FleetMember[] = [];
   const join = async (node: string, pool = 'pool-a'): Promise<FleetMember> => {
-    const m = await FleetMember.join({ url: `${redis.url}/${pool}`, node, leaseMs: LEASE_MS, address: { host: '127.0.0.1', port: 1080, apiPort: 8080 }, sessionLifetimeMs: 60_000, log: logger() });
+    const m = await FleetMember.join(memberOptions(`${redis.url}/${pool}`, node, dataDirs));
     members.push(m);
     return m;
   };
@@ -47,6 +50,7 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
   afterEach(async () => {
     for (const m of members.splice(0)) await m.leave();
     await raw.flushall();
+    dataDirs.clear();
   });
   after(async () => {
     raw.disconnect();
@@ -105,6 +109,47 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
     expect(await raw.get(`exitpool:pool-a:fleet:exit:${contested}`)).to.equal('node-a');
   });
 
+  it('leases the /24 an instance leaves from: no other node’s instance is given it while the catalog allows, a later claim yields, a shortage is said', async () => {
+    // a and b leave from one /24 (b's traffic was measured there); c and d have their own.
+    const subnetCatalog = [relay('a', 0), { ...relay('b', 1), address: '10.0.0.7', block: '10.0.0.0/24' }, relay('c', 2), relay('d', 3)];
+    const subnet = (audit = new AuditLog(), order: ExitRelay[] = subnetCatalog): ExitAssignments => {
+      const x = new ExitAssignments({ unit: 'subnet', banTtlMs: 60_000, exitNodes: [], strictNodes: false, audit, log: logger(), random: () => 0 });
+      x.catalog.replace(order, 1);
+      return x;
+    };
+    // Both nodes choose before either joins: node-a takes a, node-b (its catalog read in another order) b: one /24.
+    const exitsA = subnet();
+    const auditB = new AuditLog();
+    const exitsB = subnet(auditB, [subnetCatalog[1], subnetCatalog[0], subnetCatalog[2], subnetCatalog[3]] as ExitRelay[]);
+    const moved: number[][] = [];
+    exitsB.on('exit-gone', (ids) => moved.push(ids));
+    const pickA = exitsA.next(0, { fresh: false, why: 'bootstrap' });
+    const pickB = exitsB.next(5, { fresh: false, why: 'bootstrap' });
+    expect([pickA.ok && pickA.relay.fingerprint, pickB.ok && pickB.relay.fingerprint]).to.deep.equal([fp('a'), fp('b')]);
+    const a = await join('node-a');
+    await a.manageExits(exitsA);
+    expect(await raw.get('exitpool:pool-a:fleet:unit:block:10.0.0.0/24')).to.equal('node-a');
+    const b = await join('node-b');
+    await b.manageExits(exitsB);
+    expect(moved, 'the later claim yields: its instance moves').to.deep.equal([[5]]);
+    expect(exitsB.unitHolderOf('block:10.0.0.0/24')).to.equal('node-a');
+    expect(auditB.recent(10).some((e) => e.details?.reason === 'unit_held_by_other_node' && e.details.node === 'node-a')).to.equal(true);
+    // From now on node-b's choices keep off that /24: c and d, then a shortage, said and never leased.
+    const again = exitsB.next(5, { fresh: true, why: 'exit_gone' });
+    const next = exitsB.next(6, { fresh: false, why: 'bootstrap' });
+    expect([again, next].map((n) => (n.ok ? n.relay.fingerprint : ''))).to.deep.equal([fp('c'), fp('d')]);
+    expect(exitsB.distinctCapacity()).to.equal(2);
+    const short = exitsB.next(7, { fresh: false, why: 'bootstrap' });
+    expect(short).to.deep.include({ ok: true, distinct: false });
+    expect(exitsB.shortageOf(7)).to.match(/on this node or another of the fleet/);
+    await pollUntil('node-b leases its two /24s', async () => ((await raw.keys('exitpool:pool-a:fleet:unit:*')).length === 3 ? true : undefined), 5_000, 20);
+    expect((await raw.mget('exitpool:pool-a:fleet:unit:block:10.0.2.0/24', 'exitpool:pool-a:fleet:unit:block:10.0.3.0/24'))).to.deep.equal(['node-b', 'node-b']);
+    // A node that leaves gives its /24s back at once.
+    await a.leave();
+    members.splice(members.indexOf(a), 1);
+    expect(await raw.exists('exitpool:pool-a:fleet:unit:block:10.0.0.0/24')).to.equal(0);
+  });
+
   it('releases an exit the node no longer uses, and all of them when it leaves', async () => {
     const a = await join('node-a');
     const exitsA = assignments();
@@ -118,8 +163,8 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
     await pollUntil('leased again', async () => (await raw.keys('exitpool:pool-a:fleet:exit:*')).length === 1 || undefined, 5_000, 20);
     await a.leave();
     members.splice(members.indexOf(a), 1);
-    // Only the fleet's forwarding secret stays: no lease of node-a's, nor its address.
-    expect(await raw.keys('exitpool:pool-a:fleet:*')).to.deep.equal(['exitpool:pool-a:fleet:forward-secret']);
+    // Only the fleet's epoch stays: no lease of node-a's, nor its address or hop keys.
+    expect(await raw.keys('exitpool:pool-a:fleet:*')).to.deep.equal(['exitpool:pool-a:fleet:epoch']);
   });
 
   it('forgets the exits of a node that stopped renewing once its leases lapse', async () => {
@@ -170,8 +215,9 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
     expect(await a.sessions.claim('crawl', false), 'again: still here').to.deep.equal({ kind: 'here' });
     expect(await b.sessions.claim('crawl', false)).to.deep.equal({ kind: 'there', node: 'node-a', host: '127.0.0.1', port: 1080 });
     expect(b.sessions.rememberedOwner('crawl'), 'remembered: no Redis for the next connection').to.deep.equal({ node: 'node-a', host: '127.0.0.1', port: 1080 });
-    expect(a.sessions.forwardPassword).to.equal(b.sessions.forwardPassword);
-    expect(a.sessions.forwardPassword).to.match(/^tf_[A-Za-z0-9_-]{43}$/);
+    // node-b read node-a's hop keys when it joined: it can sign a hop of "crawl" to node-a.
+    expect(b.sessions.hop.canReach('node-a')).to.equal(true);
+    expect(b.sessions.hop.grant('node-a', 'crawl')).to.include({ from: 'node-b' });
     // A forwarded connection is served where it lands, whoever the directory named.
     expect(await b.sessions.claim('other', false)).to.deep.equal({ kind: 'here' });
     expect(await a.sessions.claim('other', true)).to.deep.equal({ kind: 'taken', from: 'node-b' });
@@ -211,37 +257,44 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
     const token = (id: string, createdAt: number): StoredToken => ({ id, name: `token ${id}`, scope: 'proxy', digest: createHash('sha256').update(id).digest('hex'), createdAt });
     const a = await join('node-a');
     const b = await join('node-b');
-    const seenA: string[][] = [];
-    const seenB: string[][] = [];
-    await a.shareTokens([token('fromA', 1)], (list) => seenA.push(list.map((t) => t.id)));
-    // node-b joins with an auth.json holding a token revoked in the fleet meanwhile: it stays revoked.
+    const storeA = new MemoryTokenStore([token('fromA', 1)]);
+    const storeB = new MemoryTokenStore([token('fromB', 2), token('oldB', 0)]);
+    await a.shareTokens(storeA);
+    // node-b joins with an auth.json holding a token revoked in the fleet meanwhile: it stays revoked, and node-b remembers it.
+    storeA.revoke('oldB');
     await a.tokens.revoked('oldB');
-    await b.shareTokens([token('fromB', 2), token('oldB', 0)], (list) => seenB.push(list.map((t) => t.id)));
-    expect(seenB.at(-1)).to.deep.equal(['fromA', 'fromB']);
+    await b.shareTokens(storeB);
+    expect(storeB.ids()).to.deep.equal(['fromA', 'fromB']);
+    expect(storeB.revokedIds()).to.include('oldB');
     await b.tokens.issued(token('newB', 3));
-    await pollUntil('node-a hears of node-b’s token', async () => (seenA.at(-1)?.includes('newB') ? true : undefined), 2_000, 10);
+    await pollUntil('node-a hears of node-b’s token', async () => (storeA.ids().includes('newB') ? true : undefined), 2_000, 10);
+    storeA.revoke('fromB');
     await a.tokens.revoked('fromB');
-    await pollUntil('node-b hears of the revocation', async () => (seenB.at(-1)?.includes('fromB') === false ? true : undefined), 2_000, 10);
+    await pollUntil('node-b hears of the revocation', async () => (storeB.ids().includes('fromB') ? undefined : true), 2_000, 10);
+    expect(storeB.revokedIds()).to.include('fromB');
     // Records that are not tokens (written by hand, or by something else) are left out, never applied.
     await raw.hset('exitpool:pool-a:fleet:tokens', 'bad1', 'not json', 'bad2', JSON.stringify({ ...token('bad2', 4), digest: 'xyz' }), 'bad3', JSON.stringify(token('other', 5)), 'bad4', JSON.stringify({ ...token('bad4', 6), extra: 1 }));
+    await raw.sadd('exitpool:pool-a:fleet:tokens-revoked', 'not/an/id');
     await a.tokens.resync();
-    expect(seenA.at(-1)).to.deep.equal(['fromA', 'newB']);
+    expect(storeA.ids()).to.deep.equal(['fromA', 'newB']);
+    expect(storeA.revokedIds(), 'an id of another shape is not remembered').to.not.include('not/an/id');
   });
 
   it('keeps a revocation made while Redis is away in force here, and tells the fleet once it answers', async () => {
     const token = (id: string): StoredToken => ({ id, name: id, scope: 'admin', digest: createHash('sha256').update(id).digest('hex'), createdAt: 1 });
     const a = await join('node-a');
-    const seen: string[][] = [];
-    await a.shareTokens([token('keep'), token('gone')], (list) => seen.push(list.map((t) => t.id)));
+    const store = new MemoryTokenStore([token('keep'), token('gone')]);
+    await a.shareTokens(store);
     await redis.pause();
     try {
+      store.revoke('gone');
       const error = await a.tokens.revoked('gone').then(() => null, (e: unknown) => e);
       expect(error).to.be.instanceOf(Error);
     } finally {
       await redis.resume();
     }
     await a.tokens.resync();
-    expect(seen.at(-1)).to.deep.equal(['keep']);
+    expect(store.ids()).to.deep.equal(['keep']);
     expect(await raw.hexists('exitpool:pool-a:fleet:tokens', 'gone')).to.equal(0);
     expect(await raw.sismember('exitpool:pool-a:fleet:tokens-revoked', 'gone')).to.equal(1);
   });
@@ -274,7 +327,7 @@ describe('fleet: node and exit leases on a shared Redis (a real redis-server on 
   });
 
   it('refuses a start while Redis cannot be reached, naming the setting and not the password', async () => {
-    const error = await FleetMember.join({ url: 'redis://:s3cret@127.0.0.1:1/fleet', node: 'n', leaseMs: LEASE_MS, address: { host: '127.0.0.1', port: 1080, apiPort: 8080 }, sessionLifetimeMs: 60_000, log: logger() }).then(
+    const error = await FleetMember.join(memberOptions('redis://:s3cret@127.0.0.1:1/fleet', 'n', dataDirs)).then(
       () => null,
       (e: unknown) => e,
     );

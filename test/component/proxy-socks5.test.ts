@@ -206,6 +206,9 @@ for (const routing of ROUTINGS) describe(`proxy: SOCKS5 listener, route ${routin
     // What the supervisor's verdicts read of it: where to, and whose credential.
     expect(events.closed[0]!.stats.evidence.host).to.equal('127.0.0.1');
     expect(events.closed[0]!.stats.evidence.credential()).to.equal('token:test');
+    // Told as the dial started too: a client may report the site before its tunnel closes.
+    expect(events.openedEvidence[0]!.host).to.equal('127.0.0.1');
+    expect(events.openedEvidence[0]!.credential()).to.equal('token:test');
     expect(backend.requests[0]).to.deep.include({ addressType: 'ipv4', host: '127.0.0.1', port, methods: [0] });
   });
 

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { RedisStateStore, redisStateVersion, type RedisMigration } from '../../supervisor/state/redis-state-store.js';
-import { readWholeState, SESSION_SLICE_ROWS, StateOpenError, type StateOpenFailure, type StoredState } from '../../supervisor/state/state-store.js';
-import { expectStoreRoundTrip } from '../support/state/store-contract.js';
+import { emptyBatch, readWholeState, SESSION_SLICE_ROWS, StateOpenError, type StateOpenFailure, type StoredState } from '../../supervisor/state/state-store.js';
+import { CONTRACT_CAPACITY, expectStoreRoundTrip } from '../support/state/store-contract.js';
 import { fixtureRecords, redisFixture, writeV1RedisKeys, type FixtureRecords } from '../support/state/state-fixture.js';
 import { startRedis, type RunningRedis } from '../support/processes/redis-server.js';
 
@@ -164,6 +164,20 @@ describe('durable state: the Redis store (a real redis-server on loopback)', fun
         expect(await raw.hget(`${prefix}meta`, 'version')).to.equal(String(redisStateVersion()));
       });
     }
+  });
+
+  it('after Redis lost its data under an open store, the next batch brings the meta back: a restart reads what was written since', async () => {
+    const store = new RedisStateStore(`${redis.url}/lost`, 'node-x');
+    await readWholeState(store);
+    await raw.flushall();
+    const batch = emptyBatch(CONTRACT_CAPACITY);
+    batch.puts.push({ ns: 'health', key: '1', value: 'after the loss' });
+    await store.write(batch);
+    await store.close();
+    const again = new RedisStateStore(`${redis.url}/lost`, 'node-x');
+    const state = await readWholeState(again);
+    expect([...state.records.health]).to.deep.equal([['1', 'after the loss']]);
+    expect(await raw.hgetall('exitpool:lost:node:node-x:meta')).to.deep.equal({ format: 'exitpool-state', version: String(redisStateVersion()) });
   });
 
   it('refuses to open when Redis cannot be reached, naming it without its password', async () => {

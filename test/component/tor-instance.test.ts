@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TorControlClient } from '../../supervisor/tor/control-client.js';
 import { InstanceLayoutError, NotBootstrappedError, PublicNetworkRefusedError } from '../../supervisor/tor/errors.js';
+import { EXIT_LIVENESS_LIMITS, type ExitDownVerdict } from '../../supervisor/tor/exit-liveness.js';
 import { TorInstance, type ExitState, type TorInstanceOptions } from '../../supervisor/tor/instance.js';
 import { quietLogger } from '../support/fakes/quiet-logger.js';
 import { isAlive } from '../support/processes/inspection.js';
@@ -367,6 +368,43 @@ describe('tor instance (fake tor binary)', function () {
     const unreachable = new Promise<{ fingerprint: string }>((resolve) => i.once('exit-unreachable', resolve));
     void i.rotate(ghost).done;
     expect(await unreachable).to.deep.equal({ fingerprint: ghost });
+  });
+
+  it('finds a killed pinned exit down from its circuits and its own probes, once, with the evidence', async () => {
+    const EXIT_B = 'B'.repeat(40);
+    const i = instance(['exits=' + `${EXIT_A}:127.0.0.11:de:exitA,${EXIT_B}:127.0.0.12:nl:exitB`]);
+    await i.start();
+    await i.whenReady(10_000);
+    expect((await i.rotate(EXIT_A, { untilCircuit: true }).done).ok).to.equal(true);
+    const verdicts: ExitDownVerdict[] = [];
+    i.on('exit-down', (v) => verdicts.push(v));
+    const started = Date.now();
+    await (await control(i)).command(`FAKE-KILL-EXIT ${EXIT_A}`);
+    await waitFor('the pinned exit found down', () => verdicts.length > 0, 5_000);
+    const tookMs = Date.now() - started;
+    const [verdict] = verdicts;
+    expect(verdict?.fingerprint).to.equal(EXIT_A);
+    expect(verdict?.evidence.length).to.be.at.least(EXIT_LIVENESS_LIMITS.evidence);
+    expect(new Set(verdict?.evidence.map((e) => e.middle)).size).to.be.at.least(EXIT_LIVENESS_LIMITS.middles);
+    expect(verdict?.evidence.some((e) => e.kind === 'extend_failed'), 'the probes failed at the exit').to.equal(true);
+    // Nothing waited for a stall or a rotation timeout: the failures came back at once.
+    expect(tookMs).to.be.below(EXIT_LIVENESS_LIMITS.extendStallMs);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(verdicts, 'said once').to.have.length(1);
+  });
+
+  it('ends a rotation to a dead exit with exit-down, told first, instead of waiting for the rotation timeout', async () => {
+    const EXIT_B = 'B'.repeat(40);
+    const i = instance(['exits=' + `${EXIT_A}:127.0.0.11:de:exitA,${EXIT_B}:127.0.0.12:nl:exitB`], { rotationTimeoutMs: 20_000 });
+    await i.start();
+    await i.whenReady(10_000);
+    await (await control(i)).command(`FAKE-KILL-EXIT ${EXIT_B}`);
+    const order: string[] = [];
+    i.on('exit-down', () => order.push('exit-down'));
+    const outcome = await i.rotate(EXIT_B, { untilCircuit: true }).done;
+    order.push('rotation ended');
+    expect(outcome).to.deep.include({ ok: false, reason: 'exit-down' });
+    expect(order).to.deep.equal(['exit-down', 'rotation ended']);
   });
 
   it('keeps a pin across a keep-state restart and drops it on a wipe', async () => {

@@ -139,7 +139,7 @@ describe('clients and the proxy’s answers: the refusal matrix, the username di
   });
 
   describe('the gateways’ username dialects, on both listeners (curl)', () => {
-    const exitsIn = (country: string): string[] => suite.svc.net.exits.filter((e) => e.country === country).map((e) => e.address);
+    const exitsIn = (country: string): string[] => suite.svc.net.exits.filter((e) => e.egressCountry === country).map((e) => e.egressAddress);
     const viewOf = async (key: string): Promise<SessionView> => (await HealApi.signIn(suite.svc)).json<SessionView>(`/api/sessions/${encodeURIComponent(key)}`);
 
     for (const [dialect, username, key, country, lifetimeSecs] of [

@@ -58,6 +58,11 @@ describe('demo: its output reads clean (bin/exitpool demo, its own private netwo
       const ips = exitLines.map((l) => l.trim().split(/\s+/)[2] ?? '');
       expect(new Set(ips).size, exitLines.join('\n')).to.equal(4);
       expect(new Set(ips.map((ip) => ip.split('.').slice(0, 3).join('.'))).size, exitLines.join('\n')).to.equal(4);
+      // The spares (WARM_SPARES's default) are printed apart, each on an exit in a /24 of its own too.
+      const spareLines = out.split('\n').filter((l) => /^ {4}spare +\d+ {2}127\./.test(l));
+      expect(spareLines, out).to.have.length.at.least(1);
+      const everyIp = [...exitLines, ...spareLines].map((l) => l.trim().split(/\s+/)[2] ?? '');
+      expect(new Set(everyIp.map((ip) => ip.split('.').slice(0, 3).join('.'))).size, [...exitLines, ...spareLines].join('\n')).to.equal(everyIp.length);
       const started = out;
       // After the banner, the instances' progress is at debug: what is left is the exits' printout.
       const chatter = started

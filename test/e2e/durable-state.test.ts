@@ -22,7 +22,8 @@ const ROTATION_GRACE_MS = 1000;
 
 
 async function started(dataDir: string, env: Record<string, string> = {}, ready = POOL): Promise<{ svc: RunningService; api: HealApi }> {
-  const svc = await startService({ POOL_SIZE: String(POOL), DATA_DIR: dataDir, ROTATION_GRACE: `${ROTATION_GRACE_MS}ms`, CLIENT_REPORT_BUDGET: '1000/1m', ...env });
+  // MIN_ELIGIBLE_EXITS_PER_COUNTRY 0: most countries of the test network have one exit, whose ban the floor would withhold.
+  const svc = await startService({ POOL_SIZE: String(POOL), MIN_ELIGIBLE_EXITS_PER_COUNTRY: '0', DATA_DIR: dataDir, ROTATION_GRACE: `${ROTATION_GRACE_MS}ms`, CLIENT_REPORT_BUDGET: '1000/1m', ...env });
   await svc.waitReady(ready, SUITE_READY_TIMEOUT_MS);
   return { svc, api: await HealApi.signIn(svc) };
 }
@@ -57,19 +58,23 @@ describe('durable state across restarts (real service, private network)', functi
     expect(Math.max(...onInstance.values()), 'least-loaded placement').to.be.at.most(Math.ceil(SESSIONS / (POOL - 1)));
     expect(new Set([...before.values()]).size, 'each of those instances on its own exit').to.be.at.least(POOL - 1);
 
-    // Burn one exit: two captcha reports quarantine its instance and ban the exit.
+    // Burn one exit for everyone: two independent reporters (tokens of two owners) each report a
+    // captcha through it (supervisor/verdicts); its instance moves to another exit.
     const burnt = keys[0] as string;
     const burntIp = before.get(burnt) as string;
     const burntInstance = (await api.session(burnt)).instance;
     const fingerprint = (await api.instance(burntInstance)).assigned_exit?.fingerprint as string;
+    const sameExit = (await api.sessions()).find((s) => s.key !== burnt && keys.includes(s.key) && s.instance === burntInstance)?.key as string;
+    expect(sameExit, 'another of the 20 on the same instance').to.be.a('string');
+    const owners = await Promise.all(['acme', 'globex'].map(async (owner) => (await api.json<{ secret: string }>('/api/tokens', { method: 'POST', body: { name: owner, scope: 'proxy', owner } }, 201)).secret));
     await whileExitServesCaptcha(svc, burntIp, ROTATION_GRACE_MS + 500, async () => {
-      for (let i = 0; i < 2; i++) {
-        expect((await fetchThroughSession(svc, burnt)).kind).to.equal('captcha');
-        await api.reportFailure(burnt, { kind: 'captcha' });
+      for (const [i, key] of [burnt, sameExit].entries()) {
+        expect((await fetchThroughSession(svc, key)).kind).to.equal('captcha');
+        await api.json(`/api/sessions/${key}/failure`, { method: 'POST', body: { kind: 'captcha' }, bearer: owners[i] as string });
       }
       await pollUntil('the exit banned', () => api.json<ExitsView>('/api/exits'), 10_000, { until: (v) => v.bans.some((b) => b.fingerprint === fingerprint) });
-      await pollUntil('the quarantined instance back', () => api.instance(burntInstance), 90_000, {
-        until: (v: InstanceView) => ['healthy', 'probation', 'degraded'].includes(v.health.state),
+      await pollUntil('its instance on another exit', () => api.instance(burntInstance), 90_000, {
+        until: (v: InstanceView) => ['healthy', 'probation', 'degraded'].includes(v.health.state) && !v.rotating && v.assigned_exit !== null && v.assigned_exit.fingerprint !== fingerprint,
       });
     });
     // Where every session leaves now (the quarantine moved some), and what it has counted.

@@ -2,11 +2,14 @@
  * Several nodes on one Redis (issue 21, first part): two real services on the private network
  * share a redis-server; their instances pin distinct exits (seen by real clients), a third
  * process under a name in use is refused, and the exits of a node killed with SIGKILL go to the
- * other node once its leases lapse.
+ * other node once its leases lapse. Issue 31: two nodes never share a /24 that sites see, while
+ * the network has enough (its exits leave from 5).
  */
 import { expect } from 'chai';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { ExitsView, FleetPoolView, SessionView } from '../../shared/api/views.js';
+import type { ExitsView, FleetPoolView, InstanceView, SessionView } from '../../shared/api/views.js';
+import { addressBlock } from '../../supervisor/exits/exit-relay.js';
+import { whoamiByInstance } from '../support/clients/exits-seen.js';
 import { FLEET_COMMAND_TIMEOUT_MS } from '../../supervisor/fleet/fleet-member.js';
 import { HealApi } from '../support/clients/api-client.js';
 import { whoamiIp } from '../support/clients/api-reads.js';
@@ -406,5 +409,62 @@ describe('several nodes while Redis stops and starts again (real services, priva
     const loser = holders[0] === 'node-a' ? b : a;
     const events = await (await HealApi.signIn(loser)).events(100);
     expect(events.some((e) => e.session === 'split-while-down' && e.details?.reason === 'owned_elsewhere'), 'the copy given up, audited').to.equal(true);
+  });
+});
+
+describe('two nodes on one Redis never share a /24 sites see (real services, private network)', function () {
+  this.timeout(SUITE_READY_TIMEOUT_MS * 3);
+  /** Two nodes of two: four instances, and the network's exits leave from five /24s. */
+  const SMALL_NODE = 2;
+  let redis: RunningRedis;
+  const nodes: RunningService[] = [];
+
+  before(async () => {
+    redis = await startRedis();
+  });
+  after(async () => {
+    for (const svc of nodes) await svc.stop();
+    await redis.stop();
+  });
+
+  it('two nodes started together leave from four distinct /24s, each instance’s exit_ip what the destination sees, and lease them in Redis', async () => {
+    const url = `${redis.url}/fleet-e2e-24`;
+    const start = (name: string): Promise<RunningService> => startService({ POOL_SIZE: String(SMALL_NODE), STATE_STORE: url, NODE_NAME: name, NODE_LEASE: `${NODE_LEASE_MS}ms` });
+    nodes.push(...(await Promise.all([start('node-c'), start('node-d')])));
+    const [c, d] = nodes as [RunningService, RunningService];
+    await Promise.all([c.waitReady(SMALL_NODE, SUITE_READY_TIMEOUT_MS), d.waitReady(SMALL_NODE, SUITE_READY_TIMEOUT_MS)]);
+    const apis = await Promise.all([c, d].map((svc) => HealApi.signIn(svc)));
+    // Settled: every instance serving on a measured exit of its own /24, for a whole renewal.
+    const read = async (): Promise<InstanceView[] | undefined> => {
+      const all = (await Promise.all(apis.map((api) => api.instances()))).flat();
+      if (all.length !== 2 * SMALL_NODE || all.some((i) => !i.ready || i.rotating || i.exit_ip_source !== 'probe' || !i.assigned_exit?.distinct)) return undefined;
+      return new Set(all.map((i) => addressBlock(i.exit_ip))).size === all.length ? all : undefined;
+    };
+    let settled: InstanceView[] | undefined;
+    for (let tries = 0; settled === undefined && tries < 10; tries++) {
+      const first = await pollUntil('four instances on four /24s', read, 120_000);
+      await sleep(NODE_LEASE_MS);
+      const again = await read();
+      if (again && JSON.stringify(again.map((i) => i.exit_ip)) === JSON.stringify(first.map((i) => i.exit_ip))) settled = again;
+    }
+    if (!settled) throw new Error('the fleet never settled on four /24s');
+    // What the destination sees, node by node.
+    const seenC = await whoamiByInstance(c, apis[0] as HealApi, SMALL_NODE, 'fleet-24-c');
+    const seenD = await whoamiByInstance(d, apis[1] as HealApi, SMALL_NODE, 'fleet-24-d');
+    const blocks = [...seenC.values(), ...seenD.values()].map(addressBlock);
+    expect(new Set(blocks).size, `the /24s sites see: ${blocks.join(' ')}`).to.equal(2 * SMALL_NODE);
+    // Each node leases the /24s its instances leave from.
+    const leases = (await Promise.all(apis.map((api) => api.instances()))).map((is) => is.map((i) => `block:${i.assigned_exit?.block ?? ''}`));
+    const exitsOfC = await apis[0]?.json<ExitsView>('/api/exits');
+    expect(exitsOfC?.shortages).to.deep.equal([]);
+    const { Redis } = await import('ioredis');
+    const raw = new Redis(redis.url);
+    try {
+      for (const [n, name] of ['node-c', 'node-d'].entries()) {
+        for (const unit of leases[n] ?? []) expect(await raw.get(`exitpool:fleet-e2e-24:fleet:unit:${unit}`), `${name} leases ${unit}`).to.equal(name);
+      }
+    } finally {
+      raw.disconnect();
+    }
   });
 });

@@ -11,7 +11,7 @@ import { startService, type RunningService, withService } from '../support/fixtu
 
 const POOL_SIZE = 3;
 const CONSECUTIVE = 3;
-const ROUNDS = 6;
+const ROUNDS = 4;
 
 describe("healing: the scraper's loop (request, report at once) keeps its consecutive count", function () {
   this.timeout(360_000);
@@ -33,20 +33,44 @@ describe("healing: the scraper's loop (request, report at once) keeps its consec
     api = await HealApi.signIn(suite.svc);
   });
 
-  it(`quarantines on the ${CONSECUTIVE}rd report of a request-then-report loop, ${ROUNDS} times in a row`, async () => {
+  it(`quarantines on the ${CONSECUTIVE}rd report of request-then-report loops, ${ROUNDS} times in a row`, async () => {
+    // A report moves its own session (and its credential's other sessions through that exit):
+    // three clients, each with a session on the instance, make one request each and report it.
+    const tokens: string[] = [];
+    for (let i = 1; i <= CONSECUTIVE; i++) tokens.push(await api.issueProxyToken(`scraper-${i}`));
+    let seq = 0;
     for (let round = 0; round < ROUNDS; round++) {
-      const key = `loop-${round}`;
-      let instance = -1;
+      // The first client's new session goes to the least loaded instance; the others join it there.
+      const first = `loop-${round}-${++seq}`;
+      expect((await fetchThroughSession(suite.svc, first, suite.svc.whoamiUrl, tokens[0])).kind).to.equal('ip');
+      const instance = (await api.session(first)).instance;
+      const keys = [first];
+      for (const token of tokens.slice(1)) {
+        for (let attempt = 0; ; attempt++) {
+          if (attempt === 20) throw new Error(`round ${round}: no session of the next client landed on instance ${instance}`);
+          const key = `loop-${round}-${++seq}`;
+          expect((await fetchThroughSession(suite.svc, key, suite.svc.whoamiUrl, token)).kind).to.equal('ip');
+          if ((await api.session(key)).instance === instance) {
+            keys.push(key);
+            break;
+          }
+        }
+      }
+      // Every placement's success accounted before the loop starts.
+      for (const key of keys) await pollUntil('the placement accounted', () => api.session(key), 10_000, { until: (v) => v.requests === 1 });
       for (let i = 1; i <= CONSECUTIVE; i++) {
+        const key = keys[i - 1] as string;
+        const token = tokens[i - 1] as string;
         // The request reaches the destination (the proxy sees a success: the block page is inside
         // the response), and the scraper reports it at once, before the worker's accounting batch.
-        const got = await fetchThroughSession(suite.svc, key);
+        const got = await fetchThroughSession(suite.svc, key, suite.svc.whoamiUrl, token);
         expect(got.kind, `round ${round}, request ${i}`).to.equal('ip');
-        const report = await api.reportFailure(key, { kind: 'blocked', reason: `round ${round} #${i}` });
-        instance = report.instance;
+        const report = await api.reportFailure(key, { kind: 'blocked', reason: `round ${round} #${i}` }, token);
+        expect(report.instance, `round ${round}, report ${i}: charged to the instance it came through`).to.equal(instance);
+        expect(report.moved, `round ${round}, report ${i}: the reporter moved`).to.equal(true);
         if (i < CONSECUTIVE) {
           // Let the request's success arrive: it ended before the report and must not reset the run.
-          await pollUntil('the request accounted', () => api.session(key), 10_000, { until: (v) => v.requests === i });
+          await pollUntil('the request accounted', () => api.session(key), 10_000, { until: (v) => v.requests === 2 });
           const after = await api.instance(instance);
           expect(after.health.consecutive_failures, `round ${round}: after report ${i} and its request's success arrived`).to.equal(i);
         }

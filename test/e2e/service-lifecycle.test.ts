@@ -148,7 +148,7 @@ describe('service lifecycle (real CLI, private network)', function () {
     });
 
     it('reads TOR_EXIT_NODES=de,nl as countries: every exit is in Germany or the Netherlands', async () => {
-      const allowed = new Set(svc.net.exits.filter((x) => x.country === 'de' || x.country === 'nl').map((x) => x.address));
+      const allowed = new Set(svc.net.exits.filter((x) => x.egressCountry === 'de' || x.egressCountry === 'nl').map((x) => x.egressAddress));
       expect(allowed.size).to.equal(2);
       for (let i = 0; i < 6; i++) {
         const r = await curlSocks(svc.socksPort, `country-${i}`, TEST_PROXY_TOKEN, svc.whoamiUrl);

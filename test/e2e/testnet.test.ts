@@ -5,6 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
   CAPTCHA_MARKER,
+  EGRESS_ELSEWHERE_EXITS,
   EXIT_DNS_TIMEOUT_MS,
   fetchDirectoryDocument,
   findRepoRoot,
@@ -23,7 +24,7 @@ import { AUTHORITY_COUNT, DEFAULT_EXIT_COUNTRIES, DEFAULT_EXITS, DEFAULT_RELAYS 
 import { childLogger } from '../../shared/logger.js';
 import { startTestnetClient, type TestnetClient } from '../support/clients/testnet-tor-client.js';
 import { curlThroughSocks, type CurlResponse } from '../support/clients/curl.js';
-import { sharedTestnet } from '../support/fixtures/testnet.js';
+import { egressTestnet, SHARED_TESTNET_START_TIMEOUT_MS, sharedTestnet } from '../support/fixtures/testnet.js';
 import type { OrphanChildReport } from '../support/processes/testnet-orphan-child.js';
 
 /** Every tor of a network started with the defaults. */
@@ -61,7 +62,7 @@ describe('private Tor network on loopback (e2e)', function () {
     expect(result.exitCode, `curl via ${client.name} as ${username}: ${result.stderr}`).to.equal(0);
     expect(result.httpStatus).to.equal(200);
     const ip = result.body.trim();
-    expect(net.exits.map((e) => e.address), `source ${ip} is one of the exits`).to.include(ip);
+    expect(net.exits.map((e) => e.egressAddress), `source ${ip} is one of the exits`).to.include(ip);
     return ip;
   }
 
@@ -89,16 +90,44 @@ describe('private Tor network on loopback (e2e)', function () {
     for (const client of clients()) expect(await isShimMapped(client.tor.pid, net.shimLibrary)).to.equal(true);
   });
 
-  it('gives every exit its configured country through the custom GeoIP file (GETINFO ip-to-country)', async () => {
+  it('gives every exit, and the address its traffic leaves from, its configured country through the custom GeoIP file (GETINFO ip-to-country)', async () => {
     const [a] = clients();
     expect(net.exits.length).to.be.at.least(4);
     for (const exit of net.exits) {
       expect(await a.control.getInfo(`ip-to-country/${exit.address}`), exit.nickname).to.equal(exit.country);
+      expect(await a.control.getInfo(`ip-to-country/${exit.egressAddress}`), `${exit.nickname}'s egress address`).to.equal(exit.egressCountry);
       const status = await a.control.getInfo(`ns/id/${exit.fingerprint}`);
       expect(status, `consensus entry of ${exit.nickname}`).to.match(new RegExp(`^r ${exit.nickname} \\S+ .* ${exit.address.replace(/\./g, '\\.')} \\d+ `, 'm'));
     }
     expect(new Set(net.exits.map((e) => e.country)).size, 'distinct countries').to.equal(new Set(DEFAULT_EXIT_COUNTRIES.slice(0, net.exits.length)).size);
     expect(await a.control.getInfo('ip-to-country/127.0.0.1')).to.equal('??');
+  });
+
+  it('started with egressElsewhere, sends the traffic of two exits from an address in another exit\'s /24, while they publish their own', async function () {
+    this.timeout(SHARED_TESTNET_START_TIMEOUT_MS + CLIENT_BOOTSTRAP_TIMEOUT_MS + 60_000);
+    // The default network sends every exit's traffic from the address it publishes.
+    for (const exit of net.exits) expect(exit.egressAddress, exit.nickname).to.equal(exit.address);
+    const elsewhere = await egressTestnet();
+    for (const [i] of EGRESS_ELSEWHERE_EXITS) {
+      const exit = elsewhere.exits[i];
+      if (!exit) throw new Error(`the default network has exit ${i}`);
+      expect(exit.egressAddress, exit.nickname).to.not.equal(exit.address);
+      const pinned = await startTestnetClient(elsewhere, `pinned-${exit.nickname}`, ['ConfluxEnabled 0', `ExitNodes $${exit.fingerprint}`, 'StrictNodes 1']);
+      try {
+        await pinned.waitBootstrapped(CLIENT_BOOTSTRAP_TIMEOUT_MS);
+        const status = await pinned.control.getInfo(`ns/id/${exit.fingerprint}`);
+        expect(status, 'the consensus names the published address').to.include(` ${exit.address} `);
+        const seen = await curlThroughSocks(pinned.socksPort, elsewhere.whoami.url('/'), { username: 'egress' });
+        expect(seen.httpStatus, seen.stderr).to.equal(200);
+        expect(seen.body.trim(), `${exit.nickname}: what the destination sees`).to.equal(exit.egressAddress);
+        const echoed = await curlThroughSocks(pinned.socksPort, elsewhere.whoami.url('/ip'), { username: 'egress' });
+        expect(echoed.body.trim(), 'the echo endpoint answers the same').to.equal(exit.egressAddress);
+      } finally {
+        await pinned.stop();
+      }
+    }
+    const list = readFileSync(elsewhere.exitListFile, 'utf8');
+    for (const exit of elsewhere.exits) expect(list, exit.nickname).to.match(new RegExp(`^ExitNode ${exit.fingerprint}\\n(?:.*\\n){2}ExitAddress ${exit.egressAddress.replace(/\./g, '\\.')} `, 'm'));
   });
 
   it("gives the exits a DNS timeout far above tor's 1 s, in the consensus the authorities publish (exit_dns_timeout)", async () => {
@@ -181,7 +210,7 @@ describe('private Tor network on loopback (e2e)', function () {
 
     const after = await whoamiVia(b, 'probe-after');
     expect(after.httpStatus).to.equal(200);
-    expect(net.exits.map((e) => e.address)).to.include(after.body.trim());
+    expect(net.exits.map((e) => e.egressAddress)).to.include(after.body.trim());
   });
 });
 

@@ -165,6 +165,7 @@ describe('release: the OCI image', function () {
       // The image's own tor, as a client of the private network only (TestingTorNetwork, the
       // network's DirAuthority lines, no fallback directories), checked by the service too.
       TOR_EXTRA_CONFIG: net.clientTorrcLines.join('\n'),
+      EGRESS_PROBE_URLS: net.whoami.echoUrl(),
       EXITPOOL_PRIVATE_NETWORK_ONLY: '1',
       // Without a PID namespace tini is not PID 1: let it reap as a subreaper would.
       TINI_SUBREAPER: '1',

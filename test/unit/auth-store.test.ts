@@ -277,7 +277,13 @@ describe('auth store', () => {
       ['not JSON', '{"version": 1,'],
       ['not an object', '[]'],
       ['an empty object', '{}'],
-      ['an unknown version', JSON.stringify({ ...validShape, version: 3 })],
+      ['an unknown version', JSON.stringify({ ...validShape, version: 4 })],
+      ['a version-3 file without its revoked ids', JSON.stringify({ version: 3, admin: { passwordHash: null }, tokens: [] })],
+      ['revoked ids that are not a list', JSON.stringify({ version: 3, admin: { passwordHash: null }, tokens: [], revoked: 'a1' })],
+      ['a revoked id that is not a token id', JSON.stringify({ version: 3, admin: { passwordHash: null }, tokens: [], revoked: ['a1', 'no/slash'] })],
+      ['one revoked id twice', JSON.stringify({ version: 3, admin: { passwordHash: null }, tokens: [], revoked: ['a1', 'a1'] })],
+      ['more revoked ids than are remembered', JSON.stringify({ version: 3, admin: { passwordHash: null }, tokens: [], revoked: Array.from({ length: 10_001 }, (_, i) => `r${i}`) })],
+      ['a token listed as revoked too', JSON.stringify({ version: 3, admin: { passwordHash: null }, tokens: [{ id: 'a1', name: 'x', scope: 'proxy', digest: 'a'.repeat(64), createdAt: 1 }], revoked: ['a1'] })],
       ['a version-2 file with a signing secret', JSON.stringify({ ...validShape, version: 2 })],
       ['an unknown field', JSON.stringify({ ...validShape, extra: true })],
       ['a short signing secret', JSON.stringify({ ...validShape, signingSecret: 'AAAA' })],
@@ -509,6 +515,74 @@ describe('auth store', () => {
     expect(await new LoginChecker(enforced.api).check('admin', generated.adminPassword!)).to.equal(true);
   });
 
+  describe('revoked ids are remembered (a fleet never brings one back)', () => {
+    const hash = '$2b$04$' + 'a'.repeat(53);
+    const token = (id: string, createdAt = 1): { id: string; name: string; scope: 'proxy'; digest: string; createdAt: number } => ({ id, name: `token ${id}`, scope: 'proxy', digest: digestTokenSecret(`tp_${id}`.padEnd(25, 'x')), createdAt });
+
+    it('loads a version-2 file (no revoked ids) as it was, and writes version 3 at its next save', async () => {
+      const dir = await tempDir();
+      await fsp.writeFile(path.join(dir, 'auth.json'), JSON.stringify({ version: 2, admin: { passwordHash: hash }, tokens: [token('old1'), token('old2')] }), { mode: 0o600 });
+      const { store } = await open(configFor(dir));
+      expect(store.listTokens().map((t) => t.id)).to.deep.equal(['old1', 'old2']);
+      expect(store.revokedIds()).to.deep.equal([]);
+      await store.revokeToken('old1').persisted;
+      const written = JSON.parse(await fsp.readFile(path.join(dir, 'auth.json'), 'utf8')) as { version: number; tokens: { id: string }[]; revoked: string[] };
+      expect(written.version).to.equal(3);
+      expect(written.tokens.map((t) => t.id)).to.deep.equal(['old2']);
+      expect(written.revoked).to.deep.equal(['old1']);
+    });
+
+    it('keeps a revocation across a restart, and never takes the token back from a list offered later', async () => {
+      const dir = await tempDir();
+      const first = await open(configFor(dir));
+      const issued = await first.store.createToken({ name: 'to revoke', scope: 'proxy' });
+      await first.store.revokeToken(issued.token.id).persisted;
+      const { store } = await open(configFor(dir));
+      expect(store.revokedIds()).to.deep.equal([issued.token.id]);
+      const offered = [...store.issuedTokens(), issued.stored, token('fresh', 2)];
+      const snapshots = store.replaceIssued(offered);
+      expect(snapshots?.proxy.tokens.map((t) => t.id)).to.not.include(issued.token.id);
+      expect(store.listTokens().map((t) => t.id)).to.include('fresh').and.not.include(issued.token.id);
+      expect(TokenVerifier.fromSnapshot(store.snapshots().proxy).verify(issued.token.secret)).to.equal(null);
+    });
+
+    it('remembers revocations made elsewhere: drops the token held here, saves, and ignores ids it knows', async () => {
+      const dir = await tempDir();
+      await fsp.writeFile(path.join(dir, 'auth.json'), JSON.stringify({ version: 3, admin: { passwordHash: hash }, tokens: [token('keep'), token('gone')], revoked: ['before'] }), { mode: 0o600 });
+      const { store } = await open(configFor(dir));
+      const snapshots = store.rememberRevoked(['gone', 'before', 'never-held']);
+      expect(snapshots?.proxy.tokens.map((t) => t.id)).to.deep.equal(['keep']);
+      expect(store.revokedIds()).to.deep.equal(['before', 'gone', 'never-held']);
+      expect(store.rememberRevoked(['gone', 'before']), 'nothing new').to.equal(null);
+      expect(store.rememberRevoked(['only-an-id']), 'a new id, no token dropped').to.equal(null);
+      await store.idle();
+      const written = JSON.parse(await fsp.readFile(path.join(dir, 'auth.json'), 'utf8')) as { tokens: { id: string }[]; revoked: string[] };
+      expect(written.tokens.map((t) => t.id)).to.deep.equal(['keep']);
+      expect(written.revoked).to.deep.equal(['before', 'gone', 'never-held', 'only-an-id']);
+    });
+
+    it('forgets the oldest ids past the bound, and the file stays loadable', async () => {
+      const dir = await tempDir();
+      const { store } = await open(configFor(dir));
+      store.rememberRevoked(Array.from({ length: 10_000 }, (_, i) => `r${i}`));
+      store.rememberRevoked(['newest']);
+      await store.idle();
+      const ids = store.revokedIds();
+      expect(ids).to.have.length(10_000);
+      expect(ids[0]).to.equal('r1');
+      expect(ids.at(-1)).to.equal('newest');
+      const again = await open(configFor(dir));
+      expect(again.store.revokedIds()).to.deep.equal(ids);
+    });
+
+    it('reset-admin-password keeps the revoked ids', async () => {
+      const dir = await tempDir();
+      await fsp.writeFile(path.join(dir, 'auth.json'), JSON.stringify({ version: 3, admin: { passwordHash: hash }, tokens: [], revoked: ['r1', 'r2'] }), { mode: 0o600 });
+      await resetAdminPassword({ dataDir: dir, adminPasswordSet: false, log: quietLogger(), bcryptCost: TEST_BCRYPT_COST });
+      expect((JSON.parse(await fsp.readFile(path.join(dir, 'auth.json'), 'utf8')) as { revoked: string[] }).revoked).to.deep.equal(['r1', 'r2']);
+    });
+  });
+
   describe('the signing secret lives apart from auth.json', () => {
     it('first boot writes it to signing.key (0600); auth.json holds no secret', async () => {
       const dir = await tempDir();
@@ -518,8 +592,8 @@ describe('auth store', () => {
       const secret = parseSigningSecretFile(await fsp.readFile(keyFile, 'utf8'));
       expect(secret?.length).to.equal(32);
       const auth = JSON.parse(await fsp.readFile(path.join(dir, 'auth.json'), 'utf8')) as Record<string, unknown>;
-      expect(Object.keys(auth).sort()).to.deep.equal(['admin', 'tokens', 'version']);
-      expect(auth.version).to.equal(2);
+      expect(Object.keys(auth).sort()).to.deep.equal(['admin', 'revoked', 'tokens', 'version']);
+      expect(auth.version).to.equal(3);
       // The same key after a restart: sign-ins survive it.
       expect((await open(configFor(dir))).store.snapshots().api.signingKey).to.equal(store.snapshots().api.signingKey);
     });
@@ -536,7 +610,7 @@ describe('auth store', () => {
       expect(parseSigningSecretFile(await fsp.readFile(path.join(dir, 'signing.key'), 'utf8'))).to.deep.equal(legacySecret);
       const text = await fsp.readFile(path.join(dir, 'auth.json'), 'utf8');
       expect(text).not.to.include(legacySecret.toString('base64'));
-      expect(JSON.parse(text)).to.deep.equal({ version: 2, admin: { passwordHash: hash }, tokens: [] });
+      expect(JSON.parse(text)).to.deep.equal({ version: 3, admin: { passwordHash: hash }, tokens: [], revoked: [] });
     });
 
     it('SIGNING_SECRET: nothing in DATA_DIR is an input of the key; another secret gives another key', async () => {

@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { routableFloor, routableFloorFor } from '../../shared/config/values.js';
+import { BanGuard } from '../../supervisor/verdicts/ban-guard.js';
+import type { BudgetCounter } from '../../supervisor/verdicts/budget-counter.js';
 import { ReportBudget, RoutableFloorGuard } from '../../supervisor/verdicts/client-evidence.js';
 import { classifyFailure } from '../../supervisor/verdicts/failure-classes.js';
 import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
@@ -16,6 +18,16 @@ describe('client evidence guards (report budget, routable floor)', () => {
     expect(budget.take({ kind: 'sign-in', user: 'alice' }), 'a sign-in is another credential').to.equal(true);
     clock.now += 60_000;
     expect(budget.take(alice), 'a new window').to.equal(true);
+  });
+
+  it('counts through the BudgetCounter it is given (a fleet’s, counted across its nodes)', () => {
+    const spent: string[] = [];
+    const shared: BudgetCounter = { take: (c) => (spent.push(c), spent.length <= 2), wouldAllow: () => spent.length < 2 };
+    const budget = new ReportBudget({ attempts: 100, windowMs: 60_000 }, () => 0, shared);
+    expect([1, 2, 3].map(() => budget.take({ kind: 'token', id: 'alice' }))).to.deep.equal([true, true, false]);
+    expect(spent).to.deep.equal(['token:alice', 'token:alice', 'token:alice']);
+    const guard = new BanGuard({ attempts: 100, windowMs: 60_000 }, { minEligibleExits: { kind: 'count', count: 0 }, minEligibleExitsPerCountry: 0 }, () => 0, shared);
+    expect(guard.permits(['token:alice'], { catalog: 10, eligible: 9, country: '', eligibleInCountry: 0 })).to.deep.equal({ ok: false, why: 'token:alice has used its CLIENT_BAN_BUDGET' });
   });
 
   it("tells the instance's own failures from the client's destination's, and what cannot be told", () => {

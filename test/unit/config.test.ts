@@ -104,7 +104,12 @@ describe('configuration', () => {
       pinExitRelay: true,
       exitDistinct: 'subnet',
       exitHistory: 5,
+      warmSpares: 2,
       exitBanTtlMs: 3 * 60 * 60 * 1000,
+      egressProbeUrls: ['https://check.torproject.org/api/ip'],
+      egressProbeTtlMs: 3_600_000,
+      egressProbeTimeoutMs: 10_000,
+      exitList: '',
       exitHeader: false,
       usernameParams: true,
       sessionTtlMaxMs: 86_400_000,
@@ -133,6 +138,8 @@ describe('configuration', () => {
       nodeName: os.hostname().replace(/[^A-Za-z0-9_.-]/g, '-').slice(0, 64) || 'node',
       nodeLeaseMs: 10_000,
       nodeAddress: '',
+      hopPort: 9252,
+      fleetReseed: '',
       logLevel: 'info',
       logFormat: 'text',
       bootstrapStallTimeoutMs: 120_000,
@@ -204,7 +211,12 @@ describe('configuration', () => {
       ['DRAIN_ON_ROTATE', 'off', false, 'nope'],
       ['EXIT_DISTINCT', 'family', 'family', 'network'],
       ['EXIT_HISTORY', '0', 0, '51'],
+      ['WARM_SPARES', '0', 0, '9'],
       ['EXIT_BAN_TTL', '30m', 1_800_000, '10s'],
+      ['EGRESS_PROBE_URLS', 'http://whoami.testnet:20001/ip, https://api.ipify.org', ['http://whoami.testnet:20001/ip', 'https://api.ipify.org/'], 'ftp://echo.example/'],
+      ['EGRESS_PROBE_TTL', '6h', 21_600_000, '10s'],
+      ['EGRESS_PROBE_TIMEOUT', '15s', 15_000, '1h'],
+      ['EXIT_LIST', '/var/lib/exitpool/exit-addresses', '/var/lib/exitpool/exit-addresses', 'exit-addresses'],
       ['EXIT_HEADER', '1', true, 'sometimes'],
       ['USERNAME_PARAMS', '0', false, 'maybe'],
       ['SESSION_TTL_MAX', '2h', 7_200_000, '10s'],
@@ -234,6 +246,8 @@ describe('configuration', () => {
       ['NODE_NAME', 'pod-0.eu_1', 'pod-0.eu_1', 'a:b'],
       ['NODE_LEASE', '15s', 15_000, '1s'],
       ['NODE_ADDRESS', 'exitpool-0.exitpool.default.svc', 'exitpool-0.exitpool.default.svc', '10.0.0.1:1080'],
+      ['HOP_PORT', '9300', 9300, '0'],
+      ['FLEET_RESEED', '20261123T100000Z-AbCdEfGhIjKl', '20261123T100000Z-AbCdEfGhIjKl', 'an epoch?'],
       ['LOG_LEVEL', 'debug', 'debug', 'verbose'],
       ['LOG_FORMAT', 'json', 'json', 'xml'],
       ['BOOTSTRAP_STALL_TIMEOUT', '45s', 45_000, '2d'],
@@ -297,6 +311,13 @@ describe('configuration', () => {
       expect(p[0]!.variable).to.equal('HTTP_PORT');
       expect(p[0]!.message).to.match(/collide with SOCKS_PORT/);
     });
+    it('refuses a hop listener on another listener’s port on a node of a fleet, and reads it nowhere else', () => {
+      const fleet = { STATE_STORE: 'redis://127.0.0.1:6379/pool', HOP_PORT: '9251' };
+      const p = problemsOf(fleet);
+      expect(p[0]!.variable).to.equal('HOP_PORT');
+      expect(p[0]!.message).to.match(/collide with HTTP_PORT/);
+      expect(problemsOf({ HOP_PORT: '9251' }), 'no hop listener off a fleet').to.deep.equal([]);
+    });
     it('refuses a listener inside the instance port block', () => {
       const p = problemsOf({ API_PORT: '19060' });
       expect(p.map((x) => x.variable)).to.include('INSTANCE_PORT_BASE');
@@ -339,6 +360,31 @@ describe('configuration', () => {
         { numRuns: fuzzRuns(500) },
       );
     });
+  });
+});
+
+describe('configuration: EGRESS_PROBE_URLS and EXIT_LIST (hostile input)', () => {
+  it('refuses credentials in a URL (they would reach every exit probed), other schemes, too many URLs, and relative paths', () => {
+    for (const [name, value] of [
+      ['EGRESS_PROBE_URLS', 'https://user:pass@echo.example/'],
+      ['EGRESS_PROBE_URLS', 'javascript:alert(1)'],
+      ['EGRESS_PROBE_URLS', 'file:///etc/passwd'],
+      ['EGRESS_PROBE_URLS', Array.from({ length: 9 }, (_, i) => `https://e${i}.example/`).join(',')],
+      ['EGRESS_PROBE_URLS', `https://echo.example/${'a'.repeat(2100)}`],
+      ['EXIT_LIST', 'https://user@lists.example/exit-addresses'],
+      ['EXIT_LIST', '../exit-addresses'],
+      ['EXIT_LIST', 'gopher://lists.example/'],
+      ['EXIT_LIST', '/var/lib/a\u0000b'],
+    ] as const) {
+      expect(problemsOf({ [name]: value }).map((p) => p.variable), `${name}=${value.slice(0, 60)}`).to.deep.equal([name]);
+    }
+  });
+
+  it('reads none as no probe, and keeps a URL list in order', () => {
+    expect(loadConfig({ EGRESS_PROBE_URLS: 'none' }).egressProbeUrls).to.deep.equal([]);
+    expect(loadConfig({ EGRESS_PROBE_URLS: '' }).egressProbeUrls, 'empty is unset: the default').to.deep.equal(['https://check.torproject.org/api/ip']);
+    expect(loadConfig({ EGRESS_PROBE_URLS: ' https://b.example/ip ,https://a.example/' }).egressProbeUrls).to.deep.equal(['https://b.example/ip', 'https://a.example/']);
+    expect(loadConfig({ EXIT_LIST: 'https://check.torproject.org/exit-addresses' }).exitList).to.equal('https://check.torproject.org/exit-addresses');
   });
 });
 

@@ -18,7 +18,7 @@ function rig(eligible = true): { placement: CountryPlacement; registry: Instance
     instance.exitInfo = fakeExit(`10.0.${id}.1`, { exitCountry: country });
     const health = new FakeHealth();
     health.state = 'healthy';
-    registry.add({ instance, health, draining: false, retiring: false, requests: 0, failures: 0, bytesUp: 0, bytesDown: 0, latencyMs: 0 });
+    registry.add({ instance, health, draining: false, retiring: false, spare: false, requests: 0, failures: 0, bytesUp: 0, bytesDown: 0, latencyMs: 0 });
   });
   registry.maybeServe();
   const rotations: number[] = [];

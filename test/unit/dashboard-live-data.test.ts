@@ -43,8 +43,12 @@ function instance(id: number, over: Partial<InstanceView> = {}): InstanceView {
     exit_nickname: 'exit',
     retired_exit_ip: '',
     exit_confirmed: false,
+    published_exit_ip: `127.0.0.${11 + id}`,
+    exit_ip_source: 'published',
+    exit_ip_measured_at: null,
     pinned_exit: '',
     draining: false,
+    spare: false,
     rotating: false,
     responsive: true,
     assigned_exit: null,
@@ -70,6 +74,7 @@ function snapshot(instances: InstanceView[], stats: StatsSample | null): StreamS
   return {
     pool: {
       version: '0.1.0', size: instances.length, ready: instances.length, routable: instances.length, sessions: 0,
+      spares: { size: 0, ready: 0, warm: 0, in_use: 0 },
       totals: { requests: 0, failures: 0, bytes_up: 0, bytes_down: 0 }, socks_port: 9250, http_port: 9251,
       config: { pool_size: instances.length, session_ttl: '10m0s', default_session: 'ip' },
     },

@@ -4,7 +4,7 @@ import '../support/fixtures/fuzz-runs.js';
 import type { ExitsView, SessionView, StatsSample } from '../../shared/api/views.js';
 import type { StateSnapshot } from '../../shared/ipc/protocol.js';
 import { ApiError, ForbiddenError, UnauthorizedError, describeError, errorForStatus } from '../../dashboard/src/logic/api-errors.js';
-import { exitDisplay } from '../../dashboard/src/logic/exit-display.js';
+import { exitDisplay, exitIpOrigin } from '../../dashboard/src/logic/exit-display.js';
 import { exitHolder, fleetLine } from '../../dashboard/src/logic/exits.js';
 import { extendHistory, historyColumns } from '../../dashboard/src/logic/history-series.js';
 import { INSTANCE_ACTIONS, actionBlockedReason, actionPath, parsePoolSize } from '../../dashboard/src/logic/instance-actions.js';
@@ -68,6 +68,14 @@ describe('dashboard view logic', () => {
       });
       expect(exitDisplay({ ...base, retired_exit_ip: '127.0.0.12' })).to.deep.equal({ kind: 'retired', ip: '127.0.0.12' });
       expect(exitDisplay(base)).to.deep.equal({ kind: 'none' });
+    });
+
+    it('says how the exit IP is known: measured, listed, or only the published address', () => {
+      const time = (iso: string): string => `T(${iso})`;
+      expect(exitIpOrigin({ exit_ip_source: 'probe', exit_ip_measured_at: '2030-01-01T12:00:00.000Z' }, time)).to.equal('measured through the exit, T(2030-01-01T12:00:00.000Z) UTC');
+      expect(exitIpOrigin({ exit_ip_source: 'exit_list', exit_ip_measured_at: '2030-01-01T11:00:00.000Z' }, time)).to.equal('the Tor exit list, T(2030-01-01T11:00:00.000Z) UTC');
+      expect(exitIpOrigin({ exit_ip_source: 'published', exit_ip_measured_at: null }, time)).to.match(/publishes \(not measured\)/);
+      expect(exitIpOrigin({ exit_ip_source: '', exit_ip_measured_at: null }, time)).to.equal('–');
     });
   });
 
@@ -185,6 +193,8 @@ describe('dashboard logic: the exit supply on a node of a fleet', () => {
     countries: [],
     exits,
     bans: [],
+    down: [],
+    egress: { probing: true, exit_list: false, probes: 0, failed: 0, probes_last_hour: 0, mean_ms: 0, max_ms: 0 },
     fleet,
   });
   const exit = (instances: number[], held_by: string | null): ExitsView['exits'][number] => ({
@@ -195,8 +205,13 @@ describe('dashboard logic: the exit supply on a node of a fleet', () => {
     bandwidth: 1,
     block: '10.0.0.0/24',
     family: 'A'.repeat(40),
+    published_address: '10.0.0.1',
+    address_source: 'published',
+    address_measured_at: null,
+    seen_addresses: [],
     instances,
     banned: null,
+    down: null,
     held_by,
   });
 

@@ -82,7 +82,7 @@ describe('deploy/kubernetes: the manifests', () => {
   });
 
   it('the schema check refuses a broken object (it is not a check that passes everything)', async () => {
-    const sts = all.find(({ o }) => o.kind === 'StatefulSet')?.o as KubeObject;
+    const sts = all.find(({ o }) => o.kind === 'StatefulSet' && o.metadata.name === 'exitpool')?.o as KubeObject;
     const Model = await validatorFor(sts);
     const broken = structuredClone(sts) as KubeObject & { spec: { replicas: unknown; template: { spec: { containers: { ports: unknown[] }[] } } } };
     broken.spec.replicas = 'three';
@@ -93,7 +93,7 @@ describe('deploy/kubernetes: the manifests', () => {
   });
 
   describe('the StatefulSet of nodes', () => {
-    const sts = all.find(({ o }) => o.kind === 'StatefulSet')?.o as KubeObject & {
+    const sts = all.find(({ o }) => o.kind === 'StatefulSet' && o.metadata.name === 'exitpool')?.o as KubeObject & {
       spec: {
         replicas: number;
         serviceName: string;
@@ -156,7 +156,8 @@ describe('deploy/kubernetes: the manifests', () => {
 
     it('exposes the service’s ports, probes /health on the API, keeps DATA_DIR on its own volume, and is scraped', () => {
       const ports = Object.fromEntries(container.ports.map((p) => [p.name, p.containerPort]));
-      expect(ports).to.deep.equal({ socks: defaultOf('SOCKS_PORT'), http: defaultOf('HTTP_PORT'), api: defaultOf('API_PORT') });
+      expect(ports).to.deep.equal({ socks: defaultOf('SOCKS_PORT'), http: defaultOf('HTTP_PORT'), api: defaultOf('API_PORT'), hop: defaultOf('HOP_PORT') });
+      expect(Number(literal.HOP_PORT)).to.equal(defaultOf('HOP_PORT'));
       expect(container.readinessProbe.httpGet).to.deep.equal({ path: '/health', port: 'api' });
       expect(container.startupProbe.httpGet).to.deep.equal({ path: '/health', port: 'api' });
       // DATA_DIR is a directory of the volume that the service makes itself (0700, its own): the
@@ -174,10 +175,61 @@ describe('deploy/kubernetes: the manifests', () => {
       expect(security).to.include({ runAsNonRoot: true, fsGroup: security.runAsGroup, fsGroupChangePolicy: 'OnRootMismatch' });
     });
 
+    it('forwards between nodes on the hop listener: the headless Service names it, the clients’ Service never does', () => {
+      type Service = KubeObject & { spec: { ports: { name: string; targetPort: string }[] } };
+      const services = all.filter(({ o }) => o.kind === 'Service').map(({ o }) => o as Service);
+      const headless = services.find((svc) => svc.metadata.name === sts.spec.serviceName) as Service;
+      expect(headless.spec.ports.map((p) => p.targetPort)).to.deep.equal(['hop']);
+      const clients = services.find((svc) => svc.metadata.name === 'exitpool') as Service;
+      expect(clients.spec.ports.map((p) => p.targetPort)).to.not.include('hop');
+    });
+
+    it('a NetworkPolicy opens the hop listener to the fleet’s pods only, and nothing else besides the clients’ ports', () => {
+      type Rule = { from?: { podSelector?: { matchLabels: Record<string, string> } }[]; ports?: { port: string | number }[] };
+      type Policy = KubeObject & { spec: { podSelector: { matchLabels: Record<string, string> }; policyTypes: string[]; ingress: Rule[] } };
+      const labels = (sts.spec as unknown as { selector: { matchLabels: Record<string, string> } }).selector.matchLabels;
+      const policy = all.find(({ o }) => o.kind === 'NetworkPolicy' && o.metadata.name === 'exitpool')?.o as Policy;
+      expect(policy.spec.podSelector.matchLabels).to.deep.equal(labels);
+      expect(policy.spec.policyTypes).to.include('Ingress');
+      for (const rule of policy.spec.ingress) {
+        // A rule without ports would open every port, the hop listener's too.
+        expect(rule.ports, 'every rule names its ports').to.not.equal(undefined);
+        const ports = (rule.ports ?? []).map((p) => p.port);
+        if (ports.includes('hop') || ports.includes(defaultOf('HOP_PORT') as number)) {
+          expect(ports, 'the hop rule opens the hop port alone').to.deep.equal(['hop']);
+          expect(rule.from).to.deep.equal([{ podSelector: { matchLabels: labels } }]);
+        } else {
+          expect(ports.sort()).to.deep.equal(['api', 'http', 'socks']);
+        }
+      }
+    });
+
     it('gives a stopping pod the time the service needs (SHUTDOWN_GRACE, the workers, tor)', () => {
       const needed = (defaultOf('SHUTDOWN_GRACE') as number) + WORKER_EXIT_MARGIN_MS + DEFAULT_STOP_GRACE_MS;
       expect(sts.spec.template.spec.terminationGracePeriodSeconds * 1000).to.be.above(needed);
     });
+  });
+});
+
+describe('deploy/kubernetes: the Redis of the fleet', () => {
+  const objects = objectsIn('redis.yaml');
+
+  it('keeps its data on a persistent volume with its append-only file, one pod at a time', () => {
+    type Deployment = KubeObject & {
+      spec: { strategy: { type: string }; template: { spec: { containers: { args: string[] }[]; volumes: { name: string; persistentVolumeClaim?: { claimName: string }; emptyDir?: unknown }[] } } };
+    };
+    const redis = objects.find((o) => o.kind === 'Deployment') as Deployment;
+    const claim = objects.find((o) => o.kind === 'PersistentVolumeClaim');
+    expect(redis.spec.template.spec.volumes).to.deep.equal([{ name: 'data', persistentVolumeClaim: { claimName: claim?.metadata.name } }]);
+    expect(redis.spec.strategy.type, 'a ReadWriteOnce volume is not mounted by two pods').to.equal('Recreate');
+    expect(redis.spec.template.spec.containers[0]?.args.join(' ')).to.include('--appendonly yes');
+  });
+
+  it('is reachable from the fleet’s pods only', () => {
+    type Policy = KubeObject & { spec: { podSelector: { matchLabels: Record<string, string> }; ingress: { from: unknown[]; ports: unknown[] }[] } };
+    const policy = objects.find((o) => o.kind === 'NetworkPolicy') as Policy;
+    expect(policy.spec.podSelector.matchLabels).to.deep.equal({ 'app.kubernetes.io/name': 'exitpool-redis' });
+    expect(policy.spec.ingress).to.deep.equal([{ from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'exitpool' } } }], ports: [{ port: 'redis' }] }]);
   });
 });
 

@@ -9,7 +9,7 @@ import { loadConfig } from '../../shared/config/index.js';
 import { logger } from '../../shared/logger.js';
 import { AuditLog } from '../../supervisor/audit/audit-log.js';
 import { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
-import { addressBlock, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
+import { addressBlock, asPublished, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
 import { restoreHealth, snapshotHealth } from '../../supervisor/health/health-snapshot.js';
 import { initialHealthState, reduceHealth, type HealthMachineState } from '../../supervisor/health/health-machine.js';
 import { SessionTable } from '../../supervisor/sessions/session-table.js';
@@ -34,7 +34,7 @@ const CAP = { 'audit-session': 3, 'audit-operator': 3, 'stats-fine': 900, 'stats
 const fp = (c: string): string => c.repeat(40).toUpperCase();
 
 function relay(c: string, address: string): ExitRelay {
-  return { fingerprint: fp(c), nickname: `n${c}`, address, country: 'de', bandwidth: 1000, block: addressBlock(address), family: fp(c) };
+  return asPublished({ fingerprint: fp(c), nickname: `n${c}`, address, country: 'de', bandwidth: 1000, block: addressBlock(address), family: fp(c) });
 }
 
 function tempDir(): string {
@@ -263,6 +263,9 @@ describe('durable state: stored records are checked field by field', () => {
     expect(decodeAssignment('3', encodeAssignment({ fingerprint: fp('b'), nickname: 'nb', address: '10.0.0.2' })).assignment.fingerprint).to.equal(fp('b'));
     const ban = { fingerprint: fp('c'), address: '10.0.0.3', nickname: 'nc', domain: '', cause: 'captcha' as const, reason: 'x', since: 1, until: 2 };
     expect(decodeBan(`${fp('c')}|`, encodeBan(ban))).to.deep.equal(ban);
+    // Every other address the exit was seen leaving from is kept with the ban (issue 31).
+    const seen = { ...ban, seen: ['10.9.0.1', '2001:db8::1'] };
+    expect(decodeBan(`${fp('c')}|`, encodeBan(seen))).to.deep.equal(seen);
     const config = loadConfig({});
     const h = snapshotHealth(initialHealthState(config), null);
     expect(decodeHealth('0', encodeHealth(h)).snapshot).to.deep.equal(h);
@@ -287,6 +290,15 @@ describe('durable state: stored records are checked field by field', () => {
     expect(() => decodeAuditEvent(2, JSON.stringify({ id: 1, time: '2026-01-01T00:00:00.000Z', type: 'rotate', instance: null, session: null, message: '', details: {} }))).to.throw(InvalidStoredRecord);
     expect(() => decodeAuditEvent(1, JSON.stringify({ id: 1, time: 'yesterday', type: 'rotate', instance: null, session: null, message: '', details: {} }))).to.throw(InvalidStoredRecord);
     expect(() => decodeStatsSample('{"time":"2026-01-01T00:00:00Z"}')).to.throw(InvalidStoredRecord);
+    const ban = JSON.parse(encodeBan({ fingerprint: fp('a'), address: '10.0.0.1', nickname: 'n', domain: '', cause: 'captcha', reason: 'x', since: 1, until: 2 })) as Record<string, unknown>;
+    for (const [name, seen] of [
+      ['seen addresses that are not a list', '10.0.0.2'],
+      ['too many seen addresses', Array.from({ length: 100 }, (_, i) => `10.0.0.${i}`)],
+      ['a seen address that is not text', [42]],
+      ['an overlong seen address', ['x'.repeat(1000)]],
+    ] as const) {
+      expect(() => decodeBan(`${fp('a')}|`, JSON.stringify({ ...ban, seen })), name).to.throw(InvalidStoredRecord);
+    }
   });
 
   it('property: any stored text either decodes to a valid record or fails with InvalidStoredRecord (never another error)', () => {

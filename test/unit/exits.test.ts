@@ -8,7 +8,7 @@ import { ExitBans } from '../../supervisor/exits/exit-bans.js';
 import { buildExits, ExitCatalog, FAMILY_REREAD_MS, familiesOf } from '../../supervisor/exits/exit-catalog.js';
 import { ControlCommandError } from '../../supervisor/tor/errors.js';
 import { chooseExit } from '../../supervisor/exits/exit-choice.js';
-import { addressBlock, distinctKeys, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
+import { addressBlock, asPublished, distinctKeys, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
 import { exitsViewOf, liftBan } from '../../supervisor/exits/exits-view.js';
 import { matchesNodeList } from '../../supervisor/exits/node-selection.js';
 import { logger } from '../../shared/logger.js';
@@ -24,7 +24,7 @@ function nsEntry(nick: string, hex: string, address: string, flags: string, band
 }
 
 function relay(c: string, address: string, over: Partial<ExitRelay> = {}): ExitRelay {
-  return { fingerprint: fp(c), nickname: `n${c}`, address, country: 'de', bandwidth: 1000, block: addressBlock(address), family: fp(c), ...over };
+  return { ...asPublished({ fingerprint: fp(c), nickname: `n${c}`, address, country: 'de', bandwidth: 1000, block: addressBlock(address), family: fp(c) }), ...over };
 }
 
 describe('exit catalog: parsing the consensus and microdescriptors', () => {

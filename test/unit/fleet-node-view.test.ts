@@ -3,12 +3,19 @@ import fc from 'fast-check';
 import { fuzzRuns } from '../support/fixtures/fuzz-runs.js';
 import { readFleetNodeView } from '../../supervisor/fleet/fleet-node-view.js';
 
-const instance = { id: 0, ready: true, state: 'healthy', exit_ip: '127.20.0.1', exit_country: 'de', exit_fingerprint: 'A'.repeat(40), sessions: 3, requests: 10 };
+const instance = { id: 0, ready: true, state: 'healthy', exit_ip: '127.20.0.1', exit_country: 'de', exit_fingerprint: 'A'.repeat(40), exit_shortage: '', sessions: 3, requests: 10 };
 const view = { node: 'node-a', updated_at: '2026-11-25T08:00:00.000Z', routable: 1, sessions: 3, instances: [instance] };
 
 describe('fleet: a node’s summary read back from Redis (hostile input)', () => {
   it('reads a summary a node wrote', () => {
     expect(readFleetNodeView('node-a', JSON.stringify(view))).to.deep.equal(view);
+  });
+
+  it('reads a shortage a node reports, and a summary from a node that reports none yet as no shortage', () => {
+    const short = { ...view, instances: [{ ...instance, exit_shortage: "every eligible exit shares its /24 with another instance's (on this node or another of the fleet)" }] };
+    expect(readFleetNodeView('node-a', JSON.stringify(short))).to.deep.equal(short);
+    const { exit_shortage: _, ...older } = instance;
+    expect(readFleetNodeView('node-a', JSON.stringify({ ...view, instances: [older] }))?.instances[0]?.exit_shortage).to.equal('');
   });
 
   for (const [name, text] of [
@@ -20,6 +27,8 @@ describe('fleet: a node’s summary read back from Redis (hostile input)', () =>
     ['an instance of the wrong type', JSON.stringify({ ...view, instances: ['x'] })],
     ['an instance field of the wrong type', JSON.stringify({ ...view, instances: [{ ...instance, ready: 'yes' }] })],
     ['an overlong field', JSON.stringify({ ...view, instances: [{ ...instance, state: 'x'.repeat(1000) }] })],
+    ['an overlong shortage', JSON.stringify({ ...view, instances: [{ ...instance, exit_shortage: 'x'.repeat(1000) }] })],
+    ['a shortage that is not text', JSON.stringify({ ...view, instances: [{ ...instance, exit_shortage: 3 }] })],
     ['a time that is not one', JSON.stringify({ ...view, updated_at: 'soon' })],
   ] as const) {
     it(`leaves out ${name}`, () => {

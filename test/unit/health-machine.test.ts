@@ -37,6 +37,7 @@ const manual: HealthEvent = { type: 'manualQuarantine' };
 const release: HealthEvent = { type: 'release' };
 const up: HealthEvent = { type: 'bootstrapped' };
 const down: HealthEvent = { type: 'unbootstrapped' };
+const exitDown: HealthEvent = { type: 'exitDown' };
 
 interface Driven {
   s: HealthMachineState;
@@ -168,6 +169,13 @@ describe('health: state machine', () => {
       { name: 'probation -> healthy when a request survives', events: [manual, began, done, ok], state: 'healthy', view: { remediation_rung: 'none', remediations: 1 } },
       { name: 'probation -> quarantined on a failure', events: [manual, began, done, fail('other')], state: 'quarantined', view: { remediation_rung: 'wipe_restart' } },
       { name: 'probation -> quarantined on a transport failure seen by the pool', events: [manual, began, done, fail('transport', 'transport')], state: 'quarantined' },
+      { name: 'probation -> quarantined when its new exit dies (the pool’s own evidence)', events: [manual, began, done, exitDown], state: 'quarantined', view: { transport_failures: 1, remediation_rung: 'wipe_restart' } },
+      { name: 'probation -> quarantined when its exit dies, even within the rotation grace', events: [manual, began, done, { type: 'rotationStarted' }, { type: 'rotationEnded' }, exitDown], state: 'quarantined' },
+      { name: 'a healthy instance whose exit dies is not blamed: nothing weighed', events: [exitDown], state: 'healthy', view: { failures_in_window: 0, transport_failures: 0 } },
+      { name: 'a degraded instance whose exit dies stays degraded', events: [fail('other'), exitDown], state: 'degraded', view: { failures_in_window: 1 } },
+      { name: 'a remediating instance whose new exit dies stays remediating (the rung fails on its own)', events: [manual, began, exitDown], state: 'remediating' },
+      { name: 'probation stays on a success that ended before it began (it went through the replaced exit)', events: [manual, began, [10 * SEC, done], [11 * SEC, { type: 'success', endedAt: 9 * SEC }]], state: 'probation' },
+      { name: 'probation -> healthy on a success that ended after it began', events: [manual, began, [10 * SEC, done], [11 * SEC, { type: 'success', endedAt: 10.5 * SEC }]], state: 'healthy' },
       { name: 'probation stays on rate limits, however many', events: [manual, began, done, ...Array<HealthEvent>(200).fill(fail('rate_limited'))], state: 'probation' },
       { name: 'probation stays on unscored failures', events: [manual, began, done, fail('captcha', 'client', false)], state: 'probation' },
       { name: 'probation with rate limits in the window -> degraded on success', events: [manual, began, done, fail('rate_limited'), ok], state: 'degraded' },
@@ -260,6 +268,14 @@ describe('health: state machine', () => {
       const audits = r.effects.filter((e): e is Extract<HealthEffect, { type: 'audit' }> => e.type === 'audit').map((e) => e.audit);
       expect(audits.map((a) => a.type)).to.deep.equal(['quarantine', 'remediation', 'remediation', 'remediation']);
       expect(audits[3]?.message).to.match(/probation passed/);
+    });
+
+    it('says, when its exit died on probation, that the exit died and moves its sessions', () => {
+      const r = of([manual, began, done, exitDown]);
+      expect(types(r.last)).to.deep.equal(['moveSessions', 'audit', 'startRemediation']);
+      const audit = r.last.find((e): e is Extract<HealthEffect, { type: 'audit' }> => e.type === 'audit')?.audit;
+      expect(audit?.message).to.match(/exit it was given died on probation/);
+      expect(audit?.details).to.deep.include({ cause: 'probation', exit_down: true });
     });
 
     it('emits nothing for routine traffic', () => {

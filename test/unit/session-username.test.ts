@@ -85,9 +85,12 @@ describe('session parameters in the proxy username', () => {
 
   it('property: a recognised parameter followed by a piece that is not a parameter is refused, whatever stands around them', () => {
     const known = [...PARAMETER_NAMES, ...UNSUPPORTED_PARAMETER_NAMES] as string[];
+    // A code that is itself a parameter's name (`cc`, Cocos Islands; `st`) followed by junk reads
+    // from the right as that parameter with the junk for its value: refused too, for its value.
+    const code = (letters: RegExp): fc.Arbitrary<string> => fc.stringMatching(letters).filter((c) => !known.includes(c.toLowerCase()));
     const param = fc.oneof(
-      fc.stringMatching(/^[a-z]{2}$/).map((c) => `country-${c}`),
-      fc.stringMatching(/^[A-Z]{2}$/).map((c) => `cc-${c}`),
+      code(/^[a-z]{2}$/).map((c) => `country-${c}`),
+      code(/^[A-Z]{2}$/).map((c) => `cc-${c}`),
       fc.integer({ min: 1, max: 1440 }).map((m) => `sesstime-${m}`),
       fc.integer({ min: 1, max: 1440 }).map((m) => `sessionduration-${m}`),
       fc.tuple(fc.integer({ min: 1, max: 999 }), fc.constantFrom('', 's', 'm', 'h', 'd')).map(([n, u]) => `ttl-${n}${u}`),
@@ -100,6 +103,11 @@ describe('session parameters in the proxy username', () => {
         expect(() => parseSessionUsername(username), username).to.throw(SessionUsernameError, /is not a parameter/);
       }),
     );
+  });
+
+  it('refuses a country code that is a parameter name followed by junk, for the junk as its value', () => {
+    expect(() => parseSessionUsername('acme-cc-CC-abc')).to.throw(SessionUsernameError, /"abc" is not a two-letter ISO 3166 code/);
+    expect(parseSessionUsername('acme-cc-CC')).to.deep.equal({ key: 'acme', params: { countries: ['cc'] } });
   });
 
   it('property: a gateway targeting parameter exitpool does not support is refused wherever it stands, never taken into the key', () => {

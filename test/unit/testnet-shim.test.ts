@@ -118,6 +118,16 @@ describe('testnet loopback shim (LD_PRELOAD)', function () {
     expect(plain.result.mapped).to.equal(false);
   });
 
+  it('binds exit traffic (ports outside EXITPOOL_SHIM_RELAY_PORTS) to EXITPOOL_SHIM_EXIT_BIND_IPV4, and the network ports to the relay address', async () => {
+    const base = { LD_PRELOAD: shim, SHIM_PATH: shim, EXITPOOL_SHIM_BIND_IPV4: '127.0.0.13', EXITPOOL_SHIM_EXIT_BIND_IPV4: '127.21.0.8', TCP_PORT: String(tcpPort), UDP_PORT: String(udpPort) };
+    const exitTraffic = await runProbe({ ...base, EXITPOOL_SHIM_RELAY_PORTS: `${tcpPort + 1}-${tcpPort + 50}` });
+    expect(outcome(exitTraffic.result, 'loopback')).to.deep.equal({ ok: true, seen: '127.21.0.8' });
+    const relayTraffic = await runProbe({ ...base, EXITPOOL_SHIM_RELAY_PORTS: `${tcpPort}-${tcpPort}` });
+    expect(outcome(relayTraffic.result, 'loopback')).to.deep.equal({ ok: true, seen: '127.0.0.13' });
+    const noRange = await runProbe({ ...base });
+    expect(outcome(noRange.result, 'loopback'), 'without a range every port is exit traffic').to.deep.equal({ ok: true, seen: '127.21.0.8' });
+  });
+
   it('refuses TCP and UDP to non-loopback IPv4, IPv6 and v4-mapped addresses before the syscall, and allows loopback', async () => {
     const { result, stderr } = await runProbe({
       LD_PRELOAD: shim,

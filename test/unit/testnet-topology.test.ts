@@ -5,6 +5,7 @@ import { InvalidTestnetOptionsError } from '../../internal/testnet/errors.js';
 import {
   DEFAULT_EXIT_COUNTRIES,
   DEFAULT_EXITS,
+  EGRESS_ELSEWHERE_EXITS,
   exitAddress,
   FAMILY_EXITS,
   MAX_EXITS,
@@ -73,6 +74,34 @@ describe('testnet topology and torrc', () => {
     expect(new Set(exits.map((e) => e.country)).size).to.be.at.least(3);
     const lines = nodeTorrcLines({ node: exits[FAMILY_EXITS[0]] as NodePlan, authorities, files, exitFingerprints: [], guardFingerprints: [], familyFingerprints: [fp('f')], owningPid: 1 });
     expect(lines).to.include(`MyFamily $${fp('F')}`);
+  });
+
+  it('with egressElsewhere, sends the traffic of two exits from an address in another exit\'s /24 and country: 7 published /24s, 5 seen by destinations', () => {
+    const big = planTopology({ basePort: 20000, relays: 3, exits: DEFAULT_EXITS, exitCountries: DEFAULT_EXIT_COUNTRIES, egressElsewhere: true, workDir: '/w' });
+    const exits = big.nodes.filter((n) => n.role === 'exit');
+    const block = (a: string): string => a.split('.').slice(0, 3).join('.');
+    for (const [i, host] of EGRESS_ELSEWHERE_EXITS) {
+      const exit = exits[i] as NodePlan;
+      const hostExit = exits[host] as NodePlan;
+      expect(exit.egressAddress, exit.nickname).to.not.equal(exit.address);
+      expect(block(exit.egressAddress), exit.nickname).to.equal(block(hostExit.address));
+      expect(exit.egressAddress, 'not the host exit itself').to.not.equal(hostExit.address);
+      expect(exit.egressCountry).to.equal(hostExit.country);
+      expect(exit.country, 'its published address keeps its own country').to.not.equal(hostExit.country);
+    }
+    const others = exits.filter((e) => !EGRESS_ELSEWHERE_EXITS.some(([i]) => exits[i] === e));
+    for (const e of others) expect([e.egressAddress, e.egressCountry]).to.deep.equal([e.address, e.country]);
+    expect(new Set(exits.map((e) => block(e.address))).size).to.equal(7);
+    expect(new Set(exits.map((e) => block(e.egressAddress))).size).to.equal(5);
+    expect(new Set(exits.map((e) => e.egressAddress)).size, 'every egress address its own').to.equal(exits.length);
+    // A small network has no host for them, and without the option none does: every exit leaves from its own address.
+    for (const e of plan.nodes.filter((n) => n.role === 'exit')) expect(e.egressAddress).to.equal(e.address);
+    const plain = planTopology({ basePort: 20000, relays: 3, exits: DEFAULT_EXITS, exitCountries: DEFAULT_EXIT_COUNTRIES, workDir: '/w' });
+    for (const e of plain.nodes.filter((n) => n.role === 'exit')) expect([e.egressAddress, e.egressCountry]).to.deep.equal([e.address, e.country]);
+    expect(big.relayPorts).to.deep.equal({ low: 20010, high: 20000 + portSpan(3, DEFAULT_EXITS) - 1 });
+    const ports = plannedEndpoints(big).filter((e) => e.protocol === 'tcp' && e.port !== big.whoamiPort).map((e) => e.port);
+    expect(ports.every((p) => p >= big.relayPorts.low && p <= big.relayPorts.high), 'every ORPort and DirPort is a relay port').to.equal(true);
+    expect(big.whoamiPort, 'the destination is not').to.be.below(big.relayPorts.low);
   });
 
   it('gives every exit a distinct address in 127/8 for any size (property)', () => {

@@ -104,6 +104,28 @@ describe('testnet whoami server', () => {
     expect(body).to.deep.include({ ip: '127.0.0.16', path: '/json', host: `whoami.testnet:${server.port}` });
   });
 
+  it('echoes the source address on /ip, apart from the site: no hit counted, no site behaviour, its own behaviours', async () => {
+    server.setBehaviour('127.0.0.31', 'captcha');
+    const echoed = await getFrom(server, '127.0.0.31', '/ip');
+    expect([echoed.status, echoed.body]).to.deep.equal([200, '127.0.0.31\n']);
+    expect(server.hits('127.0.0.31'), 'a probe is not a visit of the site').to.equal(0);
+    expect(server.echoHits('127.0.0.31')).to.equal(1);
+    server.setEchoBehaviour('127.0.0.32', 'garbage');
+    expect((await getFrom(server, '127.0.0.32', '/ip')).body).to.not.match(/127\.0\.0\.32/);
+    server.setEchoBehaviour('127.0.0.33', 'reset');
+    const reset = await getFrom(server, '127.0.0.33', '/ip').then(
+      () => undefined,
+      (err: NodeJS.ErrnoException) => err,
+    );
+    expect(reset?.code).to.equal('ECONNRESET');
+    expect((await getFrom(server, '127.0.0.33')).body, 'the site still answers').to.equal('127.0.0.33\n');
+    server.clearEchoBehaviours();
+    expect((await getFrom(server, '127.0.0.33', '/ip')).body).to.equal('127.0.0.33\n');
+    expect([...server.echoHitsBySource().keys()].sort()).to.deep.equal(['127.0.0.31', '127.0.0.32', '127.0.0.33']);
+    expect(server.echoUrl()).to.equal(`http://whoami.testnet:${server.port}/ip`);
+    expect(() => server.setEchoBehaviour('nope', 'reset')).to.throw(InvalidTestnetOptionsError);
+  });
+
   it('builds URLs by network name and by address, and rejects a malformed source IP', () => {
     expect(server.url('/json')).to.equal(`http://whoami.testnet:${server.port}/json`);
     expect(server.directUrl()).to.equal(`http://127.0.0.1:${server.port}/`);

@@ -110,6 +110,10 @@ describe('tor control events', () => {
       buildFlags: ['IS_INTERNAL'],
     });
     expect(parseCircuitLine(`7 CLOSED $${FP1} REASON=FINISHED`)).to.deep.include({ reason: 'FINISHED', path: [{ fingerprint: FP1 }] });
+    // A circuit the network destroyed says why in REMOTE_REASON (a dead exit relay's, seen on the private network).
+    const destroyed = parseCircuitLine(`8 FAILED $${FP1}~g,$${FP1}~m BUILD_FLAGS=NEED_CAPACITY PURPOSE=GENERAL REASON=DESTROYED REMOTE_REASON=CHANNEL_CLOSED`);
+    expect(destroyed).to.deep.include({ reason: 'DESTROYED', remoteReason: 'CHANNEL_CLOSED' });
+    expect(parseCircuitLine(`7 CLOSED $${FP1} REASON=FINISHED`).remoteReason).to.equal(undefined);
   });
 
   it('parses STREAM events', () => {

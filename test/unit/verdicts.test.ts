@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import type { DestinationProbe, DestinationProbeResult, RouteResult } from '../../shared/ipc/protocol.js';
 import { AuditLog } from '../../supervisor/audit/audit-log.js';
 import { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
-import { addressBlock, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
+import { addressBlock, asPublished, type ExitRelay } from '../../supervisor/exits/exit-relay.js';
 import { partyResolver } from '../../supervisor/verdicts/parties.js';
 import { ExitComplaints } from '../../supervisor/verdicts/exit-complaints.js';
 import { hostIsSite, VisitLog } from '../../supervisor/verdicts/visit-log.js';
@@ -12,7 +12,7 @@ import { quietLogger } from '../support/fakes/quiet-logger.js';
 const fp = (c: string): string => c.repeat(40).toUpperCase();
 
 function relay(c: string, address: string, country: string): ExitRelay {
-  return { fingerprint: fp(c), nickname: `n${c}`, address, country, bandwidth: 1000, block: addressBlock(address), family: fp(c) };
+  return asPublished({ fingerprint: fp(c), nickname: `n${c}`, address, country, bandwidth: 1000, block: addressBlock(address), family: fp(c) });
 }
 
 /** Six exits: two in de, two in nl, one in fr, one in us (each its own /24). */
@@ -132,6 +132,23 @@ describe('verdicts: what evidence earns (supervisor/verdicts/README.md, the tabl
       expect(r.pool.sessionView(bystander).instance, 'a session of another site keeps the exit').to.equal(inst);
     });
 
+    it('counts a site reached by a connection still open (its start is the evidence): a client reports while its tunnel is up', async () => {
+      const r = rig();
+      const inst = 0;
+      const exit = r.fingerprintOn(inst);
+      const [a, b] = [r.sessionOn(inst), r.sessionOn(inst)];
+      // No close record yet: only the connections' starts reached the supervisor.
+      r.pool.recordReached([
+        { key: a, instance: inst, host: 'shop.example', credential: 'token:alice', at: r.clock.t },
+        { key: b, instance: inst, host: 'www.shop.example', credential: 'token:bob', at: r.clock.t },
+      ]);
+      await r.pool.reportFailure(a, 'captcha', '', token('alice'), 'shop.example');
+      await r.pool.reportFailure(b, 'captcha', '', token('bob'), 'shop.example');
+      expect(r.exits.bannedFor({ fingerprint: exit, address: '' }, ['shop.example'])).to.equal(true);
+      const audited = r.audit.recent(50).filter((e) => e.message.startsWith('failure reported'));
+      expect(audited.map((e) => e.details.site_seen)).to.deep.equal([true, true]);
+    });
+
     it('bans nothing for a site the session never reached through that exit', async () => {
       const r = rig();
       const inst = 0;
@@ -225,6 +242,79 @@ describe('verdicts: what evidence earns (supervisor/verdicts/README.md, the tabl
     });
   });
 
+  describe('the pool’s own evidence that an exit is dead', () => {
+    /** Sessions on `inst` (placed there), and one elsewhere that must not move. */
+    const sessions = (r: ReturnType<typeof rig>, inst: number, n: number): string[] => Array.from({ length: n }, () => r.sessionOn(inst));
+
+    it('marks the exit down (not banned), moves its sessions to live exits as exit_down, re-routes open dials and re-pins the instance', async () => {
+      const r = rig();
+      const inst = r.instanceOnExit('a');
+      const keys = sessions(r, inst, 3);
+      const bystander = r.sessionOn(inst === 0 ? 1 : 0);
+      const bystanderInstance = r.pool.sessionView(bystander).instance;
+      const down: number[] = [];
+      r.pool.on('instance-down', (id) => down.push(id));
+      const onInstance = r.pool.sessions.keysOn(inst);
+      expect(onInstance).to.include.members(keys);
+      r.instances.get(inst)!.exitDied(fp('a'));
+      expect(r.exits.isDown(fp('a'))).to.equal(true);
+      expect(r.exits.bans.size, 'a dead relay is not a burnt address').to.equal(0);
+      for (const key of keys) {
+        const v = r.pool.sessionView(key);
+        expect(v.instance, key).to.not.equal(inst);
+        expect(v.exit_ip).to.not.equal('10.1.0.1');
+      }
+      expect(r.pool.sessionView(bystander).instance, 'another instance’s session stays').to.equal(bystanderInstance);
+      const moves = r.audit.recent(200).filter((e) => e.type === 'assignment' && e.details.reason === 'exit_down');
+      expect(moves.map((e) => e.session).sort()).to.deep.equal([...onInstance].sort());
+      expect(down).to.deep.equal([inst]);
+      expect(r.instances.get(inst)!.rotations, 'pinned to a new exit').to.equal(1);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(r.audit.recent(200).some((e) => e.type === 'rotate' && e.instance === inst && e.details.by === 'exit_down')).to.equal(true);
+      // Charged to no one: nothing weighed on the instance, no budget spent.
+      expect(r.health.get(inst)!.failures).to.deep.equal([]);
+      expect(r.health.get(inst)!.state).to.equal('healthy');
+      expect(r.exits.downViews().map((d) => [d.fingerprint, d.instance, d.evidence.length])).to.deep.equal([[fp('a'), inst, 1]]);
+    });
+
+    it('keeps the sessions it moved on their live exits: no rebalance changes them again', () => {
+      const r = rig();
+      const inst = r.instanceOnExit('a');
+      const keys = sessions(r, inst, 4);
+      r.instances.get(inst)!.exitDied(fp('a'));
+      const placed = keys.map((k) => r.pool.sessionView(k).instance);
+      r.instances.get(inst)!.finishRotation('10.5.0.1');
+      for (let i = 0; i < 3; i++) r.pool.tick();
+      expect(keys.map((k) => r.pool.sessionView(k).instance)).to.deep.equal(placed);
+    });
+
+    it('quarantines an instance on probation (its remediation gave it an exit that does not work); the ladder, not the pool, re-pins it', () => {
+      const r = rig();
+      const inst = r.instanceOnExit('b');
+      const keys = sessions(r, inst, 2);
+      r.health.get(inst)!.state = 'probation';
+      r.instances.get(inst)!.exitDied(fp('b'));
+      expect(r.health.get(inst)!.state).to.equal('quarantined');
+      expect(r.instances.get(inst)!.rotations, 'the remediation ladder gives it its next exit').to.equal(0);
+      expect(keys.every((k) => r.pool.sessionView(k).instance !== inst)).to.equal(true);
+      const reasons = r.audit.recent(200).filter((e) => e.type === 'assignment' && e.details.reason !== 'new' && keys.includes(e.session ?? '')).map((e) => e.details.reason);
+      expect(reasons).to.deep.equal(['exit_down', 'exit_down']);
+      expect(r.exits.isDown(fp('b'))).to.equal(true);
+    });
+
+    it('with nowhere else to go, the sessions stay, the audit says why, and the instance gets a new exit', () => {
+      const r = rig({ POOL_SIZE: '1' });
+      const keys = sessions(r, 0, 2);
+      const exit = r.fingerprintOn(0);
+      r.instances.get(0)!.exitDied(exit);
+      expect(keys.every((k) => r.pool.sessionView(k).instance === 0)).to.equal(true);
+      const stays = r.audit.recent(200).filter((e) => e.type === 'assignment' && e.details.reason === 'exit_down');
+      expect(stays.map((e) => e.session).sort()).to.deep.equal([...keys].sort());
+      expect(stays[0]?.message).to.match(/its exit died/);
+      expect(r.instances.get(0)!.rotations).to.equal(1);
+    });
+  });
+
   describe('blame a destination', () => {
     const failure = (r: ReturnType<typeof rig>, inst: number, key: string | null, reply: number, host = 'gone.example'): void =>
       r.pool.recordCloses(
@@ -278,6 +368,23 @@ describe('verdicts: what evidence earns (supervisor/verdicts/README.md, the tabl
       await settle();
       expect(r.probes).to.have.length(0);
       expect(r.health.get(0)!.failures.at(-1)).to.include({ scored: false });
+    });
+  });
+
+  describe('a failed egress probe (the pool’s own evidence about the exit)', () => {
+    const probeFailure = (instance: number, fingerprint: string, echoAnswered: boolean) => ({ instance, fingerprint, failure: 'timeout', detail: 'no answer', echoAnswered, at: 1 });
+
+    it('weighs a transport failure on the instance when the echo service answered through another exit', () => {
+      const r = rig();
+      r.exits.emit('egress-failed', probeFailure(2, r.fingerprintOn(2), true));
+      expect(r.health.get(2)!.failures).to.deep.equal([{ kind: 'transport', source: 'transport', scored: true }]);
+      for (const id of [0, 1, 3]) expect(r.health.get(id)!.failures, `instance ${id}`).to.deep.equal([]);
+    });
+
+    it('blames nobody when the echo service answered through no other exit (it may be down itself)', () => {
+      const r = rig();
+      r.exits.emit('egress-failed', probeFailure(2, r.fingerprintOn(2), false));
+      expect(r.health.get(2)!.failures).to.deep.equal([]);
     });
   });
 });

@@ -13,6 +13,7 @@ import { requestOriginGuard, type RequestOriginPolicy } from './request-origin.j
 import { securityHeaders } from './security-headers.js';
 import { SseHub, type StreamCredential } from './sse-hub.js';
 import { clientIpOf } from '../../shared/net/client-ip.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 
 /** Largest JSON body the API reads; anything bigger is a 400 before it is parsed. */
 export const MAX_JSON_BODY_BYTES = 16 * 1024;
@@ -115,7 +116,7 @@ export function createApiApp(o: ApiAppOptions): express.Express {
       return;
     }
     const e = toHttpError(err);
-    if (e.status >= 500) o.log.error('API request failed', { error: (err as Error)?.message });
+    if (e.status >= 500) o.log.error('API request failed', { error: errorMessage(err) });
     for (const [k, v] of Object.entries(e.headers)) res.setHeader(k, v);
     res.status(e.status).type('text/plain').send(`${e.message}\n`);
   });

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { Request } from 'express';
 import { IpcRemoteError } from '../../shared/ipc/errors.js';
-import { FORWARD_DIGEST_ENV, type WorkerEndpoint } from '../../shared/ipc/protocol.js';
+import { FLEET_NODE_ENV, type WorkerEndpoint } from '../../shared/ipc/protocol.js';
 import { HttpError } from './http-error.js';
 
 /**
@@ -14,8 +14,8 @@ export const SESSION_FORWARD_TIMEOUT_MS = 20_000;
 /** An owner's answer about one session is small; a larger one is not an exitpool answer. */
 const MAX_FORWARDED_ANSWER_BYTES = 1024 * 1024;
 
-/** The supervisor gives its workers the fleet's forwarding digest only on a node of a fleet: elsewhere nothing is asked. */
-const IN_A_FLEET = process.env[FORWARD_DIGEST_ENV] !== undefined;
+/** The supervisor names its node to its workers only on a node of a fleet: elsewhere nothing is asked. */
+const IN_A_FLEET = process.env[FLEET_NODE_ENV] !== undefined;
 
 /** What a session route answers: a JSON body, or none (204). */
 export interface ForwardedReply {

@@ -1,13 +1,15 @@
-import type { CloseRecord, ListenerKind, ReleasedRoute } from '../../shared/ipc/protocol.js';
-import type { ConnectionStats, ProxyEvents, RouteGranted } from '../proxy/proxy-types.js';
+import type { CloseRecord, ListenerKind, ReachedHost, ReleasedRoute } from '../../shared/ipc/protocol.js';
+import type { ConnectionEvidence, ConnectionStats, ProxyEvents, RouteGranted } from '../proxy/proxy-types.js';
 
 /**
- * What a proxy worker's connections report between two accounting notices: every finished
- * connection (a close record), every route handed back unused, and the route round trips. The
+ * What a proxy worker's connections report between two accounting notices: the sites a session's
+ * connections reached, every finished connection (a close record), every route handed back
+ * unused, and the route round trips. The
  * worker sends it with the connections routed from leases (ACCOUNTING_FLUSH_MS, or when the
  * supervisor asks).
  */
 export class AccountingBatch {
+  private reached: ReachedHost[] = [];
   private closes: CloseRecord[] = [];
   private released: ReleasedRoute[] = [];
   private roundTrips: number[] = [];
@@ -17,8 +19,11 @@ export class AccountingBatch {
   constructor(private readonly maxRoundTrips: number) {}
 
   readonly events: ProxyEvents = {
-    connectionOpened: (): void => {
-      // Counted already: by the supervisor when it routed it, or as an opened record when the router used a lease.
+    connectionOpened: (route: RouteGranted, _listener: ListenerKind, evidence: ConnectionEvidence): void => {
+      // Counted already: by the supervisor when it routed it, or as an opened record when the
+      // router used a lease. What it tells the verdicts is sent now: the client may report the
+      // site before this connection ends.
+      if (route.key !== null && evidence.host !== '') this.reached.push({ key: route.key, instance: route.instance, host: evidence.host, credential: evidence.credential(), at: Date.now() });
     },
     connectionClosed: (route: RouteGranted, _listener: ListenerKind, s: ConnectionStats): void => {
       const failure = s.failure && this.stopping ? { ...s.failure, scored: false } : s.failure;
@@ -48,12 +53,13 @@ export class AccountingBatch {
   }
 
   get isEmpty(): boolean {
-    return this.closes.length === 0 && this.released.length === 0 && this.roundTrips.length === 0;
+    return this.reached.length === 0 && this.closes.length === 0 && this.released.length === 0 && this.roundTrips.length === 0;
   }
 
   /** What was collected since the last call, and a fresh start. */
-  take(): { closes: CloseRecord[]; released: ReleasedRoute[]; routeRttMs: number[] } {
-    const taken = { closes: this.closes, released: this.released, routeRttMs: this.roundTrips };
+  take(): { reached: ReachedHost[]; closes: CloseRecord[]; released: ReleasedRoute[]; routeRttMs: number[] } {
+    const taken = { reached: this.reached, closes: this.closes, released: this.released, routeRttMs: this.roundTrips };
+    this.reached = [];
     this.closes = [];
     this.released = [];
     this.roundTrips = [];

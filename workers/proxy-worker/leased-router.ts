@@ -196,7 +196,6 @@ export class LeasedRouter implements Router {
         listener: req.listener,
         ...(req.instanceId === undefined ? {} : { instance: req.instanceId }),
         ...(params === undefined ? {} : { params }),
-        ...(req.forwarded === true ? { forwarded: true as const } : {}),
       });
     } catch (e) {
       this.o.log.warn('route request failed; refusing the connection', { error: errorMessage(e) });

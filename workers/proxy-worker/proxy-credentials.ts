@@ -1,8 +1,7 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { ProxyCredentialSnapshot } from '../../shared/auth/credential-snapshot.js';
 import { isNewerSnapshot } from '../../shared/auth/credential-snapshot.js';
 import { TokenVerifier } from '../../shared/auth/token-verifier.js';
-import { FORWARD_DIGEST_ENV, type WorkerEndpoint } from '../../shared/ipc/protocol.js';
+import type { WorkerEndpoint } from '../../shared/ipc/protocol.js';
 import type { CredentialPolicy } from '../proxy/proxy-types.js';
 
 /**
@@ -12,17 +11,14 @@ import type { CredentialPolicy } from '../proxy/proxy-types.js';
  */
 export class ProxyCredentials {
   private verifier: TokenVerifier | null = null;
-
-  /** SHA-256 of the fleet's forwarding secret (FORWARD_DIGEST_ENV), as bytes; null outside a fleet. */
-  private readonly forwardDigest: Buffer | null;
+  /** The ids of the snapshot's tokens: a hop credential carrying one that is gone is refused (hop-credentials.ts). */
+  private ids: ReadonlySet<string> = new Set();
 
   constructor(
     private readonly authDisabled: boolean,
     /** Where new snapshots arrive from the supervisor; null for a policy that only installs its own (the start-up warm-up). */
     endpoint: WorkerEndpoint | null,
-    forwardDigestHex: string | undefined = process.env[FORWARD_DIGEST_ENV],
   ) {
-    this.forwardDigest = forwardDigestHex !== undefined && /^[0-9a-f]{64}$/.test(forwardDigestHex) ? Buffer.from(forwardDigestHex, 'hex') : null;
     endpoint?.handle('credentials.update.proxy', (snapshot) => {
       this.install(snapshot);
       return { version: this.verifier?.version ?? 0 };
@@ -32,6 +28,16 @@ export class ProxyCredentials {
   install(snapshot: ProxyCredentialSnapshot): void {
     if (this.verifier && !isNewerSnapshot({ version: this.verifier.version }, snapshot)) return;
     this.verifier = TokenVerifier.fromSnapshot(snapshot);
+    this.ids = new Set(snapshot.tokens.map((t) => t.id));
+  }
+
+  /**
+   * Whether a credential a hop carries is one this node would admit now: a token it holds, or
+   * (only under AUTH_DISABLED here too) a client address.
+   */
+  admits(credential: string): boolean {
+    if (credential.startsWith('token:')) return this.ids.has(credential.slice('token:'.length));
+    return this.authDisabled && credential.startsWith('address:');
   }
 
   policy(): CredentialPolicy {
@@ -43,10 +49,6 @@ export class ProxyCredentials {
         // The listener logs a refusal at warn ("credential refused"); it is never an audit event.
         if (!outcome.ok) return { ok: false };
         return { ok: true, credential: outcome.principal.kind === 'token' ? `token:${outcome.principal.id}` : 'anonymous' };
-      },
-      isForwarded: (password) => {
-        if (this.forwardDigest === null || password === null) return false;
-        return timingSafeEqual(createHash('sha256').update(password).digest(), this.forwardDigest);
       },
     };
   }

@@ -1,18 +1,21 @@
-import { ACCOUNTING_FLUSH_MS } from '../../shared/ipc/protocol.js';
+import { ACCOUNTING_FLUSH_MS, FLEET_NODE_ENV } from '../../shared/ipc/protocol.js';
 import { COUNTRY_EXIT_WAIT_MS } from '../../shared/config/limits.js';
 import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
 import { ConnectionBudget } from '../proxy/connection-budget.js';
 import { credentialRefusalLog } from '../proxy/credential-refusal-log.js';
 import { HttpProxyServer } from '../proxy/http-proxy-server.js';
 import { probeDestination } from '../proxy/destination-probe.js';
+import { fetchThroughInstance } from '../proxy/egress-probe.js';
 import { InstanceDownSignal } from '../proxy/instance-down.js';
 import { Socks5ProxyServer, createSessionPortServer } from '../proxy/socks5-server.js';
 import { AccountingBatch } from './accounting-batch.js';
 import { LeasedRouter } from './leased-router.js';
 import { listenNamed } from '../../shared/worker/listen-error.js';
+import { HopCredentials } from './hop-credentials.js';
 import { ProxyCredentials } from './proxy-credentials.js';
 import { warmUpProxyPath } from './warm-up.js';
 import type { RunningWorker, WorkerContext } from '../../shared/worker/worker-context.js';
+import { errorMessage } from '../../shared/errors/error-message.js';
 
 /** A route request the supervisor does not answer within this is refused (never a hang). */
 export const ROUTE_TIMEOUT_MS = 2000;
@@ -29,6 +32,9 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   const { config, endpoint, log } = ctx;
   const credentials = new ProxyCredentials(config.authDisabled, endpoint);
   credentials.install(await endpoint.request('credentials.proxy', null));
+  // On a node of a fleet: the keys hop credentials are checked with (the hop listener below).
+  const hopKeys = process.env[FLEET_NODE_ENV] === undefined ? null : await endpoint.request('hop.keys', null);
+  const hopCredentials = hopKeys === null ? null : new HopCredentials(hopKeys, credentials, config.usernameParams, endpoint);
   const batch = new AccountingBatch(MAX_RTT_SAMPLES_PER_BATCH);
 
   const badUsernames = new ThrottledWarning(log, 'proxy usernames refused for their session parameters');
@@ -50,6 +56,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
     return null;
   });
   endpoint.handle('destination.probe', (probe) => probeDestination(probe));
+  endpoint.handle('egress.fetch', (fetch) => fetchThroughInstance(fetch));
 
   const events = batch.events;
 
@@ -82,6 +89,9 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   log.debug('proxy path warmed up', { connections: warm.completed, ms: Math.round(warm.ms) });
   await listenNamed('SOCKS_PORT', config.socksPort, config.bindHost, () => socks.listen(config.socksPort, config.bindHost));
   await listenNamed('HTTP_PORT', config.httpPort, config.bindHost, () => http.listen(config.httpPort, config.bindHost));
+  // The fleet's internal listener: hop credentials only, never a proxy token (and the two above never take a hop credential).
+  const hop = hopCredentials === null ? null : new Socks5ProxyServer({ ...deps, kind: 'hop', credentials: hopCredentials.policy() });
+  if (hop) await listenNamed('HOP_PORT', config.hopPort, config.bindHost, () => hop.listen(config.hopPort, config.bindHost));
 
   // Session ports: one credential-free listener per instance, opened and closed as the pool changes.
   const sessionPorts = new Map<number, Socks5ProxyServer>();
@@ -102,18 +112,18 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
         await server.listen(config.sessionPortBase + id, config.bindHost);
       } catch (e) {
         sessionPorts.delete(id);
-        log.error('session port failed to open', { instance: id, port: config.sessionPortBase + id, error: (e as Error).message });
+        log.error('session port failed to open', { instance: id, port: config.sessionPortBase + id, error: errorMessage(e) });
       }
     }
   };
   endpoint.onNotice('session-ports', ({ instances }) => void syncSessionPorts(instances));
 
-  log.debug('proxy listeners up', { socks: config.socksPort, http: config.httpPort });
+  log.debug('proxy listeners up', { socks: config.socksPort, http: config.httpPort, ...(hop ? { hop: config.hopPort } : {}) });
   return {
     async stop(graceMs: number): Promise<void> {
       // Connections cut at the end of the grace are the shutdown's doing, not the instances'.
       batch.stopping = true;
-      await Promise.all([socks.close(graceMs), http.close(graceMs), ...[...sessionPorts.values()].map((s) => s.close(graceMs))]);
+      await Promise.all([socks.close(graceMs), http.close(graceMs), ...(hop ? [hop.close(graceMs)] : []), ...[...sessionPorts.values()].map((s) => s.close(graceMs))]);
       clearInterval(flushTimer);
       flush();
       credentialRefusals.flush();

@@ -54,7 +54,7 @@ export async function warmUpProxyPath(connections: number, log: Logger, maxMs = 
   if (connections <= 0) return { completed: 0, ms: 0 };
   const instance = await startStandInInstance();
   const token = `${TOKEN_PREFIX}${randomBytes(16).toString('hex')}`;
-  const credentials = new ProxyCredentials(false, null, undefined);
+  const credentials = new ProxyCredentials(false, null);
   credentials.install({ version: 1, authDisabled: false, tokens: [{ id: 'warm-up', scope: 'proxy', digest: digestTokenSecret(token) }] });
   const batch = new AccountingBatch(0);
   let session = 0;

@@ -14,16 +14,14 @@ class SocketRouteRequest implements RouteRequest {
   readonly sessionKey: string | null;
   readonly listener: ListenerKind;
   readonly instanceId?: number;
-  readonly forwarded?: boolean;
 
   readonly #socket: net.Socket;
 
-  constructor(socket: net.Socket, sessionKey: string | null, listener: ListenerKind, instanceId: number | undefined, forwarded: boolean) {
+  constructor(socket: net.Socket, sessionKey: string | null, listener: ListenerKind, instanceId: number | undefined) {
     this.#socket = socket;
     this.sessionKey = sessionKey;
     this.listener = listener;
     if (instanceId !== undefined) this.instanceId = instanceId;
-    if (forwarded) this.forwarded = true;
   }
 
   get clientIp(): string {
@@ -31,7 +29,7 @@ class SocketRouteRequest implements RouteRequest {
   }
 }
 
-/** The route request of a connection on `socket`; `instanceId` for a session port, `forwarded` for another node's hop. */
-export function routeRequestFrom(socket: net.Socket, sessionKey: string | null, listener: ListenerKind, instanceId?: number, forwarded = false): RouteRequest {
-  return new SocketRouteRequest(socket, sessionKey, listener, instanceId, forwarded);
+/** The route request of a connection on `socket`; `instanceId` for a session port. */
+export function routeRequestFrom(socket: net.Socket, sessionKey: string | null, listener: ListenerKind, instanceId?: number): RouteRequest {
+  return new SocketRouteRequest(socket, sessionKey, listener, instanceId);
 }

@@ -26,7 +26,7 @@ export class OpenedConnection {
     readonly route: RouteGranted,
     private readonly evidence: ConnectionEvidence,
   ) {
-    events.connectionOpened(route, listener);
+    events.connectionOpened(route, listener, evidence);
   }
 
   closed(report: CloseReport): void {

@@ -235,6 +235,7 @@ class HttpProxyConnection implements OwnedConnection {
     }
     const request = routeRequestFrom(socket, sessionKey, 'http');
     const target = targetFromHost(head.target.host, head.target.port);
+    const credentialOf = (): string => credential ?? `address:${clientIpOf(socket.remoteAddress)}`;
     let dialedRoute: RouteGranted | null = null;
     const outcome = await routeAndDial({
       listener: 'http',
@@ -247,7 +248,7 @@ class HttpProxyConnection implements OwnedConnection {
         // Shutdown aborts a dial in progress.
         this.dialAbort = abort;
         const promise = dialSocks5({
-          ...upstreamOf(route, sessionKey),
+          ...upstreamOf(route, sessionKey, credentialOf),
           target,
           timeoutMs: context.timeouts.dialMs,
           signal: abort.signal,
@@ -258,7 +259,7 @@ class HttpProxyConnection implements OwnedConnection {
       clientGone: () => socket.destroyed,
       release: (route) => this.accounting.released(route),
       accounting: this.accounting,
-      evidence: { host: target.host, credential: () => credential ?? `address:${clientIpOf(socket.remoteAddress)}` },
+      evidence: { host: target.host, credential: credentialOf },
       instanceDown: context.deps.instanceDown,
       dialMs: context.timeouts.dialMs,
       log: context.log,

@@ -23,8 +23,6 @@ export interface RouteRequest {
   listener: ListenerKind;
   /** Set only for session ports: the instance the port is pinned to. */
   instanceId?: number;
-  /** Another node of the fleet forwarded it (it authenticated with the fleet's forwarding secret): served here, never forwarded again. */
-  forwarded?: boolean;
 }
 
 /** The supervisor's refusals, the worker's own when the supervisor cannot be asked, and a username whose session parameters are malformed. */
@@ -74,12 +72,6 @@ export interface CredentialPolicy {
    */
   required: boolean;
   check: CredentialCheck;
-  /**
-   * Whether a SOCKS5 password is the fleet's forwarding secret (supervisor/fleet): the
-   * connection then comes from another node on a session this node owns. Asked whatever
-   * `required` says, so that AUTH_DISABLED cannot turn a forwarded connection into a new one.
-   */
-  isForwarded?: (password: string | null) => boolean;
 }
 
 export interface ConnectionStats {
@@ -103,9 +95,9 @@ export interface ConnectionStats {
 /**
  * What a connection tells the supervisor's verdicts about itself: the destination host the
  * client named (a name or an IP literal, without the port), and the credential that opened it
- * (`token:<id>`; `address:<ip>` under AUTH_DISABLED; `fleet` for a connection another node
- * forwarded; `session-port` on a session port). The address is read when the connection ends
- * (a getpeername call) only where it names the credential.
+ * (`token:<id>`; `address:<ip>` under AUTH_DISABLED; `session-port` on a session port; on the
+ * hop listener, the client's credential the forwarding node signed into its hop credential). The
+ * address is read when the connection ends (a getpeername call) only where it names the credential.
  */
 export interface ConnectionEvidence {
   host: string;
@@ -121,7 +113,7 @@ export interface ConnectionEvidence {
  * was never used, so it is not a request.
  */
 export interface ProxyEvents {
-  connectionOpened(route: RouteGranted, listener: ListenerKind): void;
+  connectionOpened(route: RouteGranted, listener: ListenerKind, evidence: ConnectionEvidence): void;
   connectionClosed(route: RouteGranted, listener: ListenerKind, stats: ConnectionStats): void;
   connectionReleased(route: RouteGranted, listener: ListenerKind): void;
 }

@@ -1,3 +1,4 @@
+import { hopPassword } from '../../shared/auth/hop-credential.js';
 import type { Logger } from '../../shared/logger.js';
 import type { ConnectionAccounting, OpenedConnection } from './connection-accounting.js';
 import { transportFailureOf } from './dial-failure.js';
@@ -9,12 +10,14 @@ import type { Socks5Target } from './socks5-protocol.js';
 
 /**
  * Where a granted route is dialled: the instance's SocksPort, or on another node's session that
- * node's listener, with the client's own username (its parameters too) and the hop's password.
+ * node's hop listener, with the client's own username (its parameters too) and a hop credential
+ * signed for the connection's credential (`credential`: `token:<id>`, or `address:<ip>`), which
+ * the owner charges (shared/auth/hop-credential.ts).
  */
-export function upstreamOf(route: RouteGranted, username: string | null): UpstreamAddress {
+export function upstreamOf(route: RouteGranted, username: string | null, credential: () => string): UpstreamAddress {
   const address: UpstreamAddress = { host: route.host, port: route.port };
   if (route.path !== undefined) address.path = route.path;
-  if (route.forward !== undefined && username !== null) address.auth = { username, password: route.forward.password };
+  if (route.forward !== undefined && username !== null) address.auth = { username, password: hopPassword(route.forward.hop, credential()) };
   return address;
 }
 

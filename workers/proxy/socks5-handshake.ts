@@ -42,9 +42,9 @@ export type HandshakeStep =
    * The client may now send its request, and the session key is settled: the listener can route
    * while the request is on its way. Not terminal; a 'connect' or 'close' follows.
    */
-  | { type: 'authenticated'; sessionKey: string | null; forwarded: boolean }
+  | { type: 'authenticated'; sessionKey: string | null }
   /** Terminal: a CONNECT to dial. `rest` holds bytes the client sent after the request. */
-  | { type: 'connect'; target: Socks5Target; sessionKey: string | null; rest: Buffer; forwarded: boolean }
+  | { type: 'connect'; target: Socks5Target; sessionKey: string | null; rest: Buffer }
   /** Terminal: close the connection (after writing any preceding `send`). */
   | { type: 'close'; refusal: HandshakeRefusal };
 
@@ -56,15 +56,12 @@ export class Socks5ServerHandshake {
   private phase: Phase = 'greeting';
   private pending: Buffer = EMPTY;
   private sessionKey: string | null = null;
-  /** The credential that passed the check ('fleet' for a forwarded connection); null when none was required. */
+  /** The credential that passed the check (on the hop listener, the one the hop credential carries); null when none was required. */
   private credentialId: string | null = null;
-  /** The password was the fleet's forwarding secret (another node forwards one of this node's sessions). */
-  private forwarded = false;
 
   constructor(
     private readonly mode: HandshakeAuthMode,
     private readonly check: CredentialCheck,
-    private readonly isForwarded: (password: string | null) => boolean = () => false,
   ) {}
 
   get finished(): boolean {
@@ -111,7 +108,7 @@ export class Socks5ServerHandshake {
       this.phase = 'credentials';
     } else if (offersNone && this.mode !== 'required') {
       steps.push({ type: 'send', bytes: METHOD_NO_AUTHENTICATION });
-      steps.push({ type: 'authenticated', sessionKey: null, forwarded: false });
+      steps.push({ type: 'authenticated', sessionKey: null });
       this.phase = 'request';
     } else {
       steps.push({ type: 'send', bytes: METHOD_NONE_ACCEPTABLE });
@@ -131,10 +128,7 @@ export class Socks5ServerHandshake {
     }
     const username = parsed.value.username === '' ? null : parsed.value.username;
     const password = parsed.value.password === '' ? null : parsed.value.password;
-    // A session port serves its instance whoever asks: nothing is forwarded there.
-    this.forwarded = this.mode !== 'ignored' && username !== null && this.isForwarded(password);
-    if (this.forwarded) this.credentialId = 'fleet';
-    else if (this.mode === 'required') {
+    if (this.mode === 'required') {
       const verdict = this.check(username, password);
       if (!verdict.ok) {
         steps.push({ type: 'send', bytes: USER_PASSWORD_REFUSED });
@@ -146,7 +140,7 @@ export class Socks5ServerHandshake {
     }
     this.sessionKey = this.mode === 'ignored' ? null : username;
     steps.push({ type: 'send', bytes: USER_PASSWORD_ACCEPTED });
-    steps.push({ type: 'authenticated', sessionKey: this.sessionKey, forwarded: this.forwarded });
+    steps.push({ type: 'authenticated', sessionKey: this.sessionKey });
     this.phase = 'request';
     return parsed.consumed;
   }
@@ -162,7 +156,7 @@ export class Socks5ServerHandshake {
       steps.push({ type: 'close', refusal: { kind: 'command-not-supported', command } });
       return buf.length;
     }
-    steps.push({ type: 'connect', target, sessionKey: this.sessionKey, rest: buf.subarray(parsed.consumed), forwarded: this.forwarded });
+    steps.push({ type: 'connect', target, sessionKey: this.sessionKey, rest: buf.subarray(parsed.consumed) });
     return buf.length;
   }
 

@@ -33,6 +33,12 @@ export interface Socks5ProxyServerOptions extends ProxyDependencies {
    * and every route request names this instance. Prefer createSessionPortServer.
    */
   pinnedInstanceId?: number;
+  /**
+   * `hop`: the internal listener where other nodes of the fleet forward their sessions
+   * (HOP_PORT): `credentials` checks hop credentials, always required, and its connections are
+   * routed as `hop` (served here, never forwarded again). Default `socks`, the clients' listener.
+   */
+  kind?: 'socks' | 'hop';
   timeouts?: Partial<ProxyTimeouts>;
   log?: Logger;
 }
@@ -68,13 +74,15 @@ export class Socks5ProxyServer extends ListeningServer {
   constructor(options: Socks5ProxyServerOptions) {
     const pinnedInstanceId = options.pinnedInstanceId;
     const pinned = pinnedInstanceId !== undefined;
-    const log = options.log ?? childLogger({ component: pinned ? 'session-port' : 'socks5-listener' });
-    const listener: ListenerKind = pinned ? 'session-port' : 'socks';
+    const log = options.log ?? childLogger({ component: pinned ? 'session-port' : options.kind === 'hop' ? 'hop-listener' : 'socks5-listener' });
+    const kind = options.kind ?? 'socks';
+    const listener: ListenerKind = pinned ? 'session-port' : kind;
     const context: ConnectionContext = {
       listener,
       accounting: new ConnectionAccounting(options.events, listener),
       credentialRefusals: options.credentialRefusals ?? credentialRefusalLog(log),
-      authMode: pinned ? 'ignored' : options.credentials.required ? 'required' : 'optional',
+      // AUTH_DISABLED never opens the hop listener: a hop credential is always required there.
+      authMode: pinned ? 'ignored' : kind === 'hop' || options.credentials.required ? 'required' : 'optional',
       pinnedInstanceId,
       deps: options,
       timeouts: resolveTimeouts(options.timeouts),
@@ -124,7 +132,7 @@ class Socks5Connection implements OwnedConnection, ConnectionEvidence, DialListe
   /** ConnectionEvidence: the destination the CONNECT named. */
   host = '';
   /** The dial of a route known at the CONNECT (dialKnown), until it ends. */
-  private known: { route: RouteGranted; connection: OpenedConnection; target: Socks5Target; rest: Buffer; sessionKey: string | null; forwarded: boolean; instanceDown: boolean } | null = null;
+  private known: { route: RouteGranted; connection: OpenedConnection; target: Socks5Target; rest: Buffer; sessionKey: string | null; instanceDown: boolean } | null = null;
   /** A granted route no dial has taken yet; released if the connection ends first. */
   private unusedRoute: RouteGranted | null = null;
   private readonly accounting: ConnectionAccounting;
@@ -141,7 +149,7 @@ class Socks5Connection implements OwnedConnection, ConnectionEvidence, DialListe
     private readonly socket: net.Socket,
     private readonly lifecycle: ConnectionLifecycle,
   ) {
-    this.handshake = new Socks5ServerHandshake(context.authMode, context.deps.credentials.check, context.deps.credentials.isForwarded);
+    this.handshake = new Socks5ServerHandshake(context.authMode, context.deps.credentials.check);
     this.accounting = context.accounting;
   }
 
@@ -180,7 +188,7 @@ class Socks5Connection implements OwnedConnection, ConnectionEvidence, DialListe
         return;
       case 'authenticated':
         this.lifecycle.authenticated(this);
-        this.routing = this.requestRoute(step.sessionKey, step.forwarded);
+        this.routing = this.requestRoute(step.sessionKey);
         return;
       case 'close':
         this.endHandshake();
@@ -206,9 +214,9 @@ class Socks5Connection implements OwnedConnection, ConnectionEvidence, DialListe
    * Asks for a route and, once granted, opens the instance connection ahead of the CONNECT. A
    * route the router holds already (a lease) is taken at once, with no promise in between.
    */
-  private requestRoute(sessionKey: string | null, forwarded: boolean): RouteDecision | Promise<RouteDecision> {
+  private requestRoute(sessionKey: string | null): RouteDecision | Promise<RouteDecision> {
     const { context, socket } = this;
-    const request = routeRequestFrom(socket, sessionKey, context.listener, context.pinnedInstanceId, forwarded);
+    const request = routeRequestFrom(socket, sessionKey, context.listener, context.pinnedInstanceId);
     const router = context.deps.router;
     let known: RouteDecision | undefined;
     try {
@@ -227,20 +235,20 @@ class Socks5Connection implements OwnedConnection, ConnectionEvidence, DialListe
       this.accounting.released(decision);
     } else {
       this.unusedRoute = decision;
-      this.upstream = new Socks5Upstream(upstreamOf(decision, sessionKey));
+      this.upstream = new Socks5Upstream(upstreamOf(decision, sessionKey, () => this.credential()));
     }
     return decision;
   }
 
   /** The CONNECT once its route is decided: dialled at once when granted and its instance connection is open. */
-  private dialRouted(decision: RouteDecision | null, step: { target: Socks5Target; sessionKey: string | null; rest: Buffer; forwarded: boolean }): void {
+  private dialRouted(decision: RouteDecision | null, step: { target: Socks5Target; sessionKey: string | null; rest: Buffer }): void {
     if (decision !== null && decision.ok && this.upstream !== null && !this.abandoned) this.dialKnown(decision, step);
-    else void this.connect(step.target, step.sessionKey, step.rest, step.forwarded);
+    else void this.connect(step.target, step.sessionKey, step.rest);
   }
 
   /** A route asked for again, as a promise (routeAndDial's re-route after an instance went down). */
-  private routeAgain(sessionKey: string | null, forwarded: boolean): Promise<RouteDecision> {
-    const decision = this.requestRoute(sessionKey, forwarded);
+  private routeAgain(sessionKey: string | null): Promise<RouteDecision> {
+    const decision = this.requestRoute(sessionKey);
     return decision instanceof Promise ? decision : Promise.resolve(decision);
   }
 
@@ -250,7 +258,7 @@ class Socks5Connection implements OwnedConnection, ConnectionEvidence, DialListe
    * session's leased connections). An instance reported down mid-dial goes to routeAndDial for
    * its one re-route.
    */
-  private dialKnown(route: RouteGranted, step: { target: Socks5Target; sessionKey: string | null; rest: Buffer; forwarded: boolean }): void {
+  private dialKnown(route: RouteGranted, step: { target: Socks5Target; sessionKey: string | null; rest: Buffer }): void {
     const upstream = this.upstream as Socks5Upstream;
     if (this.socket.destroyed) {
       this.abandonRoute();
@@ -259,7 +267,7 @@ class Socks5Connection implements OwnedConnection, ConnectionEvidence, DialListe
     }
     const connection = this.accounting.opened(route, this);
     this.unusedRoute = null;
-    this.known = { route, connection, target: step.target, rest: step.rest, sessionKey: step.sessionKey, forwarded: step.forwarded, instanceDown: false };
+    this.known = { route, connection, target: step.target, rest: step.rest, sessionKey: step.sessionKey, instanceDown: false };
     this.context.deps.instanceDown?.add(route.instance, this.onKnownInstanceDown);
     upstream.connectWith(step.target, this.context.timeouts.dialMs, this);
   }
@@ -298,10 +306,10 @@ class Socks5Connection implements OwnedConnection, ConnectionEvidence, DialListe
     known.connection.closed({ bytesUp: 0, bytesDown: 0, failure: INSTANCE_DOWN_FAILURE, latencyMs: error.elapsedMs });
     this.context.log.info('re-routing a dial away from an instance that stopped answering', { listener: this.context.listener, instance: known.route.instance });
     this.routing = null;
-    void this.connect(known.target, known.sessionKey, known.rest, known.forwarded, true);
+    void this.connect(known.target, known.sessionKey, known.rest, true);
   }
 
-  /** Who opened the connection (ConnectionEvidence): its token, else its address (AUTH_DISABLED), or its session port. */
+  /** Who opened the connection (ConnectionEvidence): its token (on the hop listener, the one its hop credential carries), else its address (AUTH_DISABLED), or its session port. */
   credential(): string {
     if (this.context.pinnedInstanceId !== undefined) return 'session-port';
     return this.handshake.credential ?? `address:${clientIpOf(this.socket.remoteAddress)}`;
@@ -330,20 +338,20 @@ class Socks5Connection implements OwnedConnection, ConnectionEvidence, DialListe
   }
 
   /** Routing and dialling through routeAndDial: a route still on its way, or the re-route after a known route's instance went down. */
-  private async connect(target: Socks5Target, sessionKey: string | null, rest: Buffer, forwarded: boolean, rerouted = false): Promise<void> {
+  private async connect(target: Socks5Target, sessionKey: string | null, rest: Buffer, rerouted = false): Promise<void> {
     const { context, socket } = this;
     // The handshake announces 'authenticated' before every 'connect'; the fallback keeps this
     // method correct on its own.
-    const routing = this.routing ?? this.routeAgain(sessionKey, forwarded);
+    const routing = this.routing ?? this.routeAgain(sessionKey);
     const outcome = await routeAndDial({
       listener: context.listener,
       target,
       firstRoute: routing instanceof Promise ? routing : Promise.resolve(routing),
-      reroute: () => this.routeAgain(sessionKey, forwarded),
+      reroute: () => this.routeAgain(sessionKey),
       rerouted,
       dial: (route) => {
         // The connection opened ahead of the CONNECT for this route, or a new one.
-        const upstream = this.upstream ?? new Socks5Upstream(upstreamOf(route, sessionKey));
+        const upstream = this.upstream ?? new Socks5Upstream(upstreamOf(route, sessionKey, () => this.credential()));
         this.upstream = upstream;
         this.unusedRoute = null;
         return { promise: upstream.connect(target, context.timeouts.dialMs), abort: () => upstream.abort() };

@@ -18,5 +18,14 @@ export function exitsSummary(v: ExitsView): string {
   if (!v.assigning) return 'PIN_EXIT_RELAY is off: each tor picks its own exits, which instances may share.';
   const unit = v.distinct_by === 'subnet' ? '/24' : v.distinct_by;
   const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
-  return `${plural(v.in_use, 'exit')} in use, ${v.eligible} eligible of ${plural(v.exits.length, 'usable exit')}, room for ${v.capacity} instances with their own ${unit}; ${plural(v.bans.length, 'ban')} in force.`;
+  const down = v.down.filter((d) => d.state === 'down').length;
+  return `${plural(v.in_use, 'exit')} in use, ${v.eligible} eligible of ${plural(v.exits.length, 'usable exit')}, room for ${v.capacity} instances with their own ${unit}; ${plural(v.bans.length, 'ban')} in force${down > 0 ? `; ${down} down` : ''}.`;
+}
+
+/** What the status column says of an exit the pool found dead: down until when, or back on probation; null when it is not. */
+export function exitDownLabel(e: ExitsView['exits'][number]): { text: string; title: string } | null {
+  const d = e.down;
+  if (d === null) return null;
+  const title = `found dead by instance ${d.instance ?? '?'} (${d.evidence.join('; ')}); strike ${d.strikes}`;
+  return d.state === 'down' ? { text: `Down until ${d.until}`, title } : { text: `Probation until ${d.probation_until}`, title };
 }

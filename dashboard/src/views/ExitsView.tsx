@@ -3,7 +3,7 @@ import type { ExitBanView, ExitsView as ExitsResponse } from '../../../shared/ap
 import { useDashboard } from '../app/dashboard-context.js';
 import { ConfirmDialog } from '../components/ConfirmDialog.js';
 import { useApiResource } from '../hooks/use-api-resource.js';
-import { exitHolder, exitsSummary, fleetLine } from '../logic/exits.js';
+import { exitDownLabel, exitHolder, exitsSummary, fleetLine } from '../logic/exits.js';
 
 /** The catalog is read every minute by the supervisor; polling faster would show nothing new. */
 const REFRESH_MS = 10_000;
@@ -59,8 +59,14 @@ export function ExitsView() {
                       {e.nickname}
                       {familySize > 1 && <span className="muted" title={`declared family ${e.family}`}> (family of {familySize})</span>}
                     </th>
-                    <td>
+                    <td data-address-source={e.address_source}>
                       <code>{e.address}</code>
+                      {e.address_source !== 'published' && e.published_address !== e.address && (
+                        <span className="muted" title={`${e.address_source === 'probe' ? 'measured through the exit' : 'from the Tor exit list'}; the relay publishes ${e.published_address}`}>
+                          {' '}
+                          (publishes <code>{e.published_address}</code>)
+                        </span>
+                      )}
                     </td>
                     <td>
                       <code>{e.block}</code>
@@ -72,7 +78,7 @@ export function ExitsView() {
                     </td>
                     <td>
                       {e.banned === null ? (
-                        '—'
+                        <ExitDownStatus e={e} />
                       ) : (
                         <button type="button" className="btn btn-small btn-danger-quiet" title={`${e.banned.cause}: ${e.banned.reason}, until ${e.banned.until}`} aria-label={`Lift the ban of ${e.nickname}`} onClick={() => setLifting(e.banned)}>
                           Banned ({e.banned.cause}) · lift
@@ -104,5 +110,16 @@ export function ExitsView() {
         </ConfirmDialog>
       )}
     </div>
+  );
+}
+
+/** An exit the pool found dead (down, or back on probation), else a dash. */
+function ExitDownStatus({ e }: { e: ExitsResponse['exits'][number] }) {
+  const label = exitDownLabel(e);
+  if (label === null) return <>—</>;
+  return (
+    <span data-exit-down={e.down?.state} title={label.title}>
+      {label.text}
+    </span>
   );
 }

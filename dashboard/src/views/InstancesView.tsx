@@ -4,8 +4,10 @@ import { useDashboard } from '../app/dashboard-context.js';
 import { ConfirmDialog } from '../components/ConfirmDialog.js';
 import { ExitCell } from '../components/ExitCell.js';
 import { ScoreBar } from '../components/ScoreBar.js';
+import { SpareTag } from '../components/SpareTag.js';
 import { StateBadge } from '../components/StateBadge.js';
-import { formatBytes, formatCount, formatDuration, formatLatency } from '../logic/format.js';
+import { exitIpOrigin } from '../logic/exit-display.js';
+import { formatBytes, formatCount, formatDuration, formatLatency, formatUtc } from '../logic/format.js';
 import { formatFailureKinds } from '../logic/health.js';
 import { INSTANCE_ACTIONS, actionBlockedReason, actionPath, type InstanceActionSpec } from '../logic/instance-actions.js';
 import { PoolControls } from './PoolControls.js';
@@ -32,7 +34,7 @@ export function InstancesView() {
 
   return (
     <div className="stack">
-      <PoolControls size={snap.pool.size} />
+      <PoolControls size={snap.pool.size} spares={snap.pool.spares.size} />
       <div className="table-wrap">
         <table className="table instances">
           <caption className="sr-only">Instances, live</caption>
@@ -62,7 +64,7 @@ export function InstancesView() {
               const open = expanded.has(i.id);
               return (
                 <Fragment key={i.id}>
-                  <tr data-instance={i.id} data-state={i.health.state} data-ready={i.ready ? 'true' : 'false'}>
+                  <tr data-instance={i.id} data-state={i.health.state} data-ready={i.ready ? 'true' : 'false'} data-spare={i.spare ? 'true' : 'false'}>
                     <th scope="row">
                       <button
                         type="button"
@@ -94,6 +96,7 @@ export function InstancesView() {
                           draining
                         </span>
                       )}
+                      {i.spare && <SpareTag instance={i} />}
                     </td>
                     <td>
                       <ExitCell instance={i} />
@@ -175,6 +178,12 @@ function InstanceDetails({ instance: i }: { instance: InstanceView }) {
         <dt>Exit IP</dt>
         <dd>
           <code>{i.exit_ip || '–'}</code>
+        </dd>
+        <dt>Exit IP from</dt>
+        <dd>{exitIpOrigin(i, formatUtc)}</dd>
+        <dt>Published address</dt>
+        <dd>
+          <code>{i.published_exit_ip || '–'}</code>
         </dd>
         <dt>Exit country</dt>
         <dd>{i.exit_country || '–'}</dd>

@@ -1,6 +1,7 @@
 import { useDashboard } from '../app/dashboard-context.js';
 import { ExitCell } from '../components/ExitCell.js';
 import { StateBadge } from '../components/StateBadge.js';
+import { SpareTag } from '../components/SpareTag.js';
 import { formatByteRate, formatBytes, formatCount, formatRate } from '../logic/format.js';
 import { HEALTH_STATES, countByState } from '../logic/health.js';
 import { ratesOver } from '../logic/rates.js';
@@ -24,6 +25,15 @@ export function OverviewView() {
         <Stat label="Ready" value={formatCount(pool.ready)} testId="ready" note={`of ${pool.size}`} />
         <Stat label="Routable" value={formatCount(pool.routable)} testId="routable" tone={pool.routable === 0 ? 'bad' : pool.routable < pool.ready ? 'warn' : 'ok'} />
         <Stat label="Sessions" value={formatCount(pool.sessions)} testId="sessions" />
+        {pool.spares.size > 0 && (
+          <Stat
+            label="Warm spares"
+            value={formatCount(pool.spares.warm)}
+            testId="spares"
+            note={`of ${pool.spares.size}; ${formatCount(pool.spares.in_use)} in use`}
+            tone={pool.spares.warm === 0 ? 'warn' : 'ok'}
+          />
+        )}
       </section>
 
       <section className="cards" aria-label="Rates">
@@ -64,6 +74,7 @@ export function OverviewView() {
                 <StateBadge state={i.health.state} />
               </a>
               <ExitCell instance={i} />
+              {i.spare && <SpareTag instance={i} />}
               {!i.ready && <progress max={100} value={i.bootstrap} aria-label={`instance ${i.id} bootstrap`} />}
             </li>
           ))}
@@ -87,6 +98,8 @@ export function OverviewView() {
           </dd>
           <dt>Configured size</dt>
           <dd>{pool.config.pool_size}</dd>
+          <dt>Spares (WARM_SPARES)</dt>
+          <dd>{pool.spares.size}</dd>
           <dt>Session TTL</dt>
           <dd>{pool.config.session_ttl}</dd>
           <dt>Default session</dt>

@@ -5,8 +5,11 @@ import { ConfirmDialog } from '../components/ConfirmDialog.js';
 import { parsePoolSize } from '../logic/instance-actions.js';
 import { MAX_POOL_SIZE } from '../../../shared/config/limits.js';
 
-/** Pool resize and pool rotate, each behind a confirmation. */
-export function PoolControls({ size }: { size: number }) {
+/**
+ * Pool resize and pool rotate, each behind a confirmation. The size is the pool's (spares apart):
+ * a resize leaves the spares as they are, and keeps room for them within MAX_POOL_SIZE.
+ */
+export function PoolControls({ size, spares }: { size: number; spares: number }) {
   const { api, notify } = useDashboard();
   const [text, setText] = useState(String(size));
   const [dirty, setDirty] = useState(false);
@@ -15,7 +18,8 @@ export function PoolControls({ size }: { size: number }) {
   useEffect(() => {
     if (!dirty) setText(String(size));
   }, [size, dirty]);
-  const parsed = parsePoolSize(text, MAX_POOL_SIZE);
+  const largest = MAX_POOL_SIZE - spares;
+  const parsed = parsePoolSize(text, largest);
 
   return (
     <div className="toolbar" role="group" aria-label="Pool actions">
@@ -32,7 +36,7 @@ export function PoolControls({ size }: { size: number }) {
             type="number"
             name="pool-size"
             min={1}
-            max={MAX_POOL_SIZE}
+            max={largest}
             step={1}
             value={text}
             aria-invalid={!parsed.ok}
@@ -71,10 +75,12 @@ export function PoolControls({ size }: { size: number }) {
           {parsed.size < size ? (
             <p>
               The pool shrinks from {size} to {parsed.size}. The highest-numbered instances are retired; their sessions move to other instances first.
+              {spares > 0 && ` The ${spares === 1 ? 'spare stays' : `${spares} spares stay`}.`}
             </p>
           ) : (
             <p>
               The pool grows from {size} to {parsed.size}. New instances bootstrap in the background.
+              {spares > 0 && ` The ${spares === 1 ? 'spare stays' : `${spares} spares stay`} as ${spares === 1 ? 'it is' : 'they are'}.`}
             </p>
           )}
         </ConfirmDialog>

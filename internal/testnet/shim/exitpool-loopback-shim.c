@@ -9,6 +9,11 @@
  *    every exit would reach 127.0.0.1 from 127.0.0.1. When EXITPOOL_SHIM_BIND_IPV4 holds an
  *    IPv4 address, unbound IPv4 TCP sockets are bound to it before connect, so a destination
  *    sees each exit's own 127.0.0.N.
+ * 3. Exit traffic from another address: when EXITPOOL_SHIM_EXIT_BIND_IPV4 holds an IPv4
+ *    address too, connections to ports outside EXITPOOL_SHIM_RELAY_PORTS ("LOW-HIGH", the
+ *    network's own ORPorts and DirPorts) are bound to it instead, as OutboundBindAddressExit
+ *    would on a real exit: the relay keeps talking to the network from its published address,
+ *    and destinations see the other one.
  *
  * Refusals are reported on stderr (tor's stdout/stderr go to a log file in the node's dir).
  */
@@ -24,7 +29,7 @@
 #include <unistd.h>
 
 /* Exported so a process (or a test) can tell that the shim really is the one interposed. */
-const char exitpool_loopback_shim_version[] = "exitpool-loopback-shim/1";
+const char exitpool_loopback_shim_version[] = "exitpool-loopback-shim/2";
 
 typedef int (*connect_fn)(int, const struct sockaddr *, socklen_t);
 typedef ssize_t (*sendto_fn)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
@@ -90,10 +95,25 @@ static void report_refusal(const char *call, const struct sockaddr *sa) {
   }
 }
 
-/* Binds an unbound IPv4 TCP socket to EXITPOOL_SHIM_BIND_IPV4; leaves every other socket alone. */
+/* 1 when EXITPOOL_SHIM_RELAY_PORTS ("LOW-HIGH") is set and holds `port`. */
+static int is_relay_port(unsigned int port) {
+  const char *range = getenv("EXITPOOL_SHIM_RELAY_PORTS");
+  unsigned int low = 0, high = 0;
+  if (range == NULL || sscanf(range, "%u-%u", &low, &high) != 2) return 0;
+  return port >= low && port <= high;
+}
+
+/* The source address for a connection to `dest`: the exit address for exit traffic, else the relay's own. */
+static const char *source_address_for(const struct sockaddr_in *dest) {
+  const char *exit_address = getenv("EXITPOOL_SHIM_EXIT_BIND_IPV4");
+  if (exit_address != NULL && exit_address[0] != '\0' && !is_relay_port(ntohs(dest->sin_port))) return exit_address;
+  return getenv("EXITPOOL_SHIM_BIND_IPV4");
+}
+
+/* Binds an unbound IPv4 TCP socket to its source address (above); leaves every other socket alone. */
 static void bind_to_own_source_address(int fd, const struct sockaddr *dest) {
   if (dest == NULL || dest->sa_family != AF_INET) return;
-  const char *wanted = getenv("EXITPOOL_SHIM_BIND_IPV4");
+  const char *wanted = source_address_for((const struct sockaddr_in *)dest);
   if (wanted == NULL || wanted[0] == '\0') return;
 
   int type = 0;
@@ -113,7 +133,7 @@ static void bind_to_own_source_address(int fd, const struct sockaddr *dest) {
   if (inet_pton(AF_INET, wanted, &source.sin_addr) != 1) return;
   /* A failed bind is not fatal: the connection then simply leaves from the default address. */
   if (bind(fd, (const struct sockaddr *)&source, sizeof source) != 0) {
-    static const char msg[] = "exitpool-shim: bind to EXITPOOL_SHIM_BIND_IPV4 failed\n";
+    static const char msg[] = "exitpool-shim: bind to the source address failed\n";
     ssize_t ignored = write(2, msg, sizeof msg - 1);
     (void)ignored;
   }

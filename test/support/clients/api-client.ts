@@ -56,8 +56,14 @@ export class HealApi {
   sessions(): Promise<SessionView[]> {
     return this.json('/api/sessions');
   }
-  reportFailure(key: string, body?: unknown): Promise<FailureResult> {
-    return this.json(`/api/sessions/${encodeURIComponent(key)}/failure`, { method: 'POST', body, bearer: TEST_PROXY_TOKEN });
+  /** A new proxy token's secret; tokens of different `owner`s are independent reporters. */
+  async issueProxyToken(name: string, owner?: string): Promise<string> {
+    const body = owner === undefined ? { name, scope: 'proxy' } : { name, scope: 'proxy', owner };
+    return (await this.json<{ secret: string }>('/api/tokens', { method: 'POST', body }, 201)).secret;
+  }
+  /** A failure report under `bearer`: the credential whose budget it spends and whose sessions it moves. */
+  reportFailure(key: string, body?: unknown, bearer = TEST_PROXY_TOKEN): Promise<FailureResult> {
+    return this.json(`/api/sessions/${encodeURIComponent(key)}/failure`, { method: 'POST', body, bearer });
   }
   events(limit?: number): Promise<AuditEvent[]> {
     return this.json(limit === undefined ? '/api/events' : `/api/events?limit=${limit}`);
@@ -77,4 +83,14 @@ export class HealApi {
     await r.text();
     return r.status;
   }
+}
+
+/**
+ * Releases the instance session `key` is on when earlier scenarios' reports weigh on it: one more
+ * report would quarantine it, and the quarantine (not the client) would decide where the session
+ * goes next.
+ */
+export async function freshWindow(api: HealApi, key: string): Promise<void> {
+  const instance = (await api.session(key)).instance;
+  if ((await api.instance(instance)).health.failure_score > 0) await api.action(instance, 'release');
 }

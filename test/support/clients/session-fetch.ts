@@ -13,10 +13,10 @@ const STATUS_MARK = '\n@@status=';
 
 /**
  * One request through the SOCKS5 listener under `key`, classified the way a scraping client
- * would: the exit's address (whoami answered), a captcha page, another HTTP status, or no answer.
+ * would (with `token` as the proxy credential): the exit's address (whoami answered), a captcha page, another HTTP status, or no answer.
  */
-export async function fetchThroughSession(svc: RunningService, key: string, url = svc.whoamiUrl): Promise<Fetched> {
-  const r = await curlSocks(svc.socksPort, key, TEST_PROXY_TOKEN, url, ['-w', `${STATUS_MARK}%{http_code}`]);
+export async function fetchThroughSession(svc: RunningService, key: string, url = svc.whoamiUrl, token = TEST_PROXY_TOKEN): Promise<Fetched> {
+  const r = await curlSocks(svc.socksPort, key, token, url, ['-w', `${STATUS_MARK}%{http_code}`]);
   if (r.code !== 0) return { kind: 'failed', curlCode: r.code, stderr: r.stderr.trim() };
   const at = r.stdout.lastIndexOf(STATUS_MARK);
   const body = r.stdout.slice(0, at);
@@ -34,8 +34,8 @@ export class UnexpectedFetchError extends Error {
 }
 
 /** A request that must reach whoami; returns the exit address it answered with. */
-export async function exitIpOf(svc: RunningService, key: string): Promise<string> {
-  const got = await fetchThroughSession(svc, key);
+export async function exitIpOf(svc: RunningService, key: string, token = TEST_PROXY_TOKEN): Promise<string> {
+  const got = await fetchThroughSession(svc, key, svc.whoamiUrl, token);
   if (got.kind !== 'ip') throw new UnexpectedFetchError(key, got);
   return got.ip;
 }

@@ -16,6 +16,10 @@
  * A test-only command `FAKE-STREAM` (on any authenticated connection) opens a stream the way a
  * SOCKS request would: attach to the newest usable circuit (or build one) and succeed.
  * `FAKE-STREAM-HOLD` does the same and leaves the stream open (no CLOSED event).
+ * `FAKE-KILL-EXIT <fp>` kills an exit relay as kill -9 does on the private network: its built
+ * circuits are destroyed (REASON=DESTROYED REMOTE_REASON=DESTROYED) and every circuit extended to
+ * it from then on fails at the third hop (REMOTE_REASON=CONNECTFAILED). `EXTENDCIRCUIT 0` builds
+ * a circuit as tor does (under ExitNodes); circuits take their middle from three in turn.
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync, unlinkSync } from 'node:fs';
@@ -31,6 +35,7 @@ interface Relay {
 interface Circuit {
   id: number;
   exit: Relay;
+  middle: string;
   dirty: boolean;
   unusable: boolean;
   streams: number;
@@ -70,7 +75,10 @@ const relays: Relay[] = (fake.get('exits') ?? `${'A'.repeat(40)}:127.0.0.11:de:e
     return { fp: fp!, ip: ip!, cc: cc!, nick: nick! };
   });
 const GUARD = 'D'.repeat(40);
-const MIDDLE = 'E'.repeat(40);
+const MIDDLES = ['E'.repeat(40), '9'.repeat(40), '8'.repeat(40)];
+let nextMiddle = 0;
+/** Exit relays killed by FAKE-KILL-EXIT. */
+const dead = new Set<string>();
 
 const cookieFile = unquote(option('CookieAuthFile') ?? '');
 const controlValue = option('ControlPort') ?? '';
@@ -110,17 +118,25 @@ function allowedExits(): Relay[] {
 }
 
 function path(c: Circuit): string {
-  return `$${GUARD}~guard,$${MIDDLE}~middle,$${c.exit.fp}~${c.exit.nick}`;
+  return `$${GUARD}~guard,$${c.middle}~middle,$${c.exit.fp}~${c.exit.nick}`;
 }
 
+/** A circuit to an allowed exit; one to a dead exit fails at the third hop (undefined then, and when none is allowed). */
 function buildCircuit(): Circuit | undefined {
   const choices = allowedExits();
   if (choices.length === 0) return undefined;
   const exit = choices[Math.floor(Math.random() * choices.length)]!;
-  const c: Circuit = { id: nextCircuit++, exit, dirty: false, unusable: false, streams: 0 };
+  const middle = MIDDLES[nextMiddle++ % MIDDLES.length]!;
+  const id = nextCircuit++;
+  emit(`CIRC ${id} LAUNCHED BUILD_FLAGS=NEED_CAPACITY PURPOSE=GENERAL`);
+  emit(`CIRC ${id} EXTENDED $${GUARD}~guard BUILD_FLAGS=NEED_CAPACITY PURPOSE=GENERAL`);
+  emit(`CIRC ${id} EXTENDED $${GUARD}~guard,$${middle}~middle BUILD_FLAGS=NEED_CAPACITY PURPOSE=GENERAL`);
+  if (dead.has(exit.fp)) {
+    emit(`CIRC ${id} FAILED $${GUARD}~guard,$${middle}~middle BUILD_FLAGS=NEED_CAPACITY PURPOSE=GENERAL REASON=DESTROYED REMOTE_REASON=CONNECTFAILED`);
+    return undefined;
+  }
+  const c: Circuit = { id, exit, middle, dirty: false, unusable: false, streams: 0 };
   circuits.set(c.id, c);
-  emit(`CIRC ${c.id} LAUNCHED BUILD_FLAGS=NEED_CAPACITY PURPOSE=GENERAL`);
-  emit(`CIRC ${c.id} EXTENDED $${GUARD}~guard BUILD_FLAGS=NEED_CAPACITY PURPOSE=GENERAL`);
   emit(`CIRC ${c.id} BUILT ${path(c)} BUILD_FLAGS=NEED_CAPACITY PURPOSE=GENERAL`);
   return c;
 }
@@ -128,6 +144,11 @@ function buildCircuit(): Circuit | undefined {
 function closeCircuit(c: Circuit, reason: string): void {
   circuits.delete(c.id);
   emit(`CIRC ${c.id} CLOSED ${path(c)} PURPOSE=GENERAL REASON=${reason}`);
+}
+
+function killExit(fp: string): void {
+  dead.add(fp);
+  for (const c of [...circuits.values()]) if (c.exit.fp === fp) closeCircuit(c, 'DESTROYED REMOTE_REASON=DESTROYED');
 }
 
 function usableCircuit(): Circuit | undefined {
@@ -230,6 +251,15 @@ function answer(line: string, socket: Socket, state: { authed: boolean }): strin
       closeCircuit(c, 'REQUESTED');
       return '250 OK\r\n';
     }
+    case 'EXTENDCIRCUIT': {
+      if (args[0] !== '0') return '552 Unknown circuit\r\n';
+      const id = nextCircuit;
+      setTimeout(() => buildCircuit(), 5);
+      return `250 EXTENDED ${id}\r\n`;
+    }
+    case 'FAKE-KILL-EXIT':
+      killExit(args[0] ?? '');
+      return '250 OK\r\n';
     case 'FAKE-STREAM':
       return openStream(false);
     case 'FAKE-STREAM-HOLD':

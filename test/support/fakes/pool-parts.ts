@@ -2,7 +2,9 @@ import { EventEmitter } from 'node:events';
 import type { HealthView } from '../../../shared/api/views.js';
 import type { HealthSnapshot } from '../../../supervisor/health/health-snapshot.js';
 import type { FailureKind, FailureOptions, FailureSource, HealthEvents, HealthTracker } from '../../../supervisor/health/health-tracker.js';
-import type { ExitState, PoolInstance, PoolInstanceEvents, RotationPlan } from '../../../supervisor/pool/pool-instance.js';
+import type { ExitState, PoolInstance, PoolInstanceEvents, RotationPlan, RotationRequest } from '../../../supervisor/pool/pool-instance.js';
+import type { ExitSteering } from '../../../supervisor/exits/exit-assignments.js';
+import type { ExitRelay } from '../../../supervisor/exits/exit-relay.js';
 import { loadConfig } from '../../../shared/config/index.js';
 import { AuditLog } from '../../../supervisor/audit/audit-log.js';
 import { Pool, type PoolDeps } from '../../../supervisor/pool/pool.js';
@@ -24,7 +26,18 @@ export class FakeInstance extends EventEmitter<PoolInstanceEvents> implements Po
   started = false;
   stopped = false;
   rotations = 0;
+  /** What each rotation asked for, oldest first. */
+  rotationRequests: RotationRequest[] = [];
   restarts: boolean[] = [];
+  /**
+   * Exit assignments to ask, as TorPoolInstance does (fakePool's `steerInstances`): the first
+   * exit when it becomes ready, the next one on every rotation (finishToAssigned lands on it).
+   */
+  steering: ExitSteering | null = null;
+  /** The relay the running rotation heads for (steered instances). */
+  heading: ExitRelay | null = null;
+  /** Steered instances end each rotation on their own, a moment later, as a tor does (finishToAssigned). */
+  autoFinish = false;
   exitInfo: ExitState = fakeExit('', { exitCountry: '', exitNickname: '', exitConfirmed: false });
 
   constructor(readonly id: number) {
@@ -67,16 +80,37 @@ export class FakeInstance extends EventEmitter<PoolInstanceEvents> implements Po
   async stop(): Promise<void> {
     this.stopped = true;
   }
-  async rotate(): Promise<RotationPlan> {
+  async rotate(request: RotationRequest = { why: 'rotate' }): Promise<RotationPlan> {
     if (!this.isReady) {
       const e = new Error('not bootstrapped');
       e.name = 'NotBootstrappedError';
       throw e;
     }
     this.rotations += 1;
+    this.rotationRequests.push(request);
+    let plan: RotationPlan = { exit: '', shortage: '' };
+    if (this.steering) {
+      const next = this.steering.next(this.id, {
+        fresh: true,
+        why: request.why,
+        ...(request.avoid || request.avoidDomains ? { avoid: { addresses: request.avoid ?? [], domains: request.avoidDomains ?? [] } } : {}),
+        ...(request.countries ? { countries: request.countries } : {}),
+      });
+      this.heading = next.ok ? next.relay : null;
+      plan = next.ok ? { exit: next.relay.fingerprint, shortage: next.note } : { exit: '', shortage: next.note };
+    }
     this.isRotating = true;
     this.exitInfo = { ...this.exitInfo, retiredExitIp: this.exitInfo.exitIp, exitIp: '' };
-    return { exit: '', shortage: '' };
+    if (this.autoFinish) setImmediate(() => this.finishToAssigned());
+    return plan;
+  }
+  /** A steered instance's rotation ends on the exit it was assigned (or where it was, when none was). */
+  finishToAssigned(): void {
+    if (!this.isRotating) return;
+    const to = this.heading;
+    this.heading = null;
+    if (to) this.exitInfo = { ...this.exitInfo, exitFingerprint: to.fingerprint, exitCountry: to.country, exitNickname: to.nickname, pinnedExit: to.fingerprint };
+    this.finishRotation(to ? to.address : this.exitInfo.retiredExitIp);
   }
   newCircuitCalls = 0;
   async newCircuit(): Promise<void> {
@@ -90,8 +124,16 @@ export class FakeInstance extends EventEmitter<PoolInstanceEvents> implements Po
     this.restarts.push(wipe);
     this.setReady(false);
   }
+  /** As a tor whose pinned exit stopped answering does: the instance's own evidence that its exit is dead. */
+  exitDied(fingerprint: string): void {
+    this.emit('exit-down', { fingerprint, evidence: [{ kind: 'extend_failed', circuit: '1', middle: 'M'.repeat(40), reason: 'DESTROYED/CONNECTFAILED', at: 0 }] });
+  }
   setReady(ready: boolean): void {
     this.isReady = ready;
+    if (ready && this.steering && this.steering.current(this.id) === undefined) {
+      const first = this.steering.next(this.id, { fresh: false, why: 'bootstrap' });
+      if (first.ok) this.exitInfo = fakeExit(first.relay.address, { exitFingerprint: first.relay.fingerprint, exitCountry: first.relay.country, exitNickname: first.relay.nickname, pinnedExit: first.relay.fingerprint });
+    }
     this.emit(ready ? 'ready' : 'unready');
   }
   finishRotation(ip: string): void {
@@ -132,6 +174,14 @@ export class FakeHealth extends EventEmitter<HealthEvents> implements HealthTrac
   }
   failure(kind: FailureKind, source: FailureSource, scored: boolean, _now?: number, options: FailureOptions = {}): void {
     this.failures.push({ kind, source, scored, ...(options.mayQuarantine === undefined ? {} : { mayQuarantine: options.mayQuarantine }) });
+  }
+  /** How many times the pool said its exit died. */
+  exitDowns = 0;
+  exitDown(): void {
+    this.exitDowns += 1;
+    if (this.state !== 'probation') return;
+    this.state = 'quarantined';
+    this.emit('quarantine', 'probation');
   }
   /** Set by the test: whether the next failure would quarantine. */
   quarantinesNext = false;
@@ -189,15 +239,16 @@ export interface FakePool {
 }
 
 /**
- * A pool of fakes configured by `env` on top of POOL_SIZE=4 and no spawn stagger; every
- * instance is ready unless `readyAll` is false.
+ * A pool of fakes configured by `env` on top of POOL_SIZE=4, no spawn stagger and no spares
+ * (WARM_SPARES=0: a test of spares asks for them); every instance is ready unless `readyAll` is
+ * false. With `steerInstances`, each instance asks `exits` for its exits (FakeInstance.steering).
  */
-export function fakePool(env: Record<string, string> = {}, options: { readyAll?: boolean } & Pick<PoolDeps, 'waitForListeners' | 'sendInvalidation' | 'now' | 'exits' | 'partyOf' | 'probeDestination'> = {}): FakePool {
+export function fakePool(env: Record<string, string> = {}, options: { readyAll?: boolean; steerInstances?: boolean } & Pick<PoolDeps, 'waitForListeners' | 'sendInvalidation' | 'now' | 'exits' | 'partyOf' | 'probeDestination'> = {}): FakePool {
   const instances = new Map<number, FakeInstance>();
   const health = new Map<number, FakeHealth>();
   const audit = new AuditLog();
   const pool = new Pool({
-    config: loadConfig({ POOL_SIZE: '4', SPAWN_STAGGER: '0', ...env }),
+    config: loadConfig({ POOL_SIZE: '4', SPAWN_STAGGER: '0', WARM_SPARES: '0', ...env }),
     audit,
     log: quietLogger(),
     ...(options.waitForListeners === undefined ? {} : { waitForListeners: options.waitForListeners }),
@@ -208,6 +259,10 @@ export function fakePool(env: Record<string, string> = {}, options: { readyAll?:
     ...(options.probeDestination === undefined ? {} : { probeDestination: options.probeDestination }),
     createInstance: (id) => {
       const i = new FakeInstance(id);
+      if (options.steerInstances && options.exits) {
+        i.steering = options.exits;
+        i.autoFinish = true;
+      }
       instances.set(id, i);
       return i;
     },

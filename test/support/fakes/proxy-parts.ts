@@ -4,7 +4,7 @@
  */
 import { Writable } from 'node:stream';
 import winston from 'winston';
-import type { ConnectionStats, ListenerKind, ProxyEvents, RouteDecision, RouteGranted, RouteRequest, Router } from '../../../workers/proxy/proxy-types.js';
+import type { ConnectionEvidence, ConnectionStats, ListenerKind, ProxyEvents, RouteDecision, RouteGranted, RouteRequest, Router } from '../../../workers/proxy/proxy-types.js';
 
 /** A route granted to `instance` on a SOCKS endpoint, as the supervisor answers one (no lease, exit unknown). */
 export function grantedRoute(instance: number, endpoint: { host: string; port: number }, key: string | null): RouteGranted {
@@ -27,7 +27,6 @@ export class FakeRouter implements Router {
       clientIp: request.clientIp,
       listener: request.listener,
       ...(request.instanceId === undefined ? {} : { instanceId: request.instanceId }),
-      ...(request.forwarded === undefined ? {} : { forwarded: request.forwarded }),
     });
   }
 }
@@ -54,10 +53,13 @@ export function fakeRouter(routing: Routing, decide: (request: RouteRequest, ind
 
 export class RecordingEvents implements ProxyEvents {
   readonly opened: RouteGranted[] = [];
+  /** What each connection told the verdicts as it started (the site it is on its way to). */
+  readonly openedEvidence: ConnectionEvidence[] = [];
   readonly closed: Array<{ route: RouteGranted; listener: ListenerKind; stats: ConnectionStats }> = [];
   readonly released: Array<{ route: RouteGranted; listener: ListenerKind }> = [];
-  connectionOpened(route: RouteGranted): void {
+  connectionOpened(route: RouteGranted, _listener: ListenerKind, evidence: ConnectionEvidence): void {
     this.opened.push(route);
+    this.openedEvidence.push(evidence);
   }
   connectionClosed(route: RouteGranted, listener: ListenerKind, stats: ConnectionStats): void {
     this.closed.push({ route, listener, stats });
