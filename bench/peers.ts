@@ -7,9 +7,10 @@
 import os from 'node:os';
 import type { InstanceView, SessionView } from '../shared/api/views.js';
 import { defaultProxyWorkers } from '../shared/config/proxy-workers.js';
-import { httpGetOverTunnel, openSocksTunnel, type SocksTunnelOptions } from '../test/support/clients/socks5-client.js';
+import type { SocksTunnelOptions } from '../test/support/clients/socks5-client.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../test/support/fixtures/service.js';
 import { serviceWorkers } from '../test/support/processes/inspection.js';
+import { addedAtP50, BURST_PAUSE_MS, burstPair, oneRequest, sortedCopy, type BurstPair } from './burst.js';
 import { startChildServer, type ChildServer } from './child-server.js';
 import { startHaproxy, type RunningHaproxy } from './haproxy.js';
 import { measureConnectionCeilings, type Ceiling } from './connection-ceiling.js';
@@ -55,8 +56,6 @@ const OTHER_WORKERS = os.availableParallelism() !== DEFAULT_WORKERS ? os.availab
 const OTHER_CHOICE = `exitpool, PROXY_WORKERS=${OTHER_WORKERS}`;
 /** Requests straight to each instance before anything is timed: its circuits and the exit's DNS are warm for both sides of every burst. */
 const INSTANCE_WARM_UP_REQUESTS = 20;
-/** Between two bursts: the previous one's connections have closed on every side. */
-const BURST_PAUSE_MS = 500;
 
 type PathName = string;
 /**
@@ -81,19 +80,6 @@ interface Path {
   options(client: number, n: number): SocksTunnelOptions;
   /** The processes this path adds, by role. */
   processes(): Map<string, number>;
-}
-
-async function oneRequest(o: SocksTunnelOptions, host: string): Promise<boolean> {
-  const t = await openSocksTunnel({ ...o, timeoutMs: 30_000 });
-  if (t.kind !== 'open') return false;
-  try {
-    const r = await httpGetOverTunnel(t.socket, host, '/', 30_000);
-    return r.status === 200;
-  } catch {
-    return false;
-  } finally {
-    t.socket.destroy();
-  }
 }
 
 async function load(path: Path, o: PeersBenchOptions, host: string, into: Measured, windows?: ProfileWindow[]): Promise<void> {
@@ -122,19 +108,7 @@ async function load(path: Path, o: PeersBenchOptions, host: string, into: Measur
   for (const [role, pid] of roles) into.cpu.set(role, (into.cpu.get(role) ?? 0) + cpuMs(pid) - (before.get(role) ?? 0));
 }
 
-/** Completion times (ms) of `n` requests started at once. */
-async function burstOf(n: number, options: () => SocksTunnelOptions, host: string): Promise<number[]> {
-  const started = performance.now();
-  const done = await Promise.all(
-    Array.from({ length: n }, async () => {
-      const ok = await oneRequest(options(), host);
-      return ok ? performance.now() - started : Number.NaN;
-    }),
-  );
-  return done.filter((v) => !Number.isNaN(v));
-}
-
-const sorted = (v: number[]): number[] => [...v].sort((a, b) => a - b);
+const sorted = sortedCopy;
 const us = (cpuMsTotal: number, requests: number): number => (requests === 0 ? 0 : (cpuMsTotal * 1000) / requests);
 const mib = (bytes: number | null): string => (bytes === null ? '?' : `${(bytes / 2 ** 20).toFixed(0)} MiB`);
 
@@ -154,12 +128,6 @@ interface RssReadings {
   otherAfterLoad: [string, number | null][];
   haproxy: number | null;
   relay: number | null;
-}
-
-/** Completion times (ms, sorted) of one burst through the pool and of the same burst straight to the session's instance. */
-interface BurstPair {
-  pool: number[];
-  direct: number[];
 }
 
 /** The bursts of one service: its first traffic (cold), then after the rounds on sessions new to the workers and on a leased one. */
@@ -217,28 +185,22 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
     for (const sockets of burstSockets.values()) {
       for (const socket of sockets.values()) await Promise.all(Array.from({ length: INSTANCE_WARM_UP_REQUESTS }, () => oneRequest({ ...target, proxyPath: socket }, host)));
     }
-    const burstPair = async (service: RunningService, key: string, directFirst: boolean): Promise<BurstPair> => {
-      const poolOptions = (): SocksTunnelOptions => ({ ...target, port: service.socksPort, username: key, password: TEST_PROXY_TOKEN });
-      const instanceSocket = async (): Promise<string> => {
-        const session = (await (await service.api(`/api/sessions/${key}`, { bearer: bearers.get(service) as string })).json()) as SessionView;
-        return burstSockets.get(service)?.get(session.instance ?? -1) ?? '';
-      };
-      await sleep(BURST_PAUSE_MS);
-      if (directFirst) {
-        const socket = await instanceSocket();
-        const direct = await burstOf(o.burst, () => ({ ...target, proxyPath: socket }), host);
-        await sleep(BURST_PAUSE_MS);
-        return { direct: sorted(direct), pool: sorted(await burstOf(o.burst, poolOptions, host)) };
-      }
-      const pool = await burstOf(o.burst, poolOptions, host);
-      const socket = await instanceSocket();
-      await sleep(BURST_PAUSE_MS);
-      return { pool: sorted(pool), direct: sorted(await burstOf(o.burst, () => ({ ...target, proxyPath: socket }), host)) };
-    };
+    const burstPairOf = (service: RunningService, key: string, directFirst: boolean): Promise<BurstPair> =>
+      burstPair({
+        burst: o.burst,
+        host,
+        target,
+        directFirst,
+        pool: () => ({ ...target, port: service.socksPort, username: key, password: TEST_PROXY_TOKEN }),
+        instanceSocket: async () => {
+          const session = (await (await service.api(`/api/sessions/${key}`, { bearer: bearers.get(service) as string })).json()) as SessionView;
+          return burstSockets.get(service)?.get(session.instance ?? -1) ?? '';
+        },
+      });
     // The harder case (a black-box run's): the service's first traffic is a burst on a session
     // new to its workers, which all wait for one route answer. The pool goes first (the session's
     // instance is known once it is routed); the instances were warmed straight above.
-    const cold = { defaults: await burstPair(svc, 'cold-burst', false), other: await burstPair(otherSvc, 'cold-burst', false) };
+    const cold = { defaults: await burstPairOf(svc, 'cold-burst', false), other: await burstPairOf(otherSvc, 'cold-burst', false) };
 
     const sockets = [...(burstSockets.get(svc) as Map<number, string>).values()];
     const haproxy: RunningHaproxy = await startHaproxy(sockets);
@@ -275,8 +237,8 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
       const leased: BurstPair[] = [];
       await oneRequest({ ...target, port: service.socksPort, username: 'leased-burst', password: TEST_PROXY_TOKEN }, host);
       for (let b = 0; b < o.bursts; b++) {
-        fresh.push(await burstPair(service, `fresh-burst-${b}`, false));
-        leased.push(await burstPair(service, 'leased-burst', b % 2 === 1));
+        fresh.push(await burstPairOf(service, `fresh-burst-${b}`, false));
+        leased.push(await burstPairOf(service, 'leased-burst', b % 2 === 1));
       }
       return { fresh, leased };
     };
@@ -310,8 +272,6 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
   }
 }
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 type KindsPerRequest = { totalUs: number; byKind: Record<CodeKind, number> } | null;
 
@@ -391,7 +351,7 @@ function report(
     const supervisorUs = us(m(name).cpu.get('supervisor') ?? 0, m(name).requests);
     figures.push({ name: `${name}: supervisor CPU per proxied request`, value: `${supervisorUs.toFixed(0)} µs`, limit: `≤ ${SUPERVISOR_CPU_BUDGET_US} µs`, withinLimit: supervisorUs <= SUPERVISOR_CPU_BUDGET_US });
   }
-  const added = (pair: BurstPair): number => percentile(pair.pool, 0.5) - percentile(pair.direct, 0.5);
+  const added = addedAtP50;
   const median = (values: number[]): number => percentile(sorted(values), 0.5);
   const answered = (pairs: BurstPair[]): string => `${pairs.reduce((n, p) => n + p.pool.length, 0)}/${pairs.length * o.burst} and ${pairs.reduce((n, p) => n + p.direct.length, 0)}/${pairs.length * o.burst} answered`;
   for (const [label, b] of [
