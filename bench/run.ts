@@ -9,6 +9,7 @@ import { stopSharedTestnet } from '../test/support/fixtures/testnet.js';
 import { benchConnectionSetup, FULL_SETUP_OPTIONS } from './connection-setup.js';
 import { benchIdleConnections, FULL_IDLE_OPTIONS } from './idle-connections.js';
 import { benchClientOverhead, FULL_CLIENT_OPTIONS } from './client-overhead.js';
+import { benchColdBurst, FULL_COLD_BURST_OPTIONS } from './cold-burst.js';
 import { benchCountryPlacement, FULL_COUNTRY_OPTIONS } from './country-placement.js';
 import { benchDurableState, FULL_DURABLE_OPTIONS } from './durable-state.js';
 import { benchExitDeath, FULL_EXIT_DEATH_OPTIONS } from './exit-death.js';
@@ -41,6 +42,7 @@ const BENCHES: Record<string, () => Promise<BenchSection>> = {
   country: () => benchCountryPlacement(QUICK ? { samples: 3 } : FULL_COUNTRY_OPTIONS),
   state: () => benchDurableState(QUICK ? { storedSessions: 20_000, newPerSecond: 1000, loadSeconds: 4, startRounds: 1 } : FULL_DURABLE_OPTIONS),
   peers: () => benchPeers(QUICK ? { clients: 16, roundMs: 4_000, rounds: 1, burst: 100, bursts: 1, ceilingInFlight: 32, ceilingRoundMs: 1_000 } : FULL_PEERS_OPTIONS),
+  'cold-burst': () => benchColdBurst(QUICK ? { burst: 100, servicesPerSetting: 1, laterBursts: 1 } : FULL_COLD_BURST_OPTIONS),
   fleet: () => benchFleet(QUICK ? { clients: 12, roundMs: 4_000, rounds: 1 } : FULL_FLEET_OPTIONS),
   verdicts: () => benchVerdictCost(QUICK ? { sessions: 2_000, records: 50_000, batch: 256, rounds: 1 } : FULL_VERDICT_COST_OPTIONS),
   'exit-death': () => benchExitDeath(QUICK ? { rounds: 2, sessionsPerInstance: 3 } : FULL_EXIT_DEATH_OPTIONS),
