@@ -5,6 +5,7 @@
  * supervisor's CPU when idle and per request, the events tor sends on the control connections,
  * and requests/s through the pool against straight to the same tors.
  */
+import os from 'node:os';
 import { startTestnet, type Testnet } from '../internal/testnet/index.js';
 import type { InstanceView, PoolSummary } from '../shared/api/views.js';
 import { defaultProxyWorkers } from '../shared/config/proxy-workers.js';
@@ -47,7 +48,13 @@ interface SizeResult {
     poolLatencyP50: number;
     directLatencyP50: number;
     supervisorUsPerRequest: number;
+    /** The same less what the supervisor spends idle over as long (its timers, the tors' events): what the requests themselves cost it. */
+    supervisorAboveIdleUsPerRequest: number;
     proxyWorkersUsPerRequest: number;
+    /** The pool's tor clients' CPU per request through the pool. */
+    torUsPerRequest: number;
+    /** The machine's 1-minute load average at the end of the load. */
+    loadAverage: number;
     eventsPerRequest: number;
     failures: number;
   };
@@ -154,7 +161,8 @@ async function measureSize(net: Testnet, size: number, o: ScaleBenchOptions): Pr
     // Warm-up: every client's session placed, circuits used on every instance.
     await closedLoop(o.clients, 2_000, poolOptions, host);
     await closedLoop(o.clients, 2_000, directOptions, host);
-    const pool = { requests: 0, failures: 0, ms: 0, latencies: [] as number[], supMs: 0, proxyMs: 0, events: 0 };
+    const pool = { requests: 0, failures: 0, ms: 0, latencies: [] as number[], supMs: 0, proxyMs: 0, torMs: 0, events: 0 };
+    const torPids = instances.map((i) => i.pid);
     const direct = { requests: 0, failures: 0, ms: 0, latencies: [] as number[] };
     for (let round = 0; round < o.rounds; round++) {
       for (const path of round % 2 === 0 ? (['pool', 'direct'] as const) : (['direct', 'pool'] as const)) {
@@ -163,10 +171,11 @@ async function measureSize(net: Testnet, size: number, o: ScaleBenchOptions): Pr
           Object.assign(direct, { requests: direct.requests + r.requests, failures: direct.failures + r.failures, ms: direct.ms + r.ms, latencies: [...direct.latencies, ...r.latencies] });
           continue;
         }
-        const before = { sup: cpuMs(svc.pid), proxy: cpuOf(workers.proxy), events: await controlEvents(svc) };
+        const before = { sup: cpuMs(svc.pid), proxy: cpuOf(workers.proxy), tor: cpuOf(torPids), events: await controlEvents(svc) };
         const r = await closedLoop(o.clients, o.roundMs, poolOptions, host);
         pool.supMs += cpuMs(svc.pid) - before.sup;
         pool.proxyMs += cpuOf(workers.proxy) - before.proxy;
+        pool.torMs += cpuOf(torPids) - before.tor;
         pool.events += (await controlEvents(svc)) - before.events;
         Object.assign(pool, { requests: pool.requests + r.requests, failures: pool.failures + r.failures, ms: pool.ms + r.ms, latencies: [...pool.latencies, ...r.latencies] });
       }
@@ -184,6 +193,9 @@ async function measureSize(net: Testnet, size: number, o: ScaleBenchOptions): Pr
         poolLatencyP50: percentile(sortedLatencies(pool.latencies), 0.5),
         directLatencyP50: percentile(sortedLatencies(direct.latencies), 0.5),
         supervisorUsPerRequest: (pool.supMs * 1000) / Math.max(1, pool.requests),
+        supervisorAboveIdleUsPerRequest: ((pool.supMs - (idle.supervisorMsPerMinute * pool.ms) / 60_000) * 1000) / Math.max(1, pool.requests),
+        torUsPerRequest: (pool.torMs * 1000) / Math.max(1, pool.requests),
+        loadAverage: os.loadavg()[0] as number,
         proxyWorkersUsPerRequest: (pool.proxyMs * 1000) / Math.max(1, pool.requests),
         eventsPerRequest: pool.events / Math.max(1, pool.requests),
         failures: pool.failures + direct.failures,
@@ -231,7 +243,7 @@ function report(o: ScaleBenchOptions, results: SizeResult[], usableMs: number): 
   return {
     title: `A pool of ${largest.size}: what grows with the pool`,
     method: [
-      `The real service (the CLI, the defaults: ${defaultProxyWorkers()} proxy worker${defaultProxyWorkers() > 1 ? 's' : ''} on this machine, SPAWN_STAGGER's 250 ms between two instances' starts) on a private Tor network of ${o.exits} exits (usable after ${(usableMs / 1000).toFixed(0)} s; an untimed pool of 1 first), one pool size at a time: ${o.sizes.join(', ')} instances.`,
+      `The real service (the CLI, the defaults: ${defaultProxyWorkers()} proxy worker${defaultProxyWorkers() > 1 ? 's' : ''} on this machine, SPAWN_STAGGER's 250 ms between two instances' starts; WARM_SPARES=0, the tests' setting, so a pool of N runs N tors) on a private Tor network of ${o.exits} exits (usable after ${(usableMs / 1000).toFixed(0)} s; an untimed pool of 1 first), one pool size at a time: ${o.sizes.join(', ')} instances.`,
       `Time to all ready: from spawning the service to GET /api/pool counting every instance ready (polled every ${READY_POLL_MS} ms). Then ${SETTLE_MS / 1000} s to settle, memory (RSS) read, and ${o.idleMs / 1000} s idle: CPU time of each process (from /proc) per minute, and the tors' control events per second (pool_tor_control_events_total).`,
       `Then the load: ${o.clients} clients in a closed loop (connect, SOCKS5, CONNECT to the whoami server, GET, close; through the pool one session each, straight to the tors spread over every instance's socket), ${o.rounds} rounds of ${o.roundMs / 1000} s per path, alternated, after 2 s of each; CPU per request through the pool from /proc.`,
     ].join(' '),
@@ -251,6 +263,9 @@ function report(o: ScaleBenchOptions, results: SizeResult[], usableMs: number): 
         `≤ 1.5 × the pool of ${base.size} (flat)`,
         flat((r) => r.load.supervisorUsPerRequest),
       ),
+      row('supervisor CPU per request through the pool, less its idle rate over as long', (r) => `${r.load.supervisorAboveIdleUsPerRequest.toFixed(0)} µs`),
+      row('the pool\'s tor clients\' CPU per request through the pool', (r) => `${r.load.torUsPerRequest.toFixed(0)} µs`),
+      row('the machine\'s 1-minute load average at the end of the load', (r) => r.load.loadAverage.toFixed(1)),
       row('proxy workers CPU per request', (r) => `${r.load.proxyWorkersUsPerRequest.toFixed(0)} µs`, `≤ 1.5 × the pool of ${base.size} (flat)`, flat((r) => r.load.proxyWorkersUsPerRequest)),
       row('control events per request through the pool', (r) => `${r.load.eventsPerRequest.toFixed(2)}`),
       row(
