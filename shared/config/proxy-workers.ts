@@ -7,8 +7,9 @@ import os from 'node:os';
  * so on a machine that runs both at capacity the workers need about half of the cores, and one
  * worker, one process, uses at most one core. A worker more than that load needs costs CPU
  * instead of saving it: the same connections spread over more processes run their code colder
- * (on 2 cores, two workers spent 1.2–1.4 × one worker's CPU per request, and burst no better),
- * and every worker wakes for every connection on the shared listening socket.
+ * (on 2 cores, two workers spent 1.2–1.4 × one worker's CPU per request, their connections/s
+ * ceiling was lower, and bursts came out better or worse from run to run), and every worker
+ * wakes for every connection on the shared listening socket.
  */
 export const CORES_PER_PROXY_WORKER = 2;
 

@@ -5,11 +5,11 @@
  * then closes everything and keeps nothing but the code V8 has compiled on the way.
  *
  * Why: a worker that has not yet run its hot path runs it in the interpreter, compiling as it
- * goes, and the first burst a fresh service gets pays for it. On the private network a burst of
- * 200 connections on one session, the first traffic of a freshly started service, added 96–179 ms
- * at the median against the same burst straight to its tor; after 1,000 connections of any kind it
- * added 23–71 ms (docs/performance.md, "Next to the peers"). The tors bootstrap for seconds
- * meanwhile, so the warm-up costs no time to a service's first request, only the CPU it uses.
+ * goes, and the first clients of a freshly started service pay for it. Measured (BENCH=cold-burst,
+ * docs/performance.md "A fresh service's first burst"): with it, the workers spend less CPU over a
+ * fresh service's first burst of 200 connections, but the time that burst adds at the median is
+ * not measurably smaller: most of it has other causes. The tors bootstrap for seconds meanwhile,
+ * so the warm-up costs no time to a service's first request, only the CPU it uses.
  *
  * Nothing of it reaches the supervisor: its routes are granted by a local stand-in, its
  * accounting batch is thrown away, and its token is made up for it.
