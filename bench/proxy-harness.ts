@@ -25,7 +25,8 @@ export const BENCH_PROXY_TOKEN = 'tp_BenchProxyToken0000001';
 export interface ProxyHarnessOptions {
   workers: number;
   /** Where every route points: the stand-in for a tor instance's SocksPort. */
-  backend: { host: string; port: number };
+  /** The stand-in instance: a SOCKS5 server on TCP, or on a Unix socket (`path`) as tor's SocksPort is. */
+  backend: { host: string; port: number; path?: string };
   /** Node flags for the worker processes (e.g. --cpu-prof); default: none. */
   execArgv?: string[];
   /** Extra configuration variables for the workers (LOG_LEVEL and the like). */
@@ -79,7 +80,7 @@ export async function startProxyHarness(options: ProxyHarnessOptions): Promise<P
   };
   const tally: AccountingTally = { routes: 0, closes: 0, ok: 0, failed: 0, bytesUp: 0, bytesDown: 0, routeRttMs: [], dialMs: [] };
   const closeListeners = new Set<() => void>();
-  const { host, port } = options.backend;
+  const { host, port, path: backendPath } = options.backend;
 
   const manager = new WorkerManager({
     exec: path.join(here, '..', 'workers', 'main.js'),
@@ -92,7 +93,7 @@ export async function startProxyHarness(options: ProxyHarnessOptions): Promise<P
       h.endpoint.handle('credentials.proxy', () => snapshot);
       h.endpoint.handle('route', (p: RouteParams): RouteResult => {
         tally.routes += 1;
-        return { ok: true, instance: 0, host, port, key: p.key, session: p.key === null ? null : 1, lease: p.key !== null, exitIp: '' };
+        return { ok: true, instance: 0, host, port, ...(backendPath === undefined ? {} : { path: backendPath }), key: p.key, session: p.key === null ? null : 1, lease: p.key !== null, exitIp: '' };
       });
       h.endpoint.onNotice('accounting', ({ closes, routeRttMs }: { closes: CloseRecord[]; routeRttMs: number[] }) => {
         for (const c of closes) {

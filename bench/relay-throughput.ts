@@ -40,7 +40,8 @@ export interface Throughput {
 
 /** Opens `streams` tunnels to the source at once and downloads totalBytes over them; wall time from the first connect to the last byte. */
 export async function measureDownload(
-  proxyPort: number,
+  /** The SOCKS5 proxy: a TCP port on loopback, or a Unix socket path (a tor instance's SocksPort). */
+  proxy: number | string,
   target: { host: string; port: number },
   totalBytes: number,
   streams: number,
@@ -51,7 +52,7 @@ export async function measureDownload(
   await Promise.all(
     Array.from({ length: streams }, async (_, i) => {
       const tunnel = await openSocksTunnelOrThrow({
-        port: proxyPort,
+        ...(typeof proxy === 'number' ? { port: proxy } : { proxyPath: proxy }),
         host: target.host,
         targetPort: target.port,
         timeoutMs: 60_000,

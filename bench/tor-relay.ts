@@ -58,11 +58,13 @@ export async function benchTorRelay(options: TorRelayBenchOptions = FULL_TOR_REL
     started.push(instance);
     await instance.start();
     await instance.whenReady(120_000);
-    const pool = await startProxyHarness({ workers: 1, backend: { host: '127.0.0.1', port: socksPort } });
+    // The instance's SocksPort is a Unix socket in its data directory (socksAddr `unix:<path>`).
+    const socksPath = instance.socksAddr.replace(/^unix:/, '');
+    const pool = await startProxyHarness({ workers: 1, backend: { host: '127.0.0.1', port: socksPort, path: socksPath } });
     started.push(pool);
 
     const target = { host: SOURCE_HOSTNAME, port: source.port };
-    const direct = (bytes: number) => measureDownload(socksPort, target, bytes, 1);
+    const direct = (bytes: number) => measureDownload(socksPath, target, bytes, 1);
     const viaPool = (bytes: number) => measureDownload(pool.socksPort, target, bytes, 1, () => pool.credentials('tor-relay'));
     // Warm-up: builds the circuit both paths then share.
     await direct(2e6);

@@ -29,6 +29,7 @@ import type { StateStore } from './state/state-store.js';
 import { partyResolver } from './verdicts/parties.js';
 import { attachWorker, flushProxyAccounting, stateSnapshot } from './worker-ipc.js';
 import { WorkerPort } from './worker-port.js';
+import { controlEventTally } from './tor/control-event-tally.js';
 
 /** The state snapshot for the live stream, and session expiry and statistics, run this often. */
 export const TICK_MS = 1000;
@@ -373,6 +374,7 @@ function poolMetrics(config: Config, core: PoolCore, fleet: FleetMember | null, 
     totals: () => pool.views.totalsNow(),
     sessionCount: () => pool.sessions.size,
     sessionsByCountry: () => pool.views.sessionsByCountry(),
+    controlEvents: () => controlEventTally.snapshot(),
     routableCount: () => pool.placement().routable.length,
     exitCounts: () =>
       exits ? { inUse: exits.assignedCount(), banned: exits.bans.list(Date.now()).length, eligible: exits.eligibleCount(), catalog: exits.catalog.size, bansMade: exits.bans.made } : null,

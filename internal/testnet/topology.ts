@@ -42,8 +42,12 @@ export interface TestnetPlan {
 
 export const AUTHORITY_COUNT = 3;
 export const MIN_EXITS = 4;
-/** Keeps the largest network (with MAX_RELAYS) inside one PORT_BLOCK_SIZE block. */
-export const MAX_EXITS = 30;
+/**
+ * Enough for a pool of 40 instances with an exit each (the scale benchmark, bench/pool-scale.ts).
+ * The largest network (with MAX_RELAYS) spans two PORT_BLOCK_SIZE blocks; reservePortBlock locks
+ * every block a span touches.
+ */
+export const MAX_EXITS = 40;
 export const MAX_RELAYS = 8;
 export const DEFAULT_RELAYS = 3;
 /**

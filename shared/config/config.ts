@@ -1,4 +1,3 @@
-import os from 'node:os';
 import path from 'node:path';
 import type { StateStoreSetting } from './values.js';
 import type { LogLevel } from '../logger.js';
@@ -91,6 +90,8 @@ export interface Config {
   bootstrapStallTimeoutMs: number;
   spawnStaggerMs: number;
   proxyWorkers: number;
+  /** PROXY_WARM_UP: connections a proxy worker sends through its own path before it listens (0: none). */
+  proxyWarmUp: number;
   maxConnectionsPerWorker: number;
   maxUnauthenticatedPerWorker: number;
   shutdownGraceMs: number;
@@ -101,6 +102,7 @@ export interface Config {
 }
 
 export { MAX_POOL_SIZE, MAX_WARM_SPARES, PORTS_PER_INSTANCE } from './limits.js';
+export { CORES_PER_PROXY_WORKER, defaultProxyWorkers, proxyWorkersFor } from './proxy-workers.js';
 
 export function instanceSocksPort(config: Pick<Config, 'instancePortBase'>, index: number): number {
   return config.instancePortBase + index * PORTS_PER_INSTANCE;
@@ -112,10 +114,6 @@ export function instanceControlPort(config: Pick<Config, 'instancePortBase'>, in
 
 export function sessionPort(config: Pick<Config, 'sessionPortBase'>, index: number): number | null {
   return config.sessionPortBase === null ? null : config.sessionPortBase + index;
-}
-
-export function defaultProxyWorkers(): number {
-  return Math.max(1, os.availableParallelism());
 }
 
 export function resolveDataDir(raw: string): string {

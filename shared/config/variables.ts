@@ -1,5 +1,6 @@
 import type { Config } from './config.js';
-import { DEFAULT_SESSION_MODES, MAX_POOL_SIZE, MAX_WARM_SPARES, defaultProxyWorkers, resolveDataDir } from './config.js';
+import { DEFAULT_SESSION_MODES, MAX_POOL_SIZE, MAX_WARM_SPARES, resolveDataDir } from './config.js';
+import { defaultProxyWorkers } from './proxy-workers.js';
 import { LOG_LEVELS } from '../logger.js';
 import { ADMIN_PASSWORD_MIN_LENGTH, PLACEHOLDER_RULE, PROXY_TOKEN_MIN_LENGTH, REDIS_PASSWORD_MIN_LENGTH, SIGNING_SECRET_MIN_LENGTH } from './secret-values.js';
 import {
@@ -172,8 +173,10 @@ export const VARIABLES: readonly VariableDefinition[] = [
     description: 'A bootstrap with no progress for this long is restarted: first keeping state, the next time wiping it.' }),
   def({ name: 'SPAWN_STAGGER', key: 'spawnStaggerMs', defaultText: '250ms', parse: durationIn(0, MINUTE),
     description: 'Delay between starting two instances (at start and when growing the pool).' }),
-  def({ name: 'PROXY_WORKERS', key: 'proxyWorkers', defaultText: null, defaultDoc: 'number of CPU cores', parse: integerIn(1, 256),
-    computeDefault: defaultProxyWorkers, description: 'Proxy worker processes sharing the SOCKS5 and HTTP listeners.' }),
+  def({ name: 'PROXY_WORKERS', key: 'proxyWorkers', defaultText: null, defaultDoc: 'one per 2 CPU cores, at least 1', parse: integerIn(1, 256),
+    computeDefault: defaultProxyWorkers, description: 'Proxy worker processes sharing the SOCKS5 and HTTP listeners. The default gives the proxy layer about half of the cores and leaves the rest to the tors, which cost about as much CPU per request (docs/operations.md, "Sizing"; the measurements in docs/performance.md). Each worker holds at most MAX_CONNECTIONS_PER_WORKER connections: for more concurrent connections than the default workers hold, raise it or this.' }),
+  def({ name: 'PROXY_WARM_UP', key: 'proxyWarmUp', defaultText: '500', parse: integerIn(0, 100_000),
+    description: "Connections each proxy worker sends through its own SOCKS5 path at start, before it listens, to a stand-in instance inside the worker, so that the first clients find more of its code compiled. It runs while the tors bootstrap, within WARM_UP_MAX_MS (workers/proxy-worker/warm-up.ts) at most, and costs only that CPU. Measured (docs/performance.md, \"A fresh service's first burst\"): it trims the workers' CPU over a fresh service's first burst a little, but does not remove what that burst adds, which has other causes. 0 turns it off." }),
   def({ name: 'MAX_CONNECTIONS_PER_WORKER', key: 'maxConnectionsPerWorker', defaultText: '8192', parse: integerIn(1, 1_000_000),
     description: 'Client connections one proxy worker holds at once over all its listeners (each costs it two file descriptors). Beyond it a connection is refused at once: HTTP gets 503, SOCKS5 is closed; refusals are logged and counted in pool_proxy_connections_refused_total.' }),
   def({ name: 'MAX_UNAUTHENTICATED_PER_WORKER', key: 'maxUnauthenticatedPerWorker', defaultText: '1024', parse: integerIn(1, 1_000_000),

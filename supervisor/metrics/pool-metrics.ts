@@ -20,6 +20,8 @@ export interface MetricsSource {
   fleet?(): { nodes: number; redisReachable: boolean };
   /** Sessions per country their username asked for. */
   sessionsByCountry?(): Map<string, number>;
+  /** Control-port events received from the instances' tors since start, by event name. */
+  controlEvents?(): ReadonlyMap<string, number>;
   workerRestarts(): number;
   /** The workers running now. */
   workers(): WorkerSample[];
@@ -152,6 +154,12 @@ export class PoolMetrics {
       c.inc({ direction: 'up' }, t.bytesUp);
       c.inc({ direction: 'down' }, t.bytesDown);
     });
+    if (source.controlEvents) {
+      const events = source.controlEvents.bind(source);
+      counter('pool_tor_control_events_total', "Events the instances' tors sent on their control connections, by event (CIRC, STREAM, STATUS_CLIENT)", ['event'], (c) => {
+        for (const [event, n] of events()) c.inc({ event }, n);
+      });
+    }
     counter('pool_worker_restarts_total', 'Worker processes re-forked after dying', [], (c) => c.inc(source.workerRestarts()));
     // Worker processes (the supervisor's own are pool_process_*), from the scrape's sample.
     gauge('pool_worker_resident_memory_bytes', 'Resident memory per worker process', ['role', 'slot'], (g) => {

@@ -4,6 +4,7 @@ import { connect, type Socket } from 'node:net';
 import { childLogger, type Logger } from '../../shared/logger.js';
 import { Backoff } from './backoff.js';
 import { parseQuotedString, quoteString } from './control-arguments.js';
+import { controlEventTally, type ControlEventTally } from './control-event-tally.js';
 import { parseEvent, type TorEvent } from './control-events.js';
 import {
   ControlReplyParser,
@@ -46,6 +47,8 @@ export interface ControlClientOptions {
   /** Asked before each reconnect attempt; false stops reconnecting (e.g. the tor process exited). */
   shouldReconnect?: () => boolean;
   log?: Logger;
+  /** Where received events are counted (default: the process's controlEventTally). */
+  tally?: ControlEventTally;
 }
 
 export interface ControlClientEvents {
@@ -77,6 +80,7 @@ type ConnectionState = 'idle' | 'connecting' | 'ready' | 'closed';
 
 export class TorControlClient extends EventEmitter<ControlClientEvents> {
   private readonly log: Logger;
+  private readonly tally: ControlEventTally;
   private readonly commandTimeoutMs: number;
   private readonly connectTimeoutMs: number;
   private readonly backoff: Backoff;
@@ -94,6 +98,7 @@ export class TorControlClient extends EventEmitter<ControlClientEvents> {
   constructor(private readonly options: ControlClientOptions) {
     super();
     this.log = options.log ?? childLogger({ component: 'tor-control' });
+    this.tally = options.tally ?? controlEventTally;
     this.commandTimeoutMs = options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
     this.connectTimeoutMs = options.connectTimeoutMs ?? this.commandTimeoutMs;
     this.backoff = new Backoff(options.reconnectInitialDelayMs ?? 100, options.reconnectMaxDelayMs ?? 5_000);
@@ -355,6 +360,7 @@ export class TorControlClient extends EventEmitter<ControlClientEvents> {
       this.emit('protocol-error', error instanceof Error ? error : new Error(errorMessage(error)));
       return;
     }
+    this.tally.note(event.type === 'OTHER' ? event.name : event.type);
     this.emit('event', event);
   }
 

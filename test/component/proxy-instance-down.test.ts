@@ -13,7 +13,7 @@ import { InstanceDownSignal } from '../../workers/proxy/instance-down.js';
 import type { CredentialPolicy, RouteRequest } from '../../workers/proxy/proxy-types.js';
 import { Socks5ProxyServer } from '../../workers/proxy/socks5-server.js';
 import { startFakeSocksBackend, type FakeSocksBackend } from '../support/fakes/socks-backend.js';
-import { FakeRouter, RecordingEvents, capturingLogger, grantedRoute } from '../support/fakes/proxy-parts.js';
+import { ROUTINGS, fakeRouter, type FakeRouter, RecordingEvents, capturingLogger, grantedRoute } from '../support/fakes/proxy-parts.js';
 import { waitFor } from '../support/waiting.js';
 
 const TOKEN = 'tp_0123456789abcdefghijkl';
@@ -29,7 +29,7 @@ function curl(args: string[]): Promise<{ code: number; stdout: string; stderr: s
   });
 }
 
-describe('proxy: re-routing a dial away from an instance reported down (component, real sockets)', function () {
+for (const routing of ROUTINGS) describe(`proxy: re-routing a dial away from an instance reported down, route ${routing} (component, real sockets)`, function () {
   this.timeout(30_000);
   let frozen: FakeSocksBackend;
   let healthy: FakeSocksBackend;
@@ -50,7 +50,7 @@ describe('proxy: re-routing a dial away from an instance reported down (componen
     originPort = (origin.address() as net.AddressInfo).port;
     // As the pool does: the session is on the frozen instance until it is reported down.
     let down = false;
-    router = new FakeRouter((request: RouteRequest) => {
+    router = fakeRouter(routing, (request: RouteRequest) => {
       const backend = down ? healthy : frozen;
       return grantedRoute(down ? HEALTHY : FROZEN, backend, request.sessionKey);
     });

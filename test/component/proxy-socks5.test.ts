@@ -8,7 +8,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
 import { startFakeSocksBackend, type FakeSocksBackend } from '../support/fakes/socks-backend.js';
-import { FakeRouter, RecordingEvents, capturingLogger, grantedRoute } from '../support/fakes/proxy-parts.js';
+import { ROUTINGS, fakeRouter, type FakeRouter, RecordingEvents, capturingLogger, grantedRoute } from '../support/fakes/proxy-parts.js';
 import type { CredentialPolicy, RouteDecision, RouteRequest } from '../../workers/proxy/proxy-types.js';
 import { Socks5ProxyServer, createSessionPortServer } from '../../workers/proxy/socks5-server.js';
 import type { ProxyTimeouts } from '../../workers/proxy/proxy-timeouts.js';
@@ -150,7 +150,8 @@ function digestThenDownloadServer(download: Buffer): net.Server {
 
 // --- tests --------------------------------------------------------------------------------------
 
-describe('proxy: SOCKS5 listener (component, real sockets)', function () {
+// Every test runs with a route asked of the supervisor and with one the worker holds already (a lease).
+for (const routing of ROUTINGS) describe(`proxy: SOCKS5 listener, route ${routing} (component, real sockets)`, function () {
   this.timeout(30_000);
 
   let backend: FakeSocksBackend;
@@ -175,7 +176,7 @@ describe('proxy: SOCKS5 listener (component, real sockets)', function () {
 
   beforeEach(async () => {
     backend = await startFakeSocksBackend();
-    router = new FakeRouter(routeTo(backend));
+    router = fakeRouter(routing, routeTo(backend));
     events = new RecordingEvents();
   });
 

@@ -3,6 +3,7 @@ import { writeFile } from 'node:fs/promises';
 import { createServer, type AddressInfo } from 'node:net';
 import { TorControlClient, type ControlClientOptions } from '../../supervisor/tor/control-client.js';
 import type { TorEvent } from '../../supervisor/tor/control-events.js';
+import { ControlEventTally } from '../../supervisor/tor/control-event-tally.js';
 import {
   ControlArgumentError,
   ControlAuthenticationError,
@@ -142,6 +143,20 @@ describe('tor control client (fake control port)', function () {
     expect(events.map((e) => e.type)).to.deep.equal(['CIRC', 'STATUS_CLIENT', 'STREAM']);
     expect(events[0]).to.deep.include({ id: '3', status: 'BUILT' });
     expect(events[2]).to.deep.include({ id: '5', circuitId: '3', status: 'SUCCEEDED' });
+  });
+
+  it('counts every event it receives by name, an unknown one too, in the tally it was given', async () => {
+    const tally = new ControlEventTally();
+    server.handler = (line, conn) => {
+      if (line !== 'SIGNAL NEWNYM') return undefined;
+      conn.socket.write(`650 CIRC 3 BUILT $${FP}~exit1 PURPOSE=GENERAL\r\n650 STREAM 5 NEW 0 1.2.3.4:80\r\n650 STREAM 5 SUCCEEDED 3 1.2.3.4:80\r\n650 NETWORK_LIVENESS UP\r\n250 OK\r\n`);
+      return NO_ANSWER;
+    };
+    const c = client({ tally });
+    await c.connect();
+    await c.signal('NEWNYM');
+    await server.waitFor(() => [...tally.snapshot().values()].reduce((a, b) => a + b, 0) === 4);
+    expect(Object.fromEntries(tally.snapshot())).to.deep.equal({ CIRC: 1, STREAM: 2, NETWORK_LIVENESS: 1 });
   });
 
   it('matches pipelined commands to replies in order', async () => {

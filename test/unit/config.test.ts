@@ -6,6 +6,7 @@ import path from 'node:path';
 import { nodeList, nodeName } from '../../shared/config/values.js';
 import { ADMIN_PASSWORD_MIN_LENGTH, PROXY_TOKEN_MIN_LENGTH, REDIS_PASSWORD_MIN_LENGTH, SIGNING_SECRET_MIN_LENGTH } from '../../shared/config/secret-values.js';
 import {
+  CORES_PER_PROXY_WORKER,
   ConfigError,
   VARIABLES,
   configForWorkers,
@@ -14,6 +15,7 @@ import {
   formatDuration,
   loadConfig,
   parseDuration,
+  proxyWorkersFor,
   type Config,
 } from '../../shared/config/index.js';
 
@@ -86,6 +88,7 @@ describe('configuration', () => {
       maxSessions: 100_000,
       maxConnectionsPerWorker: 8192,
       maxUnauthenticatedPerWorker: 1024,
+      proxyWarmUp: 500,
       shutdownGraceMs: 20_000,
       quarantineFailures: 5,
       quarantineConsecutive: 3,
@@ -151,8 +154,28 @@ describe('configuration', () => {
         expect(config[key as keyof Config]).to.deep.equal(value);
       });
     }
-    it('proxyWorkers defaults to the number of cores', () => {
-      expect(config.proxyWorkers).to.equal(os.availableParallelism());
+    it('proxyWorkers defaults to one worker per CORES_PER_PROXY_WORKER cores of this machine, at least one', () => {
+      expect(config.proxyWorkers).to.equal(Math.max(1, Math.floor(os.availableParallelism() / CORES_PER_PROXY_WORKER)));
+    });
+    it('the default worker count, machine by machine: half the cores, at least one', () => {
+      const table: [cores: number, workers: number][] = [
+        [1, 1],
+        [2, 1],
+        [3, 1],
+        [4, 2],
+        [6, 3],
+        [8, 4],
+        [16, 8],
+        [64, 32],
+      ];
+      for (const [cores, workers] of table) expect(proxyWorkersFor(cores), `${cores} cores`).to.equal(workers);
+      fc.assert(
+        fc.property(fc.integer({ min: 1, max: 1024 }), (cores) => {
+          const w = proxyWorkersFor(cores);
+          // Never none, never more than a worker per core, and the proxy layer never more than half the cores (one core at least).
+          return w >= 1 && w <= cores && (w === 1 || w * CORES_PER_PROXY_WORKER <= cores) && proxyWorkersFor(cores + 1) >= w;
+        }),
+      );
     });
     it('dataDir defaults to ./data, made absolute', () => {
       expect(config.dataDir).to.equal(path.resolve('data'));
@@ -230,6 +253,7 @@ describe('configuration', () => {
       ['BOOTSTRAP_STALL_TIMEOUT', '45s', 45_000, '2d'],
       ['SPAWN_STAGGER', '0', 0, '5min'],
       ['PROXY_WORKERS', '2', 2, '0'],
+      ['PROXY_WARM_UP', '0', 0, '-1'],
       ['REMEDIATION_BACKOFF_BASE', '10s', 10_000, 'soon'],
       ['REMEDIATION_BACKOFF_MAX', '20m', 1_200_000, '0'],
       ['REMEDIATION_RECURRENCE_WINDOW', '1h', 3_600_000, 'later'],

@@ -138,4 +138,17 @@ describe('metrics: names and the figures the alerts read', () => {
     families = await scrape(fleetNode);
     expect(value(families, 'pool_redis_reachable', { node: 'b' })).to.equal(0);
   });
+
+  it("counts the tors' control-port events by event name", async () => {
+    const counts = new Map([
+      ['CIRC', 12],
+      ['STREAM', 40],
+    ]);
+    const families = await scrape(new PoolMetrics(source({ controlEvents: () => counts })));
+    expect(families.get('pool_tor_control_events_total')?.type).to.equal('counter');
+    expect(value(families, 'pool_tor_control_events_total', { event: 'CIRC' })).to.equal(12);
+    expect(value(families, 'pool_tor_control_events_total', { event: 'STREAM' })).to.equal(40);
+    counts.set('STREAM', 41);
+    expect(value(await scrape(new PoolMetrics(source({ controlEvents: () => counts }))), 'pool_tor_control_events_total', { event: 'STREAM' })).to.equal(41);
+  });
 });

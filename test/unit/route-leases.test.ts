@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import type { RouteInvalidation, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
 import type { Pool } from '../../supervisor/pool/pool.js';
 import { RouteLeases } from '../../supervisor/routing/route-leases.js';
-import { LeasedRouter } from '../../workers/proxy-worker/leased-router.js';
+import { LeasedRouter, PARSED_USERNAME_CACHE_MAX } from '../../workers/proxy-worker/leased-router.js';
 import type { RouteDecision, RouteRequest } from '../../workers/proxy/proxy-types.js';
 import { fakePool, type FakePool } from '../support/fakes/pool-parts.js';
 import { quietLogger } from '../support/fakes/quiet-logger.js';
@@ -297,6 +297,57 @@ describe('route leases: session parameters in the username', () => {
     expect(raw.asked[0]?.params).to.equal(undefined);
     raw.answer(grant(0, 'k-country-deu', 1));
     expect(instanceOf(await q)).to.equal(0);
+  });
+});
+
+describe('route leases: what the router knows without waiting (routeKnown)', () => {
+  it('answers a leased key at once and counts it opened, and leaves everything else to route()', async () => {
+    const sup = new ScriptedSupervisor();
+    const { router: r } = router(sup);
+    expect(r.routeKnown(socks('k')), 'no lease yet').to.equal(undefined);
+    expect(sup.asked, 'routeKnown never asks').to.have.length(0);
+    const first = r.route(socks('k'));
+    sup.answer(grant(2, 'k', 7));
+    await first;
+    const known = r.routeKnown(socks('k'));
+    expect(known !== undefined && instanceOf(known)).to.equal(2);
+    expect(r.takeOpened()).to.deep.equal([{ key: 'k', session: 7, instance: 2 }]);
+    // Other parameters than the lease's, a rotating session, a session port: the supervisor decides.
+    expect(r.routeKnown(socks('k-country-nl'))).to.equal(undefined);
+    expect(r.routeKnown(socks('k-mode-rotating'))).to.equal(undefined);
+    expect(r.routeKnown({ sessionKey: null, clientIp: '10.0.0.1', listener: 'session-port', instanceId: 2 })).to.equal(undefined);
+    r.invalidate({ keys: ['k'], instances: [] });
+    expect(r.routeKnown(socks('k')), 'after an invalidation').to.equal(undefined);
+    expect(r.takeOpened()).to.deep.equal([]);
+    expect(sup.asked).to.have.length(1);
+  });
+
+  it('refuses a malformed username at once, as route() does, every time it is presented', () => {
+    const sup = new ScriptedSupervisor();
+    const { router: r } = router(sup);
+    badUsernames.length = 0;
+    for (let i = 0; i < 3; i++) {
+      const refused = r.routeKnown(socks('k-country-nowhere'));
+      expect(refused).to.deep.include({ ok: false, reason: 'bad_session_params' });
+    }
+    expect(badUsernames, 'each refusal is reported (a refusal is never remembered)').to.have.length(3);
+    expect(sup.asked).to.have.length(0);
+  });
+
+  it('reads a username the same way the thousandth time, beyond the bound of remembered usernames too', async () => {
+    const sup = new ScriptedSupervisor();
+    const { router: r } = router(sup);
+    const names = Array.from({ length: PARSED_USERNAME_CACHE_MAX + 2 }, (_, i) => `user${i}-country-de`);
+    for (const name of [...names, ...names.slice(0, 3)]) {
+      const p = r.route(socks(name));
+      await tick();
+      const asked = sup.asked.at(-1);
+      expect(asked?.key).to.equal(name.replace('-country-de', ''));
+      expect(asked?.params).to.deep.equal({ countries: ['de'] });
+      sup.answer(grant(1, asked?.key ?? null, 1, false));
+      await p;
+    }
+    expect(sup.asked).to.have.length(names.length + 3);
   });
 });
 

@@ -6,6 +6,27 @@ import type { DefaultSessionMode } from '../../shared/config/index.js';
 import type { OpenedRoute, RouteInvalidation, RouteParams, RouteResult } from '../../shared/ipc/protocol.js';
 import type { RouteDecision, RouteGranted, Router, RouteRequest } from '../proxy/proxy-types.js';
 
+/**
+ * Usernames whose parsing is remembered (LeasedRouter.parse). A client fleet reuses its usernames
+ * on every connection, so the split, the parameter regexes and the Map of a parse run once per
+ * username instead of once per connection; the bound keeps a client that invents a username per
+ * connection from growing it (the cache is emptied when it fills).
+ */
+export const PARSED_USERNAME_CACHE_MAX = 4096;
+
+/** `tag`: sessionParamsTag of the parameters, '' without any. Shared by every connection of the username, so frozen. */
+type ParsedUsername = { readonly ok: true; readonly key: string; readonly params: SessionParams | undefined; readonly tag: string };
+
+/** A route the router cannot answer from what it holds: the supervisor is asked (or a request in flight waited for). */
+class RouteToAsk {
+  constructor(
+    readonly key: string | null,
+    readonly isNamed: boolean,
+    readonly params: SessionParams | undefined,
+    readonly tag: string,
+  ) {}
+}
+
 export interface LeasedRouterOptions {
   /** The round trip to the supervisor's route(); rejects when it fails or times out. */
   ask(params: RouteParams): Promise<RouteResult>;
@@ -40,30 +61,28 @@ export class LeasedRouter implements Router {
   private opened: OpenedRoute[] = [];
   /** Counts invalidations applied: a route asked before the latest one is not leased. */
   private invalidations = 0;
+  /** Usernames parsed without error, by username (PARSED_USERNAME_CACHE_MAX). */
+  private readonly parsedUsernames = new Map<string, ParsedUsername>();
 
   constructor(private readonly o: LeasedRouterOptions) {}
 
+  /**
+   * The decision for `req` when the router has it already: a lease of the session (the
+   * connection is counted as opened), or a refusal of the username. undefined when the
+   * supervisor must be asked: call route(). Lets a listener dial in the same event-loop turn.
+   */
+  routeKnown(req: RouteRequest): RouteDecision | undefined {
+    const resolved = this.resolve(req);
+    return resolved instanceof RouteToAsk ? undefined : resolved;
+  }
+
   async route(req: RouteRequest): Promise<RouteDecision> {
-    let named = req.sessionKey;
-    let params: SessionParams | undefined;
-    if (named !== null && this.o.usernameParams && req.listener !== 'session-port') {
-      const parsed = this.parse(named, req.listener);
-      if (!parsed.ok) return parsed.refusal;
-      named = parsed.key;
-      params = parsed.params;
-    }
-    // An address's session (DEFAULT_SESSION=ip) belongs to that address: no username reaches another's.
-    if (named !== null && req.listener !== 'session-port' && isAddressSessionKey(named) && named !== IP_SESSION_PREFIX + req.clientIp) {
-      this.o.onBadUsername('an ip: session key names another address', req.listener);
-      return { ok: false, reason: 'bad_session_params', detail: `session key: keys starting with ${IP_SESSION_PREFIX} are the sessions of client addresses (DEFAULT_SESSION=ip); name another key` };
-    }
-    // `named ??` first: a listener may make clientIp a lazy read, and a named key never needs it.
-    const key = req.listener === 'session-port' ? null : (named ?? resolveSessionKey(null, req.clientIp, this.o.defaultSession));
-    const isNamed = named !== null;
+    const resolved = this.resolve(req);
+    if (!(resolved instanceof RouteToAsk)) return resolved;
+    const { key, isNamed, params, tag } = resolved;
     if (key === null) return this.ask(req, null, null, false, params);
     // A fresh exit per connection: the supervisor chooses each one, nothing is leased.
     if (params?.mode === 'rotating') return this.ask(req, null, key, isNamed, params);
-    const tag = params ? sessionParamsTag(params) : '';
     for (;;) {
       const lease = this.leases.get(key);
       // A plain key uses whatever lease its session has; other parameters are the supervisor's to apply.
@@ -80,13 +99,49 @@ export class LeasedRouter implements Router {
     }
   }
 
-  private parse(username: string, listener: string): { ok: true; key: string; params: SessionParams | undefined } | { ok: false; refusal: RouteDecision } {
+  /** What the router knows without waiting: a refusal, a lease (counted as opened), or what to ask the supervisor. */
+  private resolve(req: RouteRequest): RouteDecision | RouteToAsk {
+    let named = req.sessionKey;
+    let params: SessionParams | undefined;
+    let tag = '';
+    if (named !== null && this.o.usernameParams && req.listener !== 'session-port') {
+      const parsed = this.parse(named, req.listener);
+      if (!parsed.ok) return parsed.refusal;
+      named = parsed.key;
+      params = parsed.params;
+      tag = parsed.tag;
+    }
+    // An address's session (DEFAULT_SESSION=ip) belongs to that address: no username reaches another's.
+    if (named !== null && req.listener !== 'session-port' && isAddressSessionKey(named) && named !== IP_SESSION_PREFIX + req.clientIp) {
+      this.o.onBadUsername('an ip: session key names another address', req.listener);
+      return { ok: false, reason: 'bad_session_params', detail: `session key: keys starting with ${IP_SESSION_PREFIX} are the sessions of client addresses (DEFAULT_SESSION=ip); name another key` };
+    }
+    // `named ??` first: a listener may make clientIp a lazy read, and a named key never needs it.
+    const key = req.listener === 'session-port' ? null : (named ?? resolveSessionKey(null, req.clientIp, this.o.defaultSession));
+    if (key !== null && params?.mode !== 'rotating') {
+      const lease = this.leases.get(key);
+      if (lease && (params === undefined || lease.tag === tag)) {
+        this.opened.push({ key, session: lease.session, instance: lease.instance });
+        return lease;
+      }
+    }
+    return new RouteToAsk(key, named !== null, params, tag);
+  }
+
+  private parse(username: string, listener: string): ParsedUsername | { ok: false; refusal: RouteDecision } {
+    const known = this.parsedUsernames.get(username);
+    if (known !== undefined) return known;
     try {
       const { key, params } = parseSessionUsername(username);
       if (params.lifetimeMs !== undefined && params.lifetimeMs > this.o.sessionTtlMaxMs) {
         throw new SessionUsernameError(`the lifetime asked for is longer than SESSION_TTL_MAX (${Math.round(this.o.sessionTtlMaxMs / 60_000)} minutes)`);
       }
-      return { ok: true, key, params: Object.keys(params).length === 0 ? undefined : params };
+      const some = Object.keys(params).length === 0 ? undefined : params;
+      if (some?.countries) Object.freeze(some.countries);
+      const parsed: ParsedUsername = Object.freeze({ ok: true as const, key, params: some === undefined ? undefined : Object.freeze(some), tag: some === undefined ? '' : sessionParamsTag(some) });
+      if (this.parsedUsernames.size >= PARSED_USERNAME_CACHE_MAX) this.parsedUsernames.clear();
+      this.parsedUsernames.set(username, parsed);
+      return parsed;
     } catch (e) {
       if (!(e instanceof SessionUsernameError)) throw e;
       this.o.onBadUsername(e.message, listener);

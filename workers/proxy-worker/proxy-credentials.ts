@@ -16,9 +16,10 @@ export class ProxyCredentials {
 
   constructor(
     private readonly authDisabled: boolean,
-    endpoint: WorkerEndpoint,
+    /** Where new snapshots arrive from the supervisor; null for a policy that only installs its own (the start-up warm-up). */
+    endpoint: WorkerEndpoint | null,
   ) {
-    endpoint.handle('credentials.update.proxy', (snapshot) => {
+    endpoint?.handle('credentials.update.proxy', (snapshot) => {
       this.install(snapshot);
       return { version: this.verifier?.version ?? 0 };
     });

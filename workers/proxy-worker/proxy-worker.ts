@@ -1,4 +1,4 @@
-import { ACCOUNTING_FLUSH_MS, FLEET_NODE_ENV, type CloseRecord, type ReachedHost, type ReleasedRoute } from '../../shared/ipc/protocol.js';
+import { ACCOUNTING_FLUSH_MS, FLEET_NODE_ENV } from '../../shared/ipc/protocol.js';
 import { COUNTRY_EXIT_WAIT_MS } from '../../shared/config/limits.js';
 import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
 import { ConnectionBudget } from '../proxy/connection-budget.js';
@@ -7,13 +7,13 @@ import { HttpProxyServer } from '../proxy/http-proxy-server.js';
 import { probeDestination } from '../proxy/destination-probe.js';
 import { fetchThroughInstance } from '../proxy/egress-probe.js';
 import { InstanceDownSignal } from '../proxy/instance-down.js';
-import type { ListenerKind } from '../../shared/ipc/protocol.js';
-import type { ConnectionEvidence, ConnectionStats, RouteGranted } from '../proxy/proxy-types.js';
 import { Socks5ProxyServer, createSessionPortServer } from '../proxy/socks5-server.js';
+import { AccountingBatch } from './accounting-batch.js';
 import { LeasedRouter } from './leased-router.js';
 import { listenNamed } from '../../shared/worker/listen-error.js';
 import { HopCredentials } from './hop-credentials.js';
 import { ProxyCredentials } from './proxy-credentials.js';
+import { warmUpProxyPath } from './warm-up.js';
 import type { RunningWorker, WorkerContext } from '../../shared/worker/worker-context.js';
 import { errorMessage } from '../../shared/errors/error-message.js';
 
@@ -35,11 +35,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   // On a node of a fleet: the keys hop credentials are checked with (the hop listener below).
   const hopKeys = process.env[FLEET_NODE_ENV] === undefined ? null : await endpoint.request('hop.keys', null);
   const hopCredentials = hopKeys === null ? null : new HopCredentials(hopKeys, credentials, config.usernameParams, endpoint);
-  let closes: CloseRecord[] = [];
-  let reached: ReachedHost[] = [];
-  let released: ReleasedRoute[] = [];
-  let rtts: number[] = [];
-  let stopping = false;
+  const batch = new AccountingBatch(MAX_RTT_SAMPLES_PER_BATCH);
 
   const badUsernames = new ThrottledWarning(log, 'proxy usernames refused for their session parameters');
   // Connections routed with a lease travel with the batch; the supervisor asks for the batch
@@ -51,9 +47,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
     usernameParams: config.usernameParams,
     sessionTtlMaxMs: config.sessionTtlMaxMs,
     onBadUsername: (detail, listener) => badUsernames.note({ listener, detail }),
-    onRoundTrip: (ms) => {
-      if (rtts.length < MAX_RTT_SAMPLES_PER_BATCH) rtts.push(ms);
-    },
+    onRoundTrip: (ms) => batch.noteRoundTrip(ms),
     log,
   });
   endpoint.handle('routes.invalidate', (invalidation) => ({ dropped: router.invalidate(invalidation) }));
@@ -64,34 +58,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   endpoint.handle('destination.probe', (probe) => probeDestination(probe));
   endpoint.handle('egress.fetch', (fetch) => fetchThroughInstance(fetch));
 
-  const events = {
-    connectionOpened(route: RouteGranted, _listener: ListenerKind, evidence: ConnectionEvidence): void {
-      // Counted already: by the supervisor when it routed it, or as an opened record when the
-      // router used a lease. What it tells the verdicts is sent now: the client may report the
-      // site before this connection ends.
-      if (route.key !== null && evidence.host !== '') reached.push({ key: route.key, instance: route.instance, host: evidence.host, credential: evidence.credential(), at: Date.now() });
-    },
-    connectionClosed(route: RouteGranted, _listener: ListenerKind, s: ConnectionStats): void {
-      const failure = s.failure && stopping ? { ...s.failure, scored: false } : s.failure;
-      const record: CloseRecord = {
-        key: route.key,
-        session: route.session,
-        instance: route.instance,
-        bytesUp: s.bytesUp,
-        bytesDown: s.bytesDown,
-        ok: s.ok,
-        latencyMs: failure && failure.kind !== 'socks_refused' ? null : s.latencyMs,
-        endedAt: s.endedAt ?? Date.now(),
-        host: s.evidence.host,
-        credential: s.evidence.credential(),
-      };
-      if (failure) record.failure = failure;
-      closes.push(record);
-    },
-    connectionReleased(route: RouteGranted): void {
-      released.push({ key: route.key, session: route.session, instance: route.instance });
-    },
-  };
+  const events = batch.events;
 
   const budget = new ConnectionBudget(config.maxConnectionsPerWorker, log, undefined, config.maxUnauthenticatedPerWorker);
   const credentialRefusals = credentialRefusalLog(log);
@@ -101,14 +68,10 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
     const refused = budget.takeRefusedCount();
     const evicted = budget.takeEvictedCount();
     const connections = budget.inUse;
-    const nothingNew = opened.length === 0 && reached.length === 0 && closes.length === 0 && released.length === 0 && rtts.length === 0 && refused === 0 && evicted === 0;
+    const nothingNew = opened.length === 0 && batch.isEmpty && refused === 0 && evicted === 0;
     if (nothingNew && connections === reportedConnections) return;
     reportedConnections = connections;
-    endpoint.notify('accounting', { opened, reached, closes, released, routeRttMs: rtts, refused, evicted, connections });
-    reached = [];
-    closes = [];
-    released = [];
-    rtts = [];
+    endpoint.notify('accounting', { opened, ...batch.take(), refused, evicted, connections });
   }
   const flushTimer = setInterval(flush, ACCOUNTING_FLUSH_MS);
 
@@ -121,6 +84,9 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   const deps = { router, events, credentials: credentials.policy(), log, budget, instanceDown, credentialRefusals, exitHeader: config.exitHeader };
   const socks = new Socks5ProxyServer(deps);
   const http = new HttpProxyServer(deps);
+  // Before listening: the first clients find the hot path compiled (warm-up.ts).
+  const warm = await warmUpProxyPath(config.proxyWarmUp, log);
+  log.debug('proxy path warmed up', { connections: warm.completed, ms: Math.round(warm.ms) });
   await listenNamed('SOCKS_PORT', config.socksPort, config.bindHost, () => socks.listen(config.socksPort, config.bindHost));
   await listenNamed('HTTP_PORT', config.httpPort, config.bindHost, () => http.listen(config.httpPort, config.bindHost));
   // The fleet's internal listener: hop credentials only, never a proxy token (and the two above never take a hop credential).
@@ -156,7 +122,7 @@ export async function startProxyWorker(ctx: WorkerContext): Promise<RunningWorke
   return {
     async stop(graceMs: number): Promise<void> {
       // Connections cut at the end of the grace are the shutdown's doing, not the instances'.
-      stopping = true;
+      batch.stopping = true;
       await Promise.all([socks.close(graceMs), http.close(graceMs), ...(hop ? [hop.close(graceMs)] : []), ...[...sessionPorts.values()].map((s) => s.close(graceMs))]);
       clearInterval(flushTimer);
       flush();

@@ -233,7 +233,7 @@ class HttpProxyConnection implements OwnedConnection {
       this.respond({ status: 400, error: 'http_request_error', message: `session key longer than ${MAX_SESSION_KEY_BYTES} bytes` }, keepAliveAfterError);
       return;
     }
-    const request = routeRequestFrom(socket, { sessionKey, listener: 'http' });
+    const request = routeRequestFrom(socket, sessionKey, 'http');
     const target = targetFromHost(head.target.host, head.target.port);
     const credentialOf = (): string => credential ?? `address:${clientIpOf(socket.remoteAddress)}`;
     let dialedRoute: RouteGranted | null = null;

@@ -49,18 +49,25 @@ export class InstanceDownSignal {
 
   /** Calls `onDown` if the instance is reported down before the returned function is called. */
   watch(instanceId: number, onDown: () => void): () => void {
+    this.add(instanceId, onDown);
+    return () => this.remove(instanceId, onDown);
+  }
+
+  /** watch() without the returned closure: `remove` with the same function ends the watch. */
+  add(instanceId: number, onDown: () => void): void {
     let set = this.watchers.get(instanceId);
     if (!set) {
       set = new Set();
       this.watchers.set(instanceId, set);
     }
     set.add(onDown);
-    return () => {
-      const current = this.watchers.get(instanceId);
-      if (!current) return;
-      current.delete(onDown);
-      if (current.size === 0) this.watchers.delete(instanceId);
-    };
+  }
+
+  remove(instanceId: number, onDown: () => void): void {
+    const current = this.watchers.get(instanceId);
+    if (!current) return;
+    current.delete(onDown);
+    if (current.size === 0) this.watchers.delete(instanceId);
   }
 
   markDown(instanceId: number): void {

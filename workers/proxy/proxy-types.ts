@@ -50,6 +50,12 @@ export interface Router {
    * `supervisor_unavailable`. A rejection is treated the same way.
    */
   route(request: RouteRequest): Promise<RouteDecision>;
+  /**
+   * The decision when the router holds it already (a lease: the connection counts as routed),
+   * without waiting; undefined when route() must be asked. Optional: a listener that gets a
+   * decision here dials in the same event-loop turn, with no promise in between.
+   */
+  routeKnown?(request: RouteRequest): RouteDecision | undefined;
 }
 
 /**

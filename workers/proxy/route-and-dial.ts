@@ -15,12 +15,10 @@ import type { Socks5Target } from './socks5-protocol.js';
  * the owner charges (shared/auth/hop-credential.ts).
  */
 export function upstreamOf(route: RouteGranted, username: string | null, credential: () => string): UpstreamAddress {
-  return {
-    host: route.host,
-    port: route.port,
-    ...(route.path === undefined ? {} : { path: route.path }),
-    ...(route.forward === undefined || username === null ? {} : { auth: { username, password: hopPassword(route.forward.hop, credential()) } }),
-  };
+  const address: UpstreamAddress = { host: route.host, port: route.port };
+  if (route.path !== undefined) address.path = route.path;
+  if (route.forward !== undefined && username !== null) address.auth = { username, password: hopPassword(route.forward.hop, credential()) };
+  return address;
 }
 
 /** A dial through one route, abortable (instance down, shutdown). */
@@ -48,6 +46,8 @@ export interface RouteAndDialOptions {
   instanceDown: InstanceDownSignal | undefined;
   dialMs: number;
   log: Logger;
+  /** The connection was re-routed once already (its first dial's instance went down): no second re-route. */
+  rerouted?: boolean;
 }
 
 /** What routing and dialling came to; every route involved is already accounted, except a `dialed` one's close. */
@@ -69,7 +69,7 @@ export type RouteAndDialOutcome =
  */
 export async function routeAndDial(o: RouteAndDialOptions): Promise<RouteAndDialOutcome> {
   let decision = await o.firstRoute;
-  let rerouted = false;
+  let rerouted = o.rerouted === true;
   for (;;) {
     if (o.clientGone()) {
       if (decision.ok) o.release(decision);
@@ -99,7 +99,8 @@ export async function routeAndDial(o: RouteAndDialOptions): Promise<RouteAndDial
   }
 }
 
-function dialFailureReport(error: unknown, target: Socks5Target, connection: OpenedConnection): { bytesUp: 0; bytesDown: 0; failure: TransportFailureRecord | null; latencyMs: number } {
+/** How a failed dial is accounted: its transport failure, or the instance's dial failure when it is not a SOCKS error. */
+export function dialFailureReport(error: unknown, target: Socks5Target, connection: OpenedConnection): { bytesUp: 0; bytesDown: 0; failure: TransportFailureRecord | null; latencyMs: number } {
   // Not a SOCKS dial error cannot happen by construction; it still closes the books, as the instance's.
   if (!(error instanceof SocksDialError)) return { bytesUp: 0, bytesDown: 0, failure: { kind: 'dial', scored: true }, latencyMs: connection.elapsedMs() };
   return { bytesUp: 0, bytesDown: 0, failure: transportFailureOf(error, target), latencyMs: error.elapsedMs };

@@ -61,6 +61,13 @@ export interface DialedUpstream {
   connectMs: number;
 }
 
+/** Who hears how a dial ended, without a promise (the SOCKS5 listener's dial of a known route). */
+export interface DialListener {
+  dialed(value: DialedUpstream): void;
+  /** Called in a later microtask, never from inside the call that ended the dial (abort()). */
+  dialFailed(error: SocksDialError): void;
+}
+
 const GREETING_NO_AUTH = encodeGreeting([AuthMethod.NoAuthentication]);
 const GREETING_USER_PASSWORD = encodeGreeting([AuthMethod.UsernamePassword]);
 
@@ -101,7 +108,7 @@ export class Socks5Upstream {
   private timer: NodeJS.Timeout | null = null;
   /** Set once the outcome is known; later events are ignored. */
   private outcome: { ok: true; value: DialedUpstream } | { ok: false; error: SocksDialError } | null = null;
-  private waiter: { resolve: (d: DialedUpstream) => void; reject: (e: SocksDialError) => void } | null = null;
+  private waiter: DialListener | null = null;
 
   constructor(address: UpstreamAddress) {
     this.auth = address.auth;
@@ -122,18 +129,29 @@ export class Socks5Upstream {
    * success. The deadline runs from this call. Call at most once.
    */
   connect(target: Socks5Target, timeoutMs: number): Promise<DialedUpstream> {
+    return new Promise<DialedUpstream>((resolve, reject) => this.connectWith(target, timeoutMs, { dialed: resolve, dialFailed: reject }));
+  }
+
+  /** connect() reporting to `listener` instead of a promise. Call at most once (either of the two). */
+  connectWith(target: Socks5Target, timeoutMs: number, listener: DialListener): void {
     this.target = target;
     this.requestedAt = performance.now();
-    return new Promise<DialedUpstream>((resolve, reject) => {
-      if (this.outcome !== null) {
-        // Only a failure can be known before the request: success needs tor's reply to it.
-        if (!this.outcome.ok) reject(this.outcome.error);
-        return;
+    if (this.outcome !== null) {
+      // Only a failure can be known before the request: success needs tor's reply to it.
+      if (!this.outcome.ok) {
+        const error = this.outcome.error;
+        queueMicrotask(() => listener.dialFailed(error));
       }
-      this.waiter = { resolve, reject };
-      this.timer = setTimeout(() => this.fail('timeout', null, `no SOCKS5 answer within ${timeoutMs} ms`), timeoutMs);
-      if (this.phase !== 'connecting') this.writeRequest();
-    });
+      return;
+    }
+    this.waiter = listener;
+    this.timer = setTimeout(Socks5Upstream.onDeadline, timeoutMs, this, timeoutMs);
+    if (this.phase !== 'connecting') this.writeRequest();
+  }
+
+  /** The dial's deadline (static, so that arming it makes no closure). */
+  private static onDeadline(this: void, upstream: Socks5Upstream, timeoutMs: number): void {
+    upstream.fail('timeout', null, `no SOCKS5 answer within ${timeoutMs} ms`);
   }
 
   /** Gives up: the socket is destroyed and a pending connect() rejects with kind 'aborted'. Idempotent. */
@@ -207,8 +225,9 @@ export class Socks5Upstream {
       connectMs: performance.now() - this.requestedAt,
     };
     this.outcome = { ok: true, value };
-    this.waiter?.resolve(value);
+    const waiter = this.waiter;
     this.waiter = null;
+    waiter?.dialed(value);
   };
 
   private readonly onError = (error: NodeJS.ErrnoException): void => {
@@ -227,8 +246,9 @@ export class Socks5Upstream {
     const since = this.target !== null ? this.requestedAt : this.openedAt;
     const error = new SocksDialError(kind, this.phase, replyCode, message, performance.now() - since, socketErrorCode);
     this.outcome = { ok: false, error };
-    this.waiter?.reject(error);
+    const waiter = this.waiter;
     this.waiter = null;
+    if (waiter !== null) queueMicrotask(() => waiter.dialFailed(error));
   }
 
   /** Leaves the socket with no listeners of ours (the tunnel attaches its own) and no deadline. */

@@ -14,15 +14,15 @@ import { credentialRefusalLog } from './credential-refusal-log.js';
 import { clientIpOf } from '../../shared/net/client-ip.js';
 import { routeRequestFrom } from './client-address.js';
 import type { ConnectionBudget } from './connection-budget.js';
-import { ConnectionAccounting } from './connection-accounting.js';
-import type { InstanceDownSignal } from './instance-down.js';
+import { ConnectionAccounting, type OpenedConnection } from './connection-accounting.js';
+import { INSTANCE_DOWN_FAILURE, type InstanceDownSignal } from './instance-down.js';
 import { socksReplyForDialError } from './dial-failure.js';
 import { ListeningServer, type ConnectionLifecycle, type OwnedConnection } from './listening-server.js';
-import type { ListenerKind, ProxyDependencies, ProxyEvents, RouteDecision, RouteGranted, RouteRefusalReason, Router } from './proxy-types.js';
-import { routeAndDial, upstreamOf } from './route-and-dial.js';
+import type { ConnectionEvidence, ListenerKind, ProxyDependencies, ProxyEvents, RouteDecision, RouteGranted, RouteRefusalReason, Router } from './proxy-types.js';
+import { dialFailureReport, routeAndDial, upstreamOf } from './route-and-dial.js';
 import { routeSafely } from './route-safely.js';
 import { resolveTimeouts, type ProxyTimeouts } from './proxy-timeouts.js';
-import { SocksDialError, Socks5Upstream } from './socks5-client.js';
+import { SocksDialError, Socks5Upstream, type DialedUpstream, type DialListener } from './socks5-client.js';
 import { Socks5ServerHandshake, type HandshakeAuthMode, type HandshakeRefusal, type HandshakeStep } from './socks5-handshake.js';
 import { AuthMethod, REPLY_SUCCEEDED, ReplyCode, encodeReply, type Socks5Target } from './socks5-protocol.js';
 import { Tunnel } from './tunnel.js';
@@ -56,6 +56,8 @@ export interface SessionPortServerOptions {
 
 interface ConnectionContext {
   listener: ListenerKind;
+  /** The listener's accounting (stateless: one for all its connections). */
+  accounting: ConnectionAccounting;
   /** "credential refused", counted and written at a bounded rate (shared by the worker's listeners). */
   credentialRefusals: ThrottledWarning;
   authMode: HandshakeAuthMode;
@@ -74,8 +76,10 @@ export class Socks5ProxyServer extends ListeningServer {
     const pinned = pinnedInstanceId !== undefined;
     const log = options.log ?? childLogger({ component: pinned ? 'session-port' : options.kind === 'hop' ? 'hop-listener' : 'socks5-listener' });
     const kind = options.kind ?? 'socks';
+    const listener: ListenerKind = pinned ? 'session-port' : kind;
     const context: ConnectionContext = {
-      listener: pinned ? 'session-port' : kind,
+      listener,
+      accounting: new ConnectionAccounting(options.events, listener),
       credentialRefusals: options.credentialRefusals ?? credentialRefusalLog(log),
       // AUTH_DISABLED never opens the hop listener: a hop credential is always required there.
       authMode: pinned ? 'ignored' : kind === 'hop' || options.credentials.required ? 'required' : 'optional',
@@ -120,11 +124,15 @@ export function createSessionPortServer(options: SessionPortServerOptions): Sock
  * A route granted to a connection that never sends its CONNECT is handed back (released), so
  * the supervisor's live-connection counts stay exact.
  */
-class Socks5Connection implements OwnedConnection {
+class Socks5Connection implements OwnedConnection, ConnectionEvidence, DialListener {
   private readonly handshake: Socks5ServerHandshake;
   private handshakeTimer: NodeJS.Timeout | null = null;
-  /** The route decision, requested on 'authenticated'. */
-  private routing: Promise<RouteDecision> | null = null;
+  /** The route decision, requested on 'authenticated': known at once from a lease, else on its way. */
+  private routing: RouteDecision | Promise<RouteDecision> | null = null;
+  /** ConnectionEvidence: the destination the CONNECT named. */
+  host = '';
+  /** The dial of a route known at the CONNECT (dialKnown), until it ends. */
+  private known: { route: RouteGranted; connection: OpenedConnection; target: Socks5Target; rest: Buffer; sessionKey: string | null; instanceDown: boolean } | null = null;
   /** A granted route no dial has taken yet; released if the connection ends first. */
   private unusedRoute: RouteGranted | null = null;
   private readonly accounting: ConnectionAccounting;
@@ -142,7 +150,7 @@ class Socks5Connection implements OwnedConnection {
     private readonly lifecycle: ConnectionLifecycle,
   ) {
     this.handshake = new Socks5ServerHandshake(context.authMode, context.deps.credentials.check);
-    this.accounting = new ConnectionAccounting(context.deps.events, context.listener);
+    this.accounting = context.accounting;
   }
 
   start(): void {
@@ -169,7 +177,8 @@ class Socks5Connection implements OwnedConnection {
 
   private readonly onData = (chunk: Buffer): void => {
     const steps = this.handshake.feed(chunk);
-    for (const step of steps) this.perform(step);
+    // An index loop: for-of over the steps made an iterator per chunk on this hot path.
+    for (let i = 0; i < steps.length; i++) this.perform(steps[i] as HandshakeStep);
   };
 
   private perform(step: HandshakeStep): void {
@@ -187,38 +196,121 @@ class Socks5Connection implements OwnedConnection {
         this.logRefusal(step.refusal);
         this.socket.destroySoon();
         return;
-      case 'connect':
+      case 'connect': {
         this.connecting = true;
         this.endHandshake();
-        void this.connect(step.target, step.sessionKey, step.rest);
+        this.host = step.target.host;
+        const routing = this.routing;
+        // A route still on its way (a session's first connections on this worker) is waited for,
+        // then dialled as a known one; only a refusal or a re-route goes through routeAndDial.
+        if (routing instanceof Promise) void routing.then((decision) => this.dialRouted(decision, step));
+        else this.dialRouted(routing, step);
         return;
+      }
     }
   }
 
-  /** Asks for a route and, once granted, opens the instance connection ahead of the CONNECT. */
-  private requestRoute(sessionKey: string | null): Promise<RouteDecision> {
+  /**
+   * Asks for a route and, once granted, opens the instance connection ahead of the CONNECT. A
+   * route the router holds already (a lease) is taken at once, with no promise in between.
+   */
+  private requestRoute(sessionKey: string | null): RouteDecision | Promise<RouteDecision> {
     const { context, socket } = this;
-    return routeSafely(
-      context.deps.router,
-      routeRequestFrom(socket, {
-        sessionKey,
-        listener: context.listener,
-        ...(context.pinnedInstanceId !== undefined ? { instanceId: context.pinnedInstanceId } : {}),
-      }),
-    ).then((decision) => {
-      if (!decision.ok) return decision;
-      if (this.abandoned) {
-        this.accounting.released(decision);
-      } else {
-        this.unusedRoute = decision;
-        this.upstream = new Socks5Upstream(upstreamOf(decision, sessionKey, () => this.credential()));
-      }
-      return decision;
-    });
+    const request = routeRequestFrom(socket, sessionKey, context.listener, context.pinnedInstanceId);
+    const router = context.deps.router;
+    let known: RouteDecision | undefined;
+    try {
+      known = router.routeKnown?.(request);
+    } catch {
+      known = undefined;
+    }
+    if (known !== undefined) return this.routed(known, sessionKey);
+    return routeSafely(router, request).then((decision) => this.routed(decision, sessionKey));
+  }
+
+  /** A route decided: kept with its instance connection opened, or handed back when the client already left. */
+  private routed(decision: RouteDecision, sessionKey: string | null): RouteDecision {
+    if (!decision.ok) return decision;
+    if (this.abandoned) {
+      this.accounting.released(decision);
+    } else {
+      this.unusedRoute = decision;
+      this.upstream = new Socks5Upstream(upstreamOf(decision, sessionKey, () => this.credential()));
+    }
+    return decision;
+  }
+
+  /** The CONNECT once its route is decided: dialled at once when granted and its instance connection is open. */
+  private dialRouted(decision: RouteDecision | null, step: { target: Socks5Target; sessionKey: string | null; rest: Buffer }): void {
+    if (decision !== null && decision.ok && this.upstream !== null && !this.abandoned) this.dialKnown(decision, step);
+    else void this.connect(step.target, step.sessionKey, step.rest);
+  }
+
+  /** A route asked for again, as a promise (routeAndDial's re-route after an instance went down). */
+  private routeAgain(sessionKey: string | null): Promise<RouteDecision> {
+    const decision = this.requestRoute(sessionKey);
+    return decision instanceof Promise ? decision : Promise.resolve(decision);
+  }
+
+  /**
+   * The CONNECT of a route known when it arrived, its instance connection open: one dial, as
+   * routeAndDial's first attempt, with callbacks instead of promises (the common case: a
+   * session's leased connections). An instance reported down mid-dial goes to routeAndDial for
+   * its one re-route.
+   */
+  private dialKnown(route: RouteGranted, step: { target: Socks5Target; sessionKey: string | null; rest: Buffer }): void {
+    const upstream = this.upstream as Socks5Upstream;
+    if (this.socket.destroyed) {
+      this.abandonRoute();
+      this.upstream = null;
+      return;
+    }
+    const connection = this.accounting.opened(route, this);
+    this.unusedRoute = null;
+    this.known = { route, connection, target: step.target, rest: step.rest, sessionKey: step.sessionKey, instanceDown: false };
+    this.context.deps.instanceDown?.add(route.instance, this.onKnownInstanceDown);
+    upstream.connectWith(step.target, this.context.timeouts.dialMs, this);
+  }
+
+  private readonly onKnownInstanceDown = (): void => {
+    if (this.known === null) return;
+    this.known.instanceDown = true;
+    this.upstream?.abort();
+  };
+
+  /** DialListener: the known route's dial succeeded. */
+  dialed(dialed: DialedUpstream): void {
+    const known = this.known as NonNullable<Socks5Connection['known']>;
+    this.known = null;
+    this.upstream = null;
+    this.context.deps.instanceDown?.remove(known.route.instance, this.onKnownInstanceDown);
+    if (this.socket.destroyed) {
+      dialed.socket.destroy();
+      known.connection.closed({ bytesUp: 0, bytesDown: 0, failure: null, latencyMs: dialed.connectMs });
+      return;
+    }
+    this.startTunnel(known.connection, dialed, known.rest);
+  }
+
+  /** DialListener: the known route's dial failed (or its instance went down: re-routed once). */
+  dialFailed(error: SocksDialError): void {
+    const known = this.known as NonNullable<Socks5Connection['known']>;
+    this.known = null;
+    this.upstream = null;
+    this.context.deps.instanceDown?.remove(known.route.instance, this.onKnownInstanceDown);
+    if (!known.instanceDown || this.socket.destroyed) {
+      known.connection.closed(dialFailureReport(error, known.target, known.connection));
+      if (!this.socket.destroyed) this.refuse(socksReplyForDialError(error));
+      return;
+    }
+    known.connection.closed({ bytesUp: 0, bytesDown: 0, failure: INSTANCE_DOWN_FAILURE, latencyMs: error.elapsedMs });
+    this.context.log.info('re-routing a dial away from an instance that stopped answering', { listener: this.context.listener, instance: known.route.instance });
+    this.routing = null;
+    void this.connect(known.target, known.sessionKey, known.rest, true);
   }
 
   /** Who opened the connection (ConnectionEvidence): its token (on the hop listener, the one its hop credential carries), else its address (AUTH_DISABLED), or its session port. */
-  private credential(): string {
+  credential(): string {
     if (this.context.pinnedInstanceId !== undefined) return 'session-port';
     return this.handshake.credential ?? `address:${clientIpOf(this.socket.remoteAddress)}`;
   }
@@ -245,15 +337,18 @@ class Socks5Connection implements OwnedConnection {
     }
   }
 
-  private async connect(target: Socks5Target, sessionKey: string | null, rest: Buffer): Promise<void> {
+  /** Routing and dialling through routeAndDial: a route still on its way, or the re-route after a known route's instance went down. */
+  private async connect(target: Socks5Target, sessionKey: string | null, rest: Buffer, rerouted = false): Promise<void> {
     const { context, socket } = this;
+    // The handshake announces 'authenticated' before every 'connect'; the fallback keeps this
+    // method correct on its own.
+    const routing = this.routing ?? this.routeAgain(sessionKey);
     const outcome = await routeAndDial({
       listener: context.listener,
       target,
-      // The handshake announces 'authenticated' before every 'connect'; the fallback keeps this
-      // method correct on its own.
-      firstRoute: this.routing ?? this.requestRoute(sessionKey),
-      reroute: () => this.requestRoute(sessionKey),
+      firstRoute: routing instanceof Promise ? routing : Promise.resolve(routing),
+      reroute: () => this.routeAgain(sessionKey),
+      rerouted,
       dial: (route) => {
         // The connection opened ahead of the CONNECT for this route, or a new one.
         const upstream = this.upstream ?? new Socks5Upstream(upstreamOf(route, sessionKey, () => this.credential()));
@@ -264,7 +359,7 @@ class Socks5Connection implements OwnedConnection {
       clientGone: () => socket.destroyed,
       release: () => this.abandonRoute(),
       accounting: this.accounting,
-      evidence: { host: target.host, credential: () => this.credential() },
+      evidence: this,
       instanceDown: context.deps.instanceDown,
       dialMs: context.timeouts.dialMs,
       log: context.log,
@@ -287,11 +382,16 @@ class Socks5Connection implements OwnedConnection {
       case 'dialed':
         break;
     }
-    const { connection, dialed } = outcome;
+    this.startTunnel(outcome.connection, outcome.dialed, rest);
+  }
+
+  /** tor said yes: the client is told so and bytes flow both ways. */
+  private startTunnel(connection: OpenedConnection, dialed: DialedUpstream, rest: Buffer): void {
+    const { socket } = this;
     socket.write(REPLY_SUCCEEDED);
     socket.removeListener('error', this.onError);
     socket.removeListener('close', this.onClose);
-    this.tunnel = new Tunnel(socket, dialed, context.timeouts.relayIdleMs, rest, (result) => {
+    this.tunnel = new Tunnel(socket, dialed, this.context.timeouts.relayIdleMs, rest, (result) => {
       connection.closed({ bytesUp: result.bytesUp, bytesDown: result.bytesDown, failure: result.failure, latencyMs: dialed.connectMs, endedAt: result.endedAt });
       this.lifecycle.release(this);
     });

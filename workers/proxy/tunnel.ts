@@ -1,10 +1,14 @@
 /**
  * A raw byte tunnel between a client and a dialled instance (SOCKS5 CONNECT and HTTP CONNECT).
- * `pipe` gives backpressure both ways without buffering beyond the streams' high-water marks;
- * both sockets are allowHalfOpen, so one side's FIN is passed on and the other direction keeps
- * flowing until it ends too. Byte counts come from the upstream socket's own counters, and the
- * idle timeout from a shared sweeper reading the same counters (idle-sweeper.ts), so the hot
- * path carries no per-chunk work of ours.
+ * Each direction is a pump of two listeners: a chunk read is written to the other side, and a
+ * write the other side cannot take at once pauses the reading side until that side drains, so
+ * nothing is buffered beyond the streams' high-water marks. That is what `pipe()` does, but
+ * `pipe()` makes a dozen closures and listeners per direction and per connection, which on
+ * short proxied requests was the largest single source of the worker's garbage
+ * (docs/performance.md, "Next to the peers"). Both sockets are allowHalfOpen, so one side's FIN
+ * is passed on and the other direction keeps flowing until it ends too. Byte counts come from
+ * the upstream socket's own counters, and the idle timeout from a shared sweeper reading the same
+ * counters (idle-sweeper.ts), so the hot path carries no per-chunk work of ours beyond the write.
  */
 import type net from 'node:net';
 import type { TransportFailureRecord } from '../../shared/ipc/protocol.js';
@@ -58,15 +62,20 @@ export class Tunnel implements IdleWatched {
     upstream.on('error', this.onUpstreamError);
     client.on('close', this.onClientClose);
     upstream.on('close', this.onUpstreamClose);
-    client.once('end', this.onSideEnded);
-    upstream.once('end', this.onSideEnded);
-    // Called in the same tick as pipe's own write of the chunk to the client.
-    upstream.on('data', this.onDownstreamData);
+    client.once('end', this.onClientEnd);
+    upstream.once('end', this.onUpstreamEnd);
+    client.on('data', this.onUpload);
+    upstream.on('data', this.onDownload);
+    client.on('drain', this.onClientDrain);
+    upstream.on('drain', this.onUpstreamDrain);
     this.sweeper.watch(this);
     if (this.initialUpload.length > 0) upstream.write(this.initialUpload);
-    // pipe() also copes with a source whose 'end' was already emitted: it ends the destination.
-    client.pipe(upstream);
-    upstream.pipe(client);
+    // Both sides were paused until now (the handshake's backpressure, the dial's unshifted bytes).
+    client.resume();
+    upstream.resume();
+    // A side whose 'end' was emitted before these listeners existed has nothing more to send.
+    if (client.readableEnded) this.onClientEnd();
+    if (upstream.readableEnded) this.onUpstreamEnd();
     if (client.destroyed) this.onClientClose();
     if (upstream.destroyed) this.onUpstreamClose();
   }
@@ -100,13 +109,41 @@ export class Tunnel implements IdleWatched {
     this.destroy();
   }
 
-  private readonly onDownstreamData = (): void => {
-    this.lastDownAt = Date.now();
+  /** Client → instance. A side being torn down takes nothing more (its close handler ends the other). */
+  private readonly onUpload = (chunk: Buffer): void => {
+    if (this.upstream.destroyed) return;
+    if (!this.upstream.write(chunk)) this.client.pause();
   };
 
-  private readonly onSideEnded = (): void => {
-    this.firstEndAt ??= Date.now();
+  /** Instance → client. */
+  private readonly onDownload = (chunk: Buffer): void => {
+    this.lastDownAt = Date.now();
+    if (this.client.destroyed) return;
+    if (!this.client.write(chunk)) this.upstream.pause();
   };
+
+  private readonly onUpstreamDrain = (): void => {
+    if (!this.client.destroyed) this.client.resume();
+  };
+
+  private readonly onClientDrain = (): void => {
+    if (!this.upstream.destroyed) this.upstream.resume();
+  };
+
+  /** The client's FIN: passed on to the instance, whose direction keeps flowing (allowHalfOpen). */
+  private readonly onClientEnd = (): void => {
+    this.onSideEnded();
+    if (!this.upstream.destroyed && !this.upstream.writableEnded) this.upstream.end();
+  };
+
+  private readonly onUpstreamEnd = (): void => {
+    this.onSideEnded();
+    if (!this.client.destroyed && !this.client.writableEnded) this.client.end();
+  };
+
+  private onSideEnded(): void {
+    this.firstEndAt ??= Date.now();
+  }
 
   private readonly onClientClose = (): void => {
     this.onSideEnded();

@@ -15,11 +15,40 @@ export class FakeRouter implements Router {
   readonly requests: RouteRequest[] = [];
   constructor(public decide: (request: RouteRequest, index: number) => RouteDecision) {}
   route(request: RouteRequest): Promise<RouteDecision> {
-    // A snapshot: the listeners make clientIp a getter that reads the socket, which is gone
-    // by the time a test looks.
-    this.requests.push({ ...request });
+    this.record(request);
     return Promise.resolve(this.decide(request, this.requests.length - 1));
   }
+
+  protected record(request: RouteRequest): void {
+    // A snapshot: the listeners make clientIp a getter that reads the socket, which is gone
+    // by the time a test looks.
+    this.requests.push({
+      sessionKey: request.sessionKey,
+      clientIp: request.clientIp,
+      listener: request.listener,
+      ...(request.instanceId === undefined ? {} : { instanceId: request.instanceId }),
+    });
+  }
+}
+
+/**
+ * A router that holds every decision already, as LeasedRouter does for a leased session: the
+ * listener gets it from routeKnown() in the same turn (its no-promise path). route() still
+ * answers for re-routes and the HTTP listener.
+ */
+export class KnownRouter extends FakeRouter {
+  routeKnown(request: RouteRequest): RouteDecision {
+    this.record(request);
+    return this.decide(request, this.requests.length - 1);
+  }
+}
+
+/** The two ways a listener gets its route: asked of the supervisor (a promise), or known at once (a lease). */
+export const ROUTINGS = ['asked', 'known'] as const;
+export type Routing = (typeof ROUTINGS)[number];
+
+export function fakeRouter(routing: Routing, decide: (request: RouteRequest, index: number) => RouteDecision): FakeRouter {
+  return routing === 'known' ? new KnownRouter(decide) : new FakeRouter(decide);
 }
 
 export class RecordingEvents implements ProxyEvents {

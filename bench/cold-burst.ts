@@ -1,0 +1,144 @@
+/**
+ * Why a fresh service's first burst costs more than a later one (issue 38: a black-box run saw
+ * +99 ms at p50 where BENCH=peers saw 19–27 ms): the same burst of connections on a session new
+ * to the workers, as a fresh service's first proxied traffic and then again a few times, with the
+ * start-up warm-up (PROXY_WARM_UP, workers/proxy-worker/warm-up.ts) and without it. Everything
+ * but the workers' history is alike between the first burst and the later ones: each on a new
+ * session (one route answer waited for by all its connections), each against the same burst
+ * straight to the session's instance, that instance warmed straight beforehand.
+ */
+import os from 'node:os';
+import type { InstanceView, SessionView } from '../shared/api/views.js';
+import { defaultProxyWorkers } from '../shared/config/proxy-workers.js';
+import { STREAM_EVENTS_QUIET_MS } from '../supervisor/tor/exit-control.js';
+import { TEST_PROXY_TOKEN, startService, type RunningService } from '../test/support/fixtures/service.js';
+import { serviceWorkers } from '../test/support/processes/inspection.js';
+import { addedAtP50, burstOf, burstPair, oneRequest, sortedCopy, type BurstPair } from './burst.js';
+import { cpuMs } from './process-usage.js';
+import { percentile, type BenchSection, type Figure } from './report.js';
+
+export interface ColdBurstOptions {
+  burst: number;
+  /** Fresh services per setting (warm-up on, off), started one at a time, the settings alternated. */
+  servicesPerSetting: number;
+  /** Bursts after the first, each on a new session. */
+  laterBursts: number;
+}
+
+export const FULL_COLD_BURST_OPTIONS: ColdBurstOptions = { burst: 200, servicesPerSetting: 3, laterBursts: 3 };
+
+const POOL_SIZE = 4;
+/** Twice STREAM_EVENTS_QUIET_MS (supervisor/tor/exit-control.ts): the supervisor has stopped following STREAM events by then. */
+const QUIET_PAUSE_MS = 2 * STREAM_EVENTS_QUIET_MS;
+/** Requests straight to each instance before the first burst: its circuits and the exit's DNS are warm for both sides of every burst. */
+const INSTANCE_WARM_UP_REQUESTS = 20;
+/**
+ * The start-up warm-up on and off; and on, with every instance first given a burst of the same
+ * size straight (so that what a tor pays for its first burst of streams is paid before the pool's).
+ */
+const SETTINGS: readonly { name: string; env: Record<string, string>; torBurstFirst: boolean; pauseMs: number }[] = [
+  { name: 'PROXY_WARM_UP default', env: {}, torBurstFirst: false, pauseMs: 0 },
+  { name: 'PROXY_WARM_UP=0', env: { PROXY_WARM_UP: '0' }, torBurstFirst: false, pauseMs: 0 },
+  { name: 'PROXY_WARM_UP default, every tor given a straight burst first', env: {}, torBurstFirst: true, pauseMs: 0 },
+  { name: `PROXY_WARM_UP default, ${QUIET_PAUSE_MS / 1000} s of quiet before the first burst`, env: {}, torBurstFirst: false, pauseMs: QUIET_PAUSE_MS },
+];
+
+/** A burst pair and the CPU the service's processes spent over it (ms). */
+interface TimedPair extends BurstPair {
+  supervisorMs: number;
+  workersMs: number;
+  /** STREAM events the tors sent the supervisor over the pair (pool_tor_control_events_total). */
+  streamEvents: number;
+}
+
+/** pool_tor_control_events_total{event="STREAM"}. */
+async function streamEvents(svc: RunningService): Promise<number> {
+  const m = /^pool_tor_control_events_total\{event="STREAM"\} (\d+)/m.exec(await (await svc.api('/metrics')).text());
+  return m ? Number(m[1]) : 0;
+}
+
+interface ServiceBursts {
+  first: TimedPair;
+  later: TimedPair[];
+}
+
+async function burstsOfAFreshService(setting: (typeof SETTINGS)[number], o: ColdBurstOptions): Promise<ServiceBursts> {
+  const env = setting.env;
+  // The defaults, as an operator gets them (the test fixture's PROXY_WORKERS removed).
+  const svc: RunningService = await startService({ POOL_SIZE: String(POOL_SIZE), PROXY_WORKERS: undefined, LOG_LEVEL: 'warn', ...env });
+  try {
+    await svc.waitReady(POOL_SIZE, 180_000);
+    const bearer = await svc.login();
+    const host = `whoami.testnet:${svc.net.whoami.port}`;
+    const target = { host: 'whoami.testnet', targetPort: svc.net.whoami.port };
+    const list = (await (await svc.api('/api/instances', { bearer })).json()) as InstanceView[];
+    const sockets = new Map(list.map((i) => [i.id, i.socks_addr.replace(/^unix:/, '')]));
+    for (const socket of sockets.values()) await Promise.all(Array.from({ length: INSTANCE_WARM_UP_REQUESTS }, () => oneRequest({ ...target, proxyPath: socket }, host)));
+    if (setting.torBurstFirst) for (const socket of sockets.values()) await burstOf(o.burst, () => ({ ...target, proxyPath: socket }), host);
+    if (setting.pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, setting.pauseMs));
+    const workers = serviceWorkers(svc.pid).proxy;
+    const workersCpu = (): number => workers.reduce((sum, pid) => sum + cpuMs(pid), 0);
+    const pairOn = async (key: string): Promise<TimedPair> => {
+      const before = { supervisor: cpuMs(svc.pid), workers: workersCpu(), streams: await streamEvents(svc) };
+      const pair = await burstPair({
+        burst: o.burst,
+        host,
+        target,
+        directFirst: false,
+        pool: () => ({ ...target, port: svc.socksPort, username: key, password: TEST_PROXY_TOKEN }),
+        instanceSocket: async () => {
+          const session = (await (await svc.api(`/api/sessions/${key}`, { bearer })).json()) as SessionView;
+          return sockets.get(session.instance ?? -1) ?? '';
+        },
+      });
+      const after = { supervisor: cpuMs(svc.pid), workers: workersCpu() };
+      return { ...pair, supervisorMs: after.supervisor - before.supervisor, workersMs: after.workers - before.workers, streamEvents: (await streamEvents(svc)) - before.streams };
+    };
+    const first = await pairOn('first-burst');
+    const later: TimedPair[] = [];
+    for (let b = 0; b < o.laterBursts; b++) later.push(await pairOn(`later-burst-${b}`));
+    return { first, later };
+  } finally {
+    await svc.stop();
+  }
+}
+
+export async function benchColdBurst(o: ColdBurstOptions = FULL_COLD_BURST_OPTIONS): Promise<BenchSection> {
+  const loadAtStart = os.loadavg()[0] as number;
+  const results = new Map<string, ServiceBursts[]>(SETTINGS.map((s) => [s.name, []]));
+  for (let i = 0; i < o.servicesPerSetting; i++) {
+    for (const setting of SETTINGS) results.get(setting.name)?.push(await burstsOfAFreshService(setting, o));
+  }
+  const median = (values: number[]): number => percentile(sortedCopy(values), 0.5);
+  const list = (values: number[]): string => values.map((v) => v.toFixed(0)).join(', ');
+  const cpu = (pairs: TimedPair[]): string => `CPU over each pair: supervisor ${list(pairs.map((p) => p.supervisorMs))} ms, proxy workers ${list(pairs.map((p) => p.workersMs))} ms; STREAM events ${list(pairs.map((p) => p.streamEvents))}`;
+  const answered = (pairs: BurstPair[]): string => `${pairs.reduce((n, p) => n + p.pool.length, 0)}/${pairs.length * o.burst} and ${pairs.reduce((n, p) => n + p.direct.length, 0)}/${pairs.length * o.burst} answered`;
+  const figures: Figure[] = [];
+  for (const setting of SETTINGS) {
+    const services = results.get(setting.name) as ServiceBursts[];
+    const firsts = services.map((s) => s.first);
+    const laters = services.flatMap((s) => s.later);
+    figures.push({
+      name: `${setting.name}: the fresh service's first burst, added at p50 (each service; through the pool p50)`,
+      value: `median ${median(firsts.map(addedAtP50)).toFixed(0)} ms (${list(firsts.map(addedAtP50))}; pool p50 ${list(firsts.map((p) => percentile(p.pool, 0.5)))} ms; ${answered(firsts)}; ${cpu(firsts)})`,
+      limit: '',
+      withinLimit: null,
+    });
+    figures.push({
+      name: `${setting.name}: the ${o.laterBursts} bursts after it, added at p50 (every burst; through the pool p50)`,
+      value: `median ${median(laters.map(addedAtP50)).toFixed(0)} ms (${list(laters.map(addedAtP50))}; pool p50 median ${median(laters.map((p) => percentile(p.pool, 0.5))).toFixed(0)} ms; ${answered(laters)}; ${cpu(laters)})`,
+      limit: '',
+      withinLimit: null,
+    });
+  }
+  return {
+    title: "A fresh service's first burst, with and without the proxy workers' warm-up",
+    method: [
+      `The real service (the CLI, ${POOL_SIZE} instances on the private Tor network, the defaults: ${defaultProxyWorkers()} proxy worker${defaultProxyWorkers() > 1 ? 's' : ''} on this ${os.availableParallelism()}-core machine), started fresh ${o.servicesPerSetting} times for each setting (PROXY_WARM_UP at its default; PROXY_WARM_UP=0; the default, with every instance given a straight burst of ${o.burst} before the pool's first; the default, with ${QUIET_PAUSE_MS / 1000} s of quiet before the first burst, twice STREAM_EVENTS_QUIET_MS, after which the supervisor no longer follows tor's STREAM events), one service at a time, the settings alternated. CPU is each process's over the burst pair (from /proc).`,
+      `Each: ready, every instance warmed straight with ${INSTANCE_WARM_UP_REQUESTS} requests (the tors' side alike for every burst), then its first proxied traffic is a burst of ${o.burst} connections started at once on a session new to the workers, through the pool, then the same burst straight to the session's instance; then ${o.laterBursts} more such pairs, each on another new session.`,
+      `The first burst and the later ones differ only in what the service had run before: what the first adds beyond the later ones is what a fresh service pays once, and the settings tell its suspected parts apart (the workers' cold code, the tor's first burst of streams, the supervisor following STREAM events until its exits are confirmed and STREAM_EVENTS_QUIET_MS has passed). The supervisor's CPU includes the bench's own API calls around each pair (the session's instance, /metrics twice).`,
+      `The machine's 1-minute load average was ${loadAtStart.toFixed(1)} at the start and ${(os.loadavg()[0] as number).toFixed(1)} at the end.`,
+    ].join(' '),
+    figures,
+  };
+}
