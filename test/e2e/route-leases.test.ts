@@ -22,10 +22,7 @@ describe('route leases on the private network (3 instances, 2 proxy workers)', f
   this.timeout(240_000);
   let api: HealApi;
   let seq = 0;
-  // EXIT_HISTORY=0: a rotation avoids only the exit it leaves, so with three instances every
-  // rotate moves the session (with a longer history, a session alone on its instance whose
-  // remembered exits cover the pool is rotated in place, and no lease would be put to the test).
-  const suite = withService({ POOL_SIZE: String(POOL_SIZE), PROXY_WORKERS: String(PROXY_WORKERS), EXIT_HISTORY: '0' }, { ready: POOL_SIZE, readyTimeoutMs: 120_000 });
+  const suite = withService({ POOL_SIZE: String(POOL_SIZE), PROXY_WORKERS: String(PROXY_WORKERS) }, { ready: POOL_SIZE, readyTimeoutMs: 120_000 });
   before(async () => {
     api = await HealApi.signIn(suite.svc);
   });
