@@ -51,10 +51,12 @@ const BENCHES: Record<string, () => Promise<BenchSection>> = {
 };
 
 /**
- * Benchmarks that take something apart rather than record a budget: run when named
- * (BENCH=cold-burst), left out of the whole run so that it stays within its 15 minutes.
+ * Studies rather than budgets: they take something apart (cold-burst) or measure what has no
+ * limit of its own (scale: pools of 4, 10 and 40; clients: what each client library adds; fleet:
+ * nodes behind a balancer), and together they take about 18 minutes. Run when named
+ * (BENCH=scale), left out of the whole run so that it stays within its 15 minutes.
  */
-const WHEN_NAMED_ONLY: ReadonlySet<string> = new Set(['cold-burst']);
+const WHEN_NAMED_ONLY: ReadonlySet<string> = new Set(['cold-burst', 'scale', 'clients', 'fleet']);
 
 async function main(): Promise<void> {
   const selected = process.env.BENCH ? process.env.BENCH.split(',') : Object.keys(BENCHES).filter((name) => !WHEN_NAMED_ONLY.has(name));

@@ -28,7 +28,7 @@ export interface TorRelayBenchOptions {
   rounds: number;
 }
 
-export const FULL_TOR_RELAY_OPTIONS: TorRelayBenchOptions = { bytes: 32e6, rounds: 6 };
+export const FULL_TOR_RELAY_OPTIONS: TorRelayBenchOptions = { bytes: 32e6, rounds: 4 };
 
 function median(values: number[]): number {
   const s = [...values].sort((a, b) => a - b);
