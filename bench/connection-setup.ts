@@ -29,11 +29,11 @@ export interface SetupBenchOptions {
 }
 
 export const FULL_SETUP_OPTIONS: SetupBenchOptions = {
-  samples: 3000,
+  samples: 2000,
   concurrency: [1, 100, 1000],
   churnPerSecond: 200,
   bursts: [100, 1000],
-  rateRunMs: 5000,
+  rateRunMs: 3000,
   rateInFlight: 64,
 };
 

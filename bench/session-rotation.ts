@@ -303,7 +303,7 @@ export interface BusyRotationOptions {
 }
 
 export const FULL_BUSY_OPTIONS: BusyRotationOptions = { rotations: 24, perInstance: 2, rotatorSteps: [1, 2, 3, 4, 6], rotationsPerRotator: 12, paceMs: 3000, defaultPoolRotators: 6 };
-export const FULL_ROTATION_OPTIONS: RotationBenchOptions = { sessions: 20, newnymSamples: 5, busy: FULL_BUSY_OPTIONS };
+export const FULL_ROTATION_OPTIONS: RotationBenchOptions = { sessions: 20, newnymSamples: 3, busy: FULL_BUSY_OPTIONS };
 /** The pool the busy figures are measured on: the tests' pool of 4, with the default WARM_SPARES. */
 const BUSY_POOL_SIZE = 4;
 const BUSY_SPARES = 2;
