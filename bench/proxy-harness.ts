@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type { ProxyCredentialSnapshot } from '../shared/auth/credential-snapshot.js';
 import { digestTokenSecret } from '../shared/auth/token-format.js';
 import { encodeWorkerConfig, loadConfig, WORKER_CONFIG_ENV } from '../shared/config/index.js';
-import type { CloseRecord, RouteParams, RouteResult } from '../shared/ipc/protocol.js';
+import type { CloseRecord, OpenedRoute, RouteParams, RouteResult } from '../shared/ipc/protocol.js';
 import { WorkerManager } from '../supervisor/cluster/worker-manager.js';
 import { quietLogger } from '../test/support/fakes/quiet-logger.js';
 import { freePorts } from '../test/support/network/free-ports.js';
@@ -35,6 +35,7 @@ export interface ProxyHarnessOptions {
 
 /** What the workers reported back, summed over every accounting batch so far. */
 export interface AccountingTally {
+  /** Connections routed: by a round trip to the supervisor, or from a worker's lease (its `opened` records). */
   routes: number;
   closes: number;
   ok: number;
@@ -95,7 +96,9 @@ export async function startProxyHarness(options: ProxyHarnessOptions): Promise<P
         tally.routes += 1;
         return { ok: true, instance: 0, host, port, ...(backendPath === undefined ? {} : { path: backendPath }), key: p.key, session: p.key === null ? null : 1, lease: p.key !== null, exitIp: '' };
       });
-      h.endpoint.onNotice('accounting', ({ closes, routeRttMs }: { closes: CloseRecord[]; routeRttMs: number[] }) => {
+      h.endpoint.onNotice('accounting', ({ opened, closes, routeRttMs }: { opened: OpenedRoute[]; closes: CloseRecord[]; routeRttMs: number[] }) => {
+        // Connections a worker routed from its lease, without asking: routed all the same.
+        tally.routes += opened.length;
         for (const c of closes) {
           tally.closes += 1;
           if (c.ok) tally.ok += 1;
