@@ -48,6 +48,10 @@ export function portFree(port: number): Promise<boolean> {
   });
 }
 
+/** Where instance port blocks are drawn from: above the test networks' blocks, below the ephemeral ports. */
+const INSTANCE_BLOCKS_START = 22_000;
+const INSTANCE_BLOCKS_END = 32_768;
+
 /**
  * A block of ports for the instances (PORTS_PER_INSTANCE each) that is free now and holds none
  * of `taken` (ports already picked for the listeners but not bound yet; the service refuses to
@@ -57,8 +61,12 @@ async function freeBlock(size: number, taken: readonly number[]): Promise<number
   // The configuration refuses a listener inside the whole instance range (MAX_POOL_SIZE
   // instances), whatever the pool size: keep the listeners out of all of it.
   const range = MAX_POOL_SIZE * PORTS_PER_INSTANCE;
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 30_000 + Math.floor(Math.random() * 2_500) * 10;
+  // Below the kernel's ephemeral range (32768 and up on Linux): under load its ports are held by
+  // the tests' own outgoing connections, so a block there was often found busy 50 times running.
+  // Above the test networks' port blocks (20000 and up, a few hundred ports).
+  const slots = Math.floor((INSTANCE_BLOCKS_END - INSTANCE_BLOCKS_START - size) / 10);
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const base = INSTANCE_BLOCKS_START + Math.floor(Math.random() * slots) * 10;
     if (taken.some((p) => p >= base && p < base + range)) continue;
     const checks = await Promise.all(Array.from({ length: size }, (_, i) => portFree(base + i)));
     if (checks.every(Boolean)) return base;
@@ -80,7 +88,7 @@ export async function servicePorts(instances: number, alsoTaken: readonly number
 /**
  * A base for SESSION_PORT_BASE whose `count` ports are free now. Drawn from 12000–19999: below
  * the test network's port blocks (20000 and up, 100 a block), the instance ports fixtures/service.ts
- * draws (30000 and up) and the kernel's ephemeral range (32768 and up), so none of them can take
+ * draws (22000 to 32767) and the kernel's ephemeral range (32768 and up), so none of them can take
  * these ports between this check and the service binding them.
  */
 export async function freeSessionPortBase(count: number): Promise<number> {
