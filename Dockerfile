@@ -9,7 +9,7 @@
 # format); the OCI release image leaves health to the orchestrator's probes (docs/releasing.md).
 
 # The release this file builds: kept in step with package.json by `npm run release:version`.
-ARG VERSION=0.1.0
+ARG VERSION=0.2.0
 
 # ---- build: compile, pack the npm tarball, install it with production dependencies ----
 FROM node:24-bookworm-slim AS build

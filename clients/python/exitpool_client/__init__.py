@@ -14,7 +14,7 @@ from .session import ExitpoolSession
 from .username import PARAMETER_NAMES, UNSUPPORTED_PARAMETER_NAMES, InvalidSessionChoice, build_username
 
 #: The one version source (pyproject.toml reads it): the service's.
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "BanPolicy",
