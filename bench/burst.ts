@@ -5,6 +5,7 @@
  */
 import { httpGetOverTunnel, openSocksTunnel, type SocksTunnelOptions } from '../test/support/clients/socks5-client.js';
 import { percentile } from './report.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Between two bursts: the previous one's connections have closed on every side. */
 export const BURST_PAUSE_MS = 500;
@@ -43,7 +44,6 @@ export async function burstOf(n: number, options: () => SocksTunnelOptions, host
 
 export const sortedCopy = (v: number[]): number[] => [...v].sort((a, b) => a - b);
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface BurstPairRequest {
   burst: number;

@@ -9,6 +9,7 @@ import type { ExitsView, InstanceView, PoolSummary } from '../shared/api/views.j
 import { startService, type RunningService } from '../test/support/fixtures/service.js';
 import { egressTestnet, stopEgressTestnet } from '../test/support/fixtures/testnet.js';
 import { ms, percentile, type BenchSection } from './report.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface EgressBenchOptions {
   /** Starts of each kind (probe on, probe off), interleaved. */
@@ -23,7 +24,6 @@ export const FULL_EGRESS_OPTIONS: EgressBenchOptions = { rounds: 3, poolSize: 5,
 
 const POLL_MS = 50;
 const READY_TIMEOUT_MS = 180_000;
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 async function json<T>(svc: RunningService, jwt: string, path: string, method = 'GET'): Promise<T> {
   const r = await svc.api(path, { method, bearer: jwt });

@@ -10,6 +10,7 @@ import type { ExitsView, InstanceView, SessionView } from '../shared/api/views.j
 import { startService, type RunningService } from '../test/support/fixtures/service.js';
 import { ms, percentile, type BenchSection } from './report.js';
 import { exitOf } from './session-rotation.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Issue 30: each session of the instance is served again within this, p95. */
 const SERVED_AGAIN_P95_BUDGET_MS = 10_000;
@@ -28,7 +29,6 @@ export interface ExitDeathBenchOptions {
 
 export const FULL_EXIT_DEATH_OPTIONS: ExitDeathBenchOptions = { rounds: 8, sessionsPerInstance: 4 };
 
-const sleep = (msec: number): Promise<void> => new Promise((r) => setTimeout(r, msec));
 
 /** One session's traffic: requests back to back; every answer is kept with the time it came in. */
 class BusySession {

@@ -15,6 +15,7 @@ import { quietLogger } from '../test/support/fakes/quiet-logger.js';
 import { serviceWorkers } from '../test/support/processes/inspection.js';
 import { cpuMs, rssBytes } from './process-usage.js';
 import { percentile, type BenchSection, type Figure } from './report.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface ScaleBenchOptions {
   sizes: readonly number[];
@@ -103,7 +104,6 @@ async function controlEvents(svc: RunningService): Promise<number> {
   return total;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 const sum = (values: number[]): number => values.reduce((a, b) => a + b, 0);
 
 async function measureSize(net: Testnet, size: number, o: ScaleBenchOptions): Promise<SizeResult> {
