@@ -115,6 +115,14 @@ export class FleetMember {
   private summary: (() => FleetNodeSummary) | null = null;
   /** Sessions this node served that another live node owns: given up here. */
   private giveUp: (sessions: { key: string; owner: string }[]) => void = () => undefined;
+  /** Whether this node's table still holds a session (a copy held back is asked again only while it does). */
+  private holdsSession: (key: string) => boolean = () => false;
+  /**
+   * Copies this node serves of sessions another node owns, kept because that owner could not be
+   * reached yet (its hop keys not learnt): asked again at each renewal until it can be, even when
+   * nobody uses them meanwhile, so that no name stays on two nodes.
+   */
+  private heldBack = new Map<string, string>();
 
   private constructor(
     private readonly options: FleetMemberOptions,
@@ -223,6 +231,7 @@ export class FleetMember {
     this.summary = () => pool.nodeSummary();
     this.usedSessions = (since) => pool.sessionKeysUsedSince(since);
     this.giveUp = (sessions) => pool.giveUpSessions(sessions);
+    this.holdsSession = (key) => pool.holdsSession(key);
     this.audit = audit;
     for (const note of this.unaudited.splice(0)) this.record(note);
     if (exits) await this.manageExits(exits);
@@ -350,13 +359,17 @@ export class FleetMember {
     // away long enough for them to lapse, another node that sees this one alive again must find
     // its sessions claimed, not free to start afresh on another exit.
     const startedAt = Date.now();
-    const ownedElsewhere = await this.sessions.refresh(this.usedSessions(this.refreshedAt));
+    const used = this.usedSessions(this.refreshedAt);
+    const usedNow = new Set(used);
+    const heldBack = [...this.heldBack.keys()].filter((key) => !usedNow.has(key) && this.holdsSession(key));
+    const ownedElsewhere = await this.sessions.refresh([...used, ...heldBack]);
     this.refreshedAt = startedAt;
-    // A copy whose owner this node cannot sign a hop to stays here: giving it up would only start it again.
-    const givenUp = ownedElsewhere.filter((s) => this.hopKeys.canReach(s.owner));
-    if (givenUp.length > 0) this.giveUp(givenUp);
+    this.heldBack = new Map(ownedElsewhere.map((s) => [s.key, s.owner]));
     await this.checkStanding();
     await this.publishAddress();
+    // After publishAddress, which learns the peers' hop keys: an owner back from an outage of Redis
+    // is reachable in the same renewal that finds it owning a name this node served meanwhile.
+    this.settleCopies();
     if (this.summary) {
       const self: FleetNodeView = { node, updated_at: new Date().toISOString(), ...this.summary() };
       await this.leases.publishSummary(node, JSON.stringify(self), leaseMs);
@@ -370,6 +383,20 @@ export class FleetMember {
     }
     this.hopKeys.rotateIfDue(!this.isMember);
     await this.budgets.flush();
+  }
+
+  /**
+   * Gives up the copies whose owner this node can sign a hop to. One it cannot reach stays here
+   * (giving it up would only start it again here) and is asked about again at the next renewal.
+   */
+  private settleCopies(): void {
+    const reachable: { key: string; owner: string }[] = [];
+    for (const [key, owner] of this.heldBack) {
+      if (!this.hopKeys.canReach(owner)) continue;
+      reachable.push({ key, owner });
+      this.heldBack.delete(key);
+    }
+    if (reachable.length > 0) this.giveUp(reachable);
   }
 
   /**

@@ -12,5 +12,7 @@ export interface FleetPoolPort {
   sessionKeysUsedSince(since: number): string[];
   /** Sessions another node owns, which this node served too while Redis was away: given up here. */
   giveUpSessions(sessions: readonly { key: string; owner: string }[]): void;
+  /** Whether this node's table holds the session now. */
+  holdsSession(key: string): boolean;
   nodeSummary(): FleetNodeSummary;
 }

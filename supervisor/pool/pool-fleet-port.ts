@@ -38,6 +38,10 @@ export class PoolFleetPort implements FleetPoolPort {
     }
   }
 
+  holdsSession(key: string): boolean {
+    return this.deps.sessions.get(key) !== undefined;
+  }
+
   /** What this node publishes of itself to the fleet (GET /api/fleet on any node). */
   nodeSummary(): FleetNodeSummary {
     return {

@@ -6,11 +6,12 @@
  */
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { hopPassword, verifyHopPassword } from '../../shared/auth/hop-credential.js';
 import { AuditLog } from '../../supervisor/audit/audit-log.js';
 import type { StoredToken } from '../../supervisor/auth/auth-file.js';
 import { decodeEpoch } from '../../supervisor/fleet/fleet-epoch.js';
+import { FleetHopKeys } from '../../supervisor/fleet/fleet-hop-keys.js';
 import { FleetMember, LEASE_RENEWALS_PER_TERM } from '../../supervisor/fleet/fleet-member.js';
 import type { FleetPoolPort } from '../../supervisor/fleet/fleet-pool-port.js';
 import { FleetDataLostError } from '../../supervisor/fleet/fleet-tokens.js';
@@ -22,7 +23,7 @@ const LEASE_MS = FLEET_TEST_LEASE_MS;
 const dataDirs = new MemoryDataDirs();
 const RENEWAL_MS = LEASE_MS / LEASE_RENEWALS_PER_TERM;
 const token = (id: string, createdAt = 1): StoredToken => ({ id, name: `token ${id}`, scope: 'proxy', digest: createHash('sha256').update(id).digest('hex'), createdAt });
-const pool: FleetPoolPort = { sessionKeysUsedSince: () => [], giveUpSessions: () => undefined, nodeSummary: () => ({ routable: 0, sessions: 0, instances: [] }) };
+const pool: FleetPoolPort = { sessionKeysUsedSince: () => [], giveUpSessions: () => undefined, holdsSession: () => false, nodeSummary: () => ({ routable: 0, sessions: 0, instances: [] }) };
 
 describe('fleet security: epoch, revocations, re-seed, hop keys, budgets (a real redis-server on loopback)', function () {
   this.timeout(30_000);
@@ -31,12 +32,12 @@ describe('fleet security: epoch, revocations, re-seed, hop keys, budgets (a real
   let url = '';
   const members: FleetMember[] = [];
   const audits = new Map<FleetMember, AuditLog>();
-  const join = async (node: string, reseed = ''): Promise<FleetMember> => {
+  const join = async (node: string, reseed = '', port: FleetPoolPort = pool): Promise<FleetMember> => {
     const m = await FleetMember.join(memberOptions(url, node, dataDirs, { reseed }));
     members.push(m);
     const audit = new AuditLog();
     audits.set(m, audit);
-    await m.attachPool(pool, undefined, audit);
+    await m.attachPool(port, undefined, audit);
     return m;
   };
   const leave = async (m: FleetMember): Promise<void> => {
@@ -174,6 +175,35 @@ describe('fleet security: epoch, revocations, re-seed, hop keys, budgets (a real
     expect(b2.isMember).to.equal(false);
     await pollUntil('A sees B’s new process', async () => (a.sessions.hop.canReach('sec-b') ? undefined : true), 4 * RENEWAL_MS, 20);
     expect(a.sessions.hop.grant('sec-b', 'crawl-7')).to.equal(null);
+  });
+
+  it('a copy of a session another node owns is kept while that node cannot be reached, and given up once it can, used again or not', async () => {
+    // The copy: served here once (just after the join), by a pool that holds it until it gives it up.
+    let usedAt = 0;
+    const givenUp: { key: string; owner: string }[] = [];
+    const holding: FleetPoolPort = {
+      ...pool,
+      sessionKeysUsedSince: (since) => (usedAt >= since ? ['served-twice'] : []),
+      giveUpSessions: (sessions) => void givenUp.push(...sessions),
+      holdsSession: (key) => key === 'served-twice' && givenUp.length === 0,
+    };
+    // The owner, written straight into Redis: alive (its address) and owning the name, but its
+    // process and hop keys not published yet, as after an outage before its first renewal.
+    const owner = 'sec-owner';
+    await raw.set(`${prefix()}fleet:address:${owner}`, '127.0.0.1:9', 'PX', 60_000);
+    await raw.set(`${prefix()}fleet:session:served-twice`, owner, 'PX', 60_000);
+    const a = await join('sec-a', '', holding);
+    usedAt = Date.now();
+    await new Promise((resolve) => setTimeout(resolve, 3 * RENEWAL_MS));
+    expect(a.sessions.hop.canReach(owner)).to.equal(false);
+    expect(givenUp, 'kept: giving it up would only start it again here').to.deep.equal([]);
+    // The owner renews: A gives the copy up at its next renewal, though nobody used the name since.
+    const process = `${owner}/4242/${randomUUID()}`;
+    await raw.set(`${prefix()}fleet:node:${owner}`, process, 'PX', 60_000);
+    await raw.set(`${prefix()}fleet:hop-keys:${owner}`, new FleetHopKeys(owner, LEASE_MS).publication(process), 'PX', 60_000);
+    await pollUntil('A gives its copy up', async () => (givenUp.length > 0 ? true : undefined), 4 * RENEWAL_MS, 20);
+    expect(givenUp).to.deep.equal([{ key: 'served-twice', owner }]);
+    expect(await raw.get(`${prefix()}fleet:session:served-twice`), 'the owner keeps it').to.equal(owner);
   });
 
   it('budgets are counted across the fleet: N nodes spend one budget, and each counts alone while Redis is away', async () => {
