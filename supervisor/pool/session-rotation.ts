@@ -160,6 +160,14 @@ export class SessionRotation {
       }
     } else if (!how.inPlace) {
       note = 'no other instance can take the session: it stays on its exit (a rotation would give its instance a new exit, moving every session on it)';
+      // Audited like a move that found nowhere to go (from = to): the client was told moved: false.
+      audit.record({
+        type: 'assignment',
+        session: key,
+        instance: vacated,
+        message: `session stays on instance ${vacated} after its failure report: ${note}`,
+        details: { from: vacated, to: vacated, newnym, new_exit: false, reason: how.reason, supply: path },
+      });
     } else {
       // Nowhere else to go (the SPEC's rule): the session stays and its instance gets a new exit
       // (or circuit) instead.

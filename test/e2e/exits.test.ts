@@ -268,7 +268,7 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
       // The first reporter's own report moved it; the ban moved the other session that reached the site.
       const moves = (await api.events(300)).filter((e) => e.type === 'assignment');
       expect(moves.filter((e) => e.details.reason === 'site_ban').map((e) => e.session)).to.deep.equal([second]);
-      expect(moves.some((e) => e.details.reason === 'report' && e.session === key)).to.equal(true);
+      expect(moves.some((e) => e.details.reason === 'report' && e.session === key && e.details.from !== e.details.to)).to.equal(true);
       // The session that reported the site never rotates back onto that exit.
       for (let i = 0; i < 10; i++) {
         const r = await api.json<SessionRotateResult>(`/api/sessions/${key}/rotate`, { method: 'POST', bearer: TEST_PROXY_TOKEN });

@@ -263,7 +263,7 @@ describe('self-healing end to end (pool of 3 on the private network)', function 
     const quarantine = events.find((e) => e.type === 'quarantine' && e.instance === instance);
     expect(quarantine, 'quarantine audit event').to.not.equal(undefined);
     expect(quarantine?.details.kind, 'quarantined by the captcha reports').to.equal('captcha');
-    const assignments = events.filter((e) => e.type === 'assignment' && e.details.from === instance);
+    const assignments = events.filter((e) => e.type === 'assignment' && e.details.from === instance && e.details.to !== instance);
     const scenario = new Set([...target.keys, bobKey, bystander]);
     const movedFor = (reason: string): unknown[] => assignments.filter((e) => e.details.reason === reason && scenario.has(e.session as string)).map((e) => e.session);
     expect(movedFor('report'), "alice's report: her sessions through the exit").to.have.members(target.keys);

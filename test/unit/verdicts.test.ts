@@ -110,6 +110,9 @@ describe('verdicts: what evidence earns (supervisor/verdicts/README.md, the tabl
       expect(answer).to.include({ moved: false, new_exit: false });
       expect(answer.exit_note).to.match(/no other instance/);
       expect(r.instances.get(0)!.rotations, 'no in-place rotation').to.equal(0);
+      const stay = r.audit.recent(50).find((e) => e.type === 'assignment' && e.session === key);
+      expect(stay?.details, 'the stay audited, from = to').to.include({ from: 0, to: 0, reason: 'report', new_exit: false });
+      expect(stay?.message).to.match(/stays on instance 0 after its failure report/);
     });
   });
 

@@ -1,3 +1,4 @@
+import { expect } from 'chai';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AuditEvent } from '../../../shared/api/audit-event.js';
 import type { RunningService } from '../fixtures/service.js';
@@ -37,4 +38,38 @@ export async function whileEveryExitServesCaptcha<T>(svc: RunningService, graceM
   } finally {
     for (const ip of ips) svc.net.whoami.setBehaviour(ip, 'ok');
   }
+}
+
+/** What the pool did with session `key` after its reports, from the audit trail (newest first). */
+export interface ReportMoves {
+  /** The report's own move, or the quarantine or site ban it caused (every exit's standing with the site may be burnt). */
+  moves: AuditEvent[];
+  /** Reports after which no other instance could take the session: it stayed (`from` = `to`). */
+  stays: AuditEvent[];
+}
+
+export function reportMovesOf(events: readonly AuditEvent[], key: string): ReportMoves {
+  const ours = events.filter((e) => e.session === key && e.type === 'assignment');
+  const stayed = (e: AuditEvent): boolean => e.details.from === e.details.to;
+  return {
+    moves: ours.filter((e) => ['report', 'quarantine', 'site_ban'].includes(String(e.details.reason)) && !stayed(e)),
+    stays: ours.filter((e) => e.details.reason === 'report' && stayed(e)),
+  };
+}
+
+/**
+ * The clients' contract for `tries` blocked tries of session `key`, each reported (issue 29): the
+ * report moves the session (the pool's own move, or the quarantine or site ban it caused); when
+ * the pool could not (every exit burnt for the site, the quarantines down to MIN_ROUTABLE: a stay,
+ * audited from = to, answered moved: false), a client that tries again rotates the session
+ * itself, and one at its bound does not. `clientRotations` is what the client says it asked.
+ */
+export function expectEachTryMovedOrRotated(events: readonly AuditEvent[], key: string, tries: number, clientRotations: number): void {
+  const { moves, stays } = reportMovesOf(events, key);
+  const seen = JSON.stringify(events.filter((e) => e.session === key).reverse().map((e) => ({ type: e.type, message: e.message, details: e.details })));
+  expect(moves.length + stays.length, `every blocked try moved it, or said it could not; the session's events: ${seen}`).to.equal(tries);
+  const last = [...moves, ...stays].sort((a, b) => b.id - a.id)[0];
+  const lastStayed = last !== undefined && stays.includes(last);
+  expect(clientRotations, `a rotation by the client after each stay but the last try's; the session's events: ${seen}`).to.equal(stays.length - (lastStayed ? 1 : 0));
+  expect(events.filter((e) => e.type === 'rotate' && e.session === key), 'the rotations audited').to.have.length(clientRotations);
 }
