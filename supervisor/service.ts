@@ -377,7 +377,18 @@ function poolMetrics(config: Config, core: PoolCore, fleet: FleetMember | null, 
     controlEvents: () => controlEventTally.snapshot(),
     routableCount: () => pool.placement().routable.length,
     exitCounts: () =>
-      exits ? { inUse: exits.assignedCount(), banned: exits.bans.list(Date.now()).length, eligible: exits.eligibleCount(), catalog: exits.catalog.size, bansMade: exits.bans.made } : null,
+      exits
+        ? {
+            inUse: exits.assignedCount(),
+            banned: exits.bans.list(Date.now()).length,
+            eligible: exits.eligibleCount(),
+            catalog: exits.catalog.size,
+            bansMade: exits.bans.made,
+            down: exits.downs.counts(Date.now()),
+            deathsFound: exits.downs.found,
+            egressProbes: exits.egressStats(),
+          }
+        : null,
     minRoutable: () => routableFloorFor(config.minRoutable, pool.instanceIds().length),
     ...(core.durable ? { stateWriteFailures: () => core.durable?.counters.failures ?? 0 } : {}),
     ...(fleet ? { fleet: () => ({ nodes: fleet.view().nodes.length, redisReachable: fleet.redisReachable }) } : {}),

@@ -49,6 +49,7 @@ export type ExitDownState = 'down' | 'probation';
 /** Bounded: one entry per relay, dropped when its probation ends. */
 export class ExitDowns {
   private readonly downs = new Map<string, ExitDown>();
+  private deaths = 0;
 
   constructor(private readonly times: ExitDownTimes = EXIT_DOWN_TIMES) {}
 
@@ -68,7 +69,20 @@ export class ExitDowns {
     const hold = Math.min(this.times.holdMs * 2 ** (strikes - 1), this.times.holdMaxMs);
     const down: ExitDown = { ...relay, since: now, until: now + hold, probationUntil: now + hold + this.times.probationMs, strikes, instance, evidence: [...evidence] };
     this.downs.set(relay.fingerprint, down);
+    this.deaths++;
     return { down, fresh: true };
+  }
+
+  /** Deaths found since the start (a relay dead again within its probation counts again): pool_exit_deaths_total. */
+  get found(): number {
+    return this.deaths;
+  }
+
+  /** How many relays are down and on probation now. */
+  counts(now: number): { down: number; probation: number } {
+    let down = 0;
+    for (const d of this.list(now)) if (d.until > now) down++;
+    return { down, probation: this.downs.size - down };
   }
 
   /** `down` (assigned to no instance), `probation` (eligible, watched), or undefined. */

@@ -3,6 +3,21 @@ import type { InstanceView } from '../../shared/api/views.js';
 import type { WorkerRole } from '../../shared/ipc/protocol.js';
 import { readProcessStats, type ProcessStats } from './process-stats.js';
 
+/** The exit catalog's figures at a scrape (ExitAssignments). */
+export interface ExitCounts {
+  inUse: number;
+  banned: number;
+  eligible: number;
+  catalog: number;
+  bansMade?: number;
+  /** Relays found dead (EXIT_DOWN_HOLD_MS), and those eligible again but on probation. */
+  down?: { down: number; probation: number };
+  /** Deaths found since the start, a relay dead again counting again. */
+  deathsFound?: number;
+  /** Egress probes since the start, and how many failed. */
+  egressProbes?: { probes: number; failed: number };
+}
+
 export interface MetricsSource {
   instanceViews(): InstanceView[];
   lifetime(id: number): { transport: number; client: number; byKind: Record<string, number>; remediations: number } | null;
@@ -11,7 +26,7 @@ export interface MetricsSource {
   sessionCount(): number;
   routableCount(): number;
   /** The exit catalog's figures; null when exits are not assigned (PIN_EXIT_RELAY off). `bansMade`: bans made here since start. */
-  exitCounts?(): { inUse: number; banned: number; eligible: number; catalog: number; bansMade?: number } | null;
+  exitCounts?(): ExitCounts | null;
   /** MIN_ROUTABLE for the pool's size now: client reports never quarantine below it. */
   minRoutable?(): number;
   /** Writes of the durable state that failed since start; absent with STATE_STORE=none. */
@@ -109,11 +124,22 @@ export class PoolMetrics {
     gauge('pool_sessions_by_country', 'Sessions whose username asked for a country, per country asked for (a session naming several counts under each)', ['country'], (g) => {
       for (const [country, n] of source.sessionsByCountry?.() ?? []) g.set({ country }, n);
     });
-    const exits = (): { inUse: number; banned: number; eligible: number; catalog: number; bansMade?: number } => source.exitCounts?.() ?? { inUse: 0, banned: 0, eligible: 0, catalog: 0 };
+    const exits = (): ExitCounts => source.exitCounts?.() ?? { inUse: 0, banned: 0, eligible: 0, catalog: 0 };
     gauge('pool_exits_in_use', 'Distinct exit relays assigned to instances', [], (g) => g.set(exits().inUse));
     gauge('pool_exits_banned', 'Exit relays banned (EXIT_BAN_TTL) after a quarantine, or unreachable', [], (g) => g.set(exits().banned));
     gauge('pool_exits_eligible', 'Exit relays an instance could be assigned now (usable, not banned, within TOR_EXIT_NODES when strict)', [], (g) => g.set(exits().eligible));
     gauge('pool_exits_catalog', 'Usable exit relays in the consensus', [], (g) => g.set(exits().catalog));
+    gauge('pool_exits_down', 'Exit relays the pool found dead, by state: down (assigned to no instance, EXIT_DOWN_HOLD_MS) or probation (eligible again, watched)', ['state'], (g) => {
+      const down = exits().down ?? { down: 0, probation: 0 };
+      g.set({ state: 'down' }, down.down);
+      g.set({ state: 'probation' }, down.probation);
+    });
+    counter('pool_exit_deaths_total', "Exit relays found dead by this node's instances (a relay dead again within its probation counts again)", [], (c) => c.inc(exits().deathsFound ?? 0));
+    counter('pool_egress_probes_total', 'Egress probes through exits (EGRESS_PROBE_URLS) that ran, by outcome: ok, or failed (no address from any echo service through the exit within EGRESS_PROBE_TIMEOUT)', ['outcome'], (c) => {
+      const probes = exits().egressProbes ?? { probes: 0, failed: 0 };
+      c.inc({ outcome: 'ok' }, probes.probes - probes.failed);
+      c.inc({ outcome: 'failed' }, probes.failed);
+    });
     counter('pool_exit_bans_total', 'Exit bans made on this node (a quarantine for captcha, blocked or transport failures, an unreachable exit; a ban extended counts again; bans from other nodes of a fleet do not)', [], (c) =>
       c.inc(exits().bansMade ?? 0),
     );

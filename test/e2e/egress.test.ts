@@ -104,6 +104,12 @@ describe('what sites see: exits judged by the address their traffic leaves from 
       expect(exits.shortages).to.deep.equal([]);
       expect(exits.egress).to.deep.include({ probing: true, exit_list: false });
       expect(exits.egress.probes).to.be.at.least(egressBlocks);
+      // The same count for Prometheus.
+      const metrics = (await api.metricsText()).text;
+      const probesOk = Number(/^pool_egress_probes_total\{outcome="ok"\} (\d+)$/m.exec(metrics)?.[1]);
+      const probesFailed = Number(/^pool_egress_probes_total\{outcome="failed"\} (\d+)$/m.exec(metrics)?.[1]);
+      expect(probesOk + probesFailed, metrics.split('\n').filter((l) => l.includes('egress')).join('\n')).to.equal(exits.egress.probes);
+      expect(probesFailed).to.equal(exits.egress.failed);
       log.info('egress probes at start', { pool: egressBlocks, measuredAfterMs, ...exits.egress });
       const measuredLeaving = (await api.events(200)).filter((e) => e.details.reason === 'egress_measured' && e.details.address !== e.details.published);
       log.info('exits measured leaving from another address', { count: measuredLeaving.length });

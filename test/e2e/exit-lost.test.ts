@@ -96,6 +96,12 @@ describe('exits that die under a running pool (a private network of its own)', f
       expect(down?.evidence.length).to.be.at.least(1);
       expect(exits.exits.find((e) => e.fingerprint === fingerprint)?.down?.state).to.equal('down');
       expect(exits.bans.some((b) => b.fingerprint === fingerprint), 'a dead relay is not banned').to.equal(false);
+      // And for Prometheus: the relays down now, and the deaths found.
+      const metrics = (await api.metricsText()).text;
+      const downNow = exits.down.filter((d) => d.state === 'down').length;
+      expect(downNow).to.be.at.least(1);
+      expect(metrics).to.match(new RegExp(`^pool_exits_down\\{state="down"\\} ${downNow}$`, 'm'));
+      expect(Number(/^pool_exit_deaths_total (\d+)$/m.exec(metrics)?.[1])).to.be.at.least(downNow);
       // The instance is pinned to another exit and serves again; no instance is given the dead one.
       await pollUntil('the instance on another exit', () => api.instance(instance), SERVED_AGAIN_MS, {
         until: (v: InstanceView) => v.assigned_exit !== null && v.assigned_exit.fingerprint !== fingerprint && v.ready && !v.rotating,

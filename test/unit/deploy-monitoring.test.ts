@@ -163,10 +163,13 @@ describe('deploy: alerting rules, the PrometheusRule and PodMonitor, the Grafana
       expect(byNode / targets.length, 'nearly every query is drawn per node').to.be.above(0.8);
     });
 
-    it('has panels for exits, bans, countries and verdicts (blamed on the destination, scored or not, quarantines)', () => {
+    it('has panels for exits (dead ones and egress probes too), bans, countries and verdicts (blamed on the destination, scored or not, quarantines)', () => {
       const reads = (metric: string): string[] => dashboard.panels.filter((p) => p.targets.some((t) => t.expr.includes(metric))).map((p) => p.title);
       for (const metric of [
         'pool_exits_in_use',
+        'pool_exits_down',
+        'pool_exit_deaths_total',
+        'pool_egress_probes_total',
         'pool_exits_banned',
         'pool_exit_bans_total',
         'pool_sessions_by_country',

@@ -62,6 +62,20 @@ describe('exits that die: the down state and its probation', () => {
     const second = downs.markDown(r, 1, ['y'], 10);
     expect(second.fresh).to.equal(false);
     expect(second.down).to.equal(first.down);
+    expect(downs.found, 'one death, found twice').to.equal(1);
+  });
+
+  it('counts the relays down and on probation, and every death found (the metrics)', () => {
+    const downs = new ExitDowns();
+    const [a, b] = [relay('a', '10.0.0.1'), relay('b', '10.1.0.1')];
+    downs.markDown(a, 0, [], 0);
+    downs.markDown(b, 1, [], holdMs / 2);
+    expect(downs.counts(holdMs / 2)).to.deep.equal({ down: 2, probation: 0 });
+    expect(downs.counts(holdMs)).to.deep.equal({ down: 1, probation: 1 });
+    downs.markDown(a, 0, [], holdMs + 1);
+    expect(downs.counts(holdMs + 1)).to.deep.equal({ down: 2, probation: 0 });
+    expect(downs.found, 'a relay dead again within its probation counts again').to.equal(3);
+    expect(downs.counts(10 * holdMaxMs)).to.deep.equal({ down: 0, probation: 0 });
   });
 
   it('assigns a down exit to no instance, says it is down in the API and the audit, and takes it back after the hold', () => {

@@ -102,9 +102,12 @@ describe('metrics: names and the figures the alerts read', () => {
     expect(value(families, 'pool_instance_bootstrap_percent', { instance: '0' })).to.equal(45);
   });
 
-  it('serves MIN_ROUTABLE and the bans made, counts quarantines and failure reports (scored or not)', async () => {
+  it('serves MIN_ROUTABLE, the bans made, the exits found dead and the egress probes, counts quarantines and failure reports (scored or not)', async () => {
     const metrics = new PoolMetrics(
-      source({ minRoutable: () => 2, exitCounts: () => ({ inUse: 4, banned: 1, eligible: 9, catalog: 12, bansMade: 3 }) }),
+      source({
+        minRoutable: () => 2,
+        exitCounts: () => ({ inUse: 4, banned: 1, eligible: 9, catalog: 12, bansMade: 3, down: { down: 2, probation: 1 }, deathsFound: 5, egressProbes: { probes: 7, failed: 2 } }),
+      }),
     );
     metrics.quarantined('score');
     metrics.quarantined('score');
@@ -117,6 +120,12 @@ describe('metrics: names and the figures the alerts read', () => {
     expect(value(families, 'pool_exit_bans_total')).to.equal(3);
     expect(families.get('pool_exit_bans_total')?.type).to.equal('counter');
     expect(value(families, 'pool_exits_banned')).to.equal(1);
+    expect(value(families, 'pool_exits_down', { state: 'down' })).to.equal(2);
+    expect(value(families, 'pool_exits_down', { state: 'probation' })).to.equal(1);
+    expect(value(families, 'pool_exit_deaths_total')).to.equal(5);
+    expect(families.get('pool_exit_deaths_total')?.type).to.equal('counter');
+    expect(value(families, 'pool_egress_probes_total', { outcome: 'ok' })).to.equal(5);
+    expect(value(families, 'pool_egress_probes_total', { outcome: 'failed' })).to.equal(2);
     expect(value(families, 'pool_quarantines_total', { cause: 'score' })).to.equal(2);
     expect(value(families, 'pool_quarantines_total', { cause: 'manual' })).to.equal(1);
     expect(value(families, 'pool_failure_reports_total', { kind: 'captcha', scored: 'true' })).to.equal(1);
