@@ -36,12 +36,46 @@ const INSTANCE_WARM_UP_REQUESTS = 20;
  * The start-up warm-up on and off; and on, with every instance first given a burst of the same
  * size straight (so that what a tor pays for its first burst of streams is paid before the pool's).
  */
-const SETTINGS: readonly { name: string; env: Record<string, string>; torBurstFirst: boolean; pauseMs: number }[] = [
-  { name: 'PROXY_WARM_UP default', env: {}, torBurstFirst: false, pauseMs: 0 },
-  { name: 'PROXY_WARM_UP=0', env: { PROXY_WARM_UP: '0' }, torBurstFirst: false, pauseMs: 0 },
-  { name: 'PROXY_WARM_UP default, every tor given a straight burst first', env: {}, torBurstFirst: true, pauseMs: 0 },
-  { name: `PROXY_WARM_UP default, ${QUIET_PAUSE_MS / 1000} s of quiet before the first burst`, env: {}, torBurstFirst: false, pauseMs: QUIET_PAUSE_MS },
+interface Setting {
+  /** What COLD_BURST_SETTINGS names it by. */
+  id: string;
+  name: string;
+  env: Record<string, string>;
+  torBurstFirst: boolean;
+  pauseMs: number;
+  /** Before the first burst, wait until every instance and spare is ready on an exit whose address was measured (none rotating). */
+  settled?: boolean;
+}
+const ALL_SETTINGS: readonly Setting[] = [
+  { id: 'default', name: 'PROXY_WARM_UP default', env: {}, torBurstFirst: false, pauseMs: 0 },
+  { id: 'no-warm-up', name: 'PROXY_WARM_UP=0', env: { PROXY_WARM_UP: '0' }, torBurstFirst: false, pauseMs: 0 },
+  { id: 'tor-first', name: 'PROXY_WARM_UP default, every tor given a straight burst first', env: {}, torBurstFirst: true, pauseMs: 0 },
+  { id: 'quiet', name: `PROXY_WARM_UP default, ${QUIET_PAUSE_MS / 1000} s of quiet before the first burst`, env: {}, torBurstFirst: false, pauseMs: QUIET_PAUSE_MS },
+  { id: 'settled', name: 'PROXY_WARM_UP default, the service settled first (every instance and spare ready, its exit measured)', env: {}, torBurstFirst: false, pauseMs: 0, settled: true },
 ];
+/** COLD_BURST_SETTINGS=id,id… runs only those settings (the ids above); all of them by default. */
+export const COLD_BURST_SETTINGS_ENV = 'COLD_BURST_SETTINGS';
+const SETTINGS: readonly Setting[] = (() => {
+  const wanted = (process.env[COLD_BURST_SETTINGS_ENV] ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
+  if (wanted.length === 0) return ALL_SETTINGS;
+  const unknown = wanted.filter((id) => !ALL_SETTINGS.some((s) => s.id === id));
+  if (unknown.length > 0) throw new Error(`${COLD_BURST_SETTINGS_ENV}: no setting ${unknown.join(', ')} (${ALL_SETTINGS.map((s) => s.id).join(', ')})`);
+  return ALL_SETTINGS.filter((s) => wanted.includes(s.id));
+})();
+
+/** How long a fresh service may take to settle (its spares bootstrapped, every exit measured). */
+const SETTLE_TIMEOUT_MS = 120_000;
+
+/** Waits until every instance and spare of `svc` is ready, not rotating, on an exit whose address was measured. */
+async function waitSettled(svc: RunningService, bearer: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const list = (await (await svc.api('/api/instances', { bearer })).json()) as InstanceView[];
+    if (list.length > 0 && list.every((i) => i.ready && !i.rotating && i.exit_confirmed && i.exit_ip_source !== '' && i.exit_ip_source !== 'published')) return;
+    if (Date.now() > deadline) throw new Error(`the service did not settle within ${timeoutMs} ms: ${JSON.stringify(list.map((i) => ({ id: i.id, ready: i.ready, rotating: i.rotating, source: i.exit_ip_source, spare: i.spare })))}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
 
 /** A burst pair and the CPU the service's processes spent over it (ms). */
 interface TimedPair extends BurstPair {
@@ -62,7 +96,7 @@ interface ServiceBursts {
   later: TimedPair[];
 }
 
-async function burstsOfAFreshService(setting: (typeof SETTINGS)[number], o: ColdBurstOptions): Promise<ServiceBursts> {
+async function burstsOfAFreshService(setting: Setting, o: ColdBurstOptions): Promise<ServiceBursts> {
   const env = setting.env;
   // The defaults, as an operator gets them (the test fixture's PROXY_WORKERS removed).
   const svc: RunningService = await startService({ POOL_SIZE: String(POOL_SIZE), PROXY_WORKERS: undefined, LOG_LEVEL: 'warn', ...env });
@@ -71,6 +105,7 @@ async function burstsOfAFreshService(setting: (typeof SETTINGS)[number], o: Cold
     const bearer = await svc.login();
     const host = `whoami.testnet:${svc.net.whoami.port}`;
     const target = { host: 'whoami.testnet', targetPort: svc.net.whoami.port };
+    if (setting.settled) await waitSettled(svc, bearer, SETTLE_TIMEOUT_MS);
     const list = (await (await svc.api('/api/instances', { bearer })).json()) as InstanceView[];
     const sockets = new Map(list.map((i) => [i.id, i.socks_addr.replace(/^unix:/, '')]));
     for (const socket of sockets.values()) await Promise.all(Array.from({ length: INSTANCE_WARM_UP_REQUESTS }, () => oneRequest({ ...target, proxyPath: socket }, host)));
