@@ -285,7 +285,10 @@ export class ExitControl {
     const wanted = this.tracker.needsStreams();
     if (wanted) this.streamsQuietSince = undefined;
     if (this.streamEvents === 'off') {
-      if (wanted) void this.switchStreamEvents(client, true);
+      if (wanted) {
+        this.host.log.debug('stream events wanted again', { why: this.tracker.whyStreams() });
+        void this.switchStreamEvents(client, true);
+      }
       return;
     }
     if (wanted) return;

@@ -107,14 +107,20 @@ export class ExitTracker {
    * (the steady state of a pinned exit), and the caller may unsubscribe from them.
    */
   needsStreams(): boolean {
+    return this.whyStreams() !== null;
+  }
+
+  /** Why STREAM events can still tell something (needsStreams), for the log; null when they cannot. */
+  whyStreams(): string | null {
     const confirmed = this.confirmed;
-    if (this.rotation !== undefined || confirmed === undefined) return true;
+    if (this.rotation !== undefined) return 'a rotation is running';
+    if (confirmed === undefined) return 'no exit confirmed';
     for (const c of this.circuits.values()) {
       if (!c.exitBearing || c.closeRequested) continue;
-      if (c.retired) return true;
-      if (c.status === 'BUILT' && c.exit !== undefined && c.exit.fingerprint !== confirmed.fingerprint) return true;
+      if (c.retired) return `retired circuit ${c.id} still carries streams`;
+      if (c.status === 'BUILT' && c.exit !== undefined && c.exit.fingerprint !== confirmed.fingerprint) return `circuit ${c.id} is built through ${c.exit.fingerprint}, not the confirmed exit`;
     }
-    return false;
+    return null;
   }
 
   /** STREAM events are off: the streams known so far would go stale. */

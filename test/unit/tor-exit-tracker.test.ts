@@ -272,6 +272,7 @@ describe('tor exit tracker: when STREAM events are needed', () => {
   it('needs them until an exit is confirmed, then not while every standing circuit leaves through it', () => {
     const t = new ExitTracker();
     expect(t.needsStreams(), 'nothing known').to.equal(true);
+    expect(t.whyStreams()).to.equal('no exit confirmed');
     circ(t, 1, 'BUILT', EXIT_A);
     expect(t.needsStreams(), 'inferred only').to.equal(true);
     stream(t, 10, 'SENTCONNECT', 1);
@@ -281,6 +282,7 @@ describe('tor exit tracker: when STREAM events are needed', () => {
     expect(t.needsStreams(), 'a circuit still being built').to.equal(false);
     circ(t, 2, 'BUILT', EXIT_B);
     expect(t.needsStreams(), 'a standing circuit through another exit').to.equal(true);
+    expect(t.whyStreams(), 'the log says which').to.match(/^circuit 2 is built through \S+, not the confirmed exit$/);
     circ(t, 2, 'CLOSED', EXIT_B);
     circ(t, 3, 'BUILT', EXIT_A);
     expect(t.needsStreams(), 'a second circuit through the same exit').to.equal(false);
@@ -295,15 +297,18 @@ describe('tor exit tracker: when STREAM events are needed', () => {
     expect(t.needsStreams()).to.equal(false);
     t.beginRotation();
     expect(t.needsStreams(), 'rotating').to.equal(true);
+    expect(t.whyStreams()).to.equal('a rotation is running');
     t.markNewnym();
     circ(t, 2, 'BUILT', EXIT_B);
     expect(t.rotating).to.equal(false);
     expect(t.takeRetiredIdleCircuits(), 'circuit 1 carries stream 10').to.deep.equal([]);
     stream(t, 11, 'SUCCEEDED', 2);
     expect(t.needsStreams(), 'retired circuit 1 still carries a stream').to.equal(true);
+    expect(t.whyStreams()).to.equal('retired circuit 1 still carries streams');
     stream(t, 10, 'CLOSED', 1);
     expect(t.takeRetiredIdleCircuits()).to.deep.equal(['1']);
     expect(t.needsStreams(), 'circuit 1 asked to close').to.equal(false);
+    expect(t.whyStreams()).to.equal(null);
   });
 
   it('closes no circuit as idle while streams are not followed, and knows them again from a listing', () => {
