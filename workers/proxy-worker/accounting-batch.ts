@@ -9,7 +9,13 @@ import type { ConnectionEvidence, ConnectionStats, ProxyEvents, RouteGranted } f
  * supervisor asks).
  */
 export class AccountingBatch {
-  private reached: ReachedHost[] = [];
+  /**
+   * One record per session, instance, host and credential, the newest: the supervisor's visit log
+   * keeps only the newest of these anyway (supervisor/verdicts/visit-log.ts), so a scraper's
+   * hundred connections to one site between two flushes travel and are judged as one. Re-inserted
+   * on every connection, so the order is that of each one's latest start, as the log would see it.
+   */
+  private reached = new Map<string, ReachedHost>();
   private closes: CloseRecord[] = [];
   private released: ReleasedRoute[] = [];
   private roundTrips: number[] = [];
@@ -23,7 +29,11 @@ export class AccountingBatch {
       // Counted already: by the supervisor when it routed it, or as an opened record when the
       // router used a lease. What it tells the verdicts is sent now: the client may report the
       // site before this connection ends.
-      if (route.key !== null && evidence.host !== '') this.reached.push({ key: route.key, instance: route.instance, host: evidence.host, credential: evidence.credential(), at: Date.now() });
+      if (route.key === null || evidence.host === '') return;
+      const credential = evidence.credential();
+      const id = `${route.key}\n${route.instance}\n${evidence.host}\n${credential}`;
+      this.reached.delete(id);
+      this.reached.set(id, { key: route.key, instance: route.instance, host: evidence.host, credential, at: Date.now() });
     },
     connectionClosed: (route: RouteGranted, _listener: ListenerKind, s: ConnectionStats): void => {
       const failure = s.failure && this.stopping ? { ...s.failure, scored: false } : s.failure;
@@ -53,13 +63,13 @@ export class AccountingBatch {
   }
 
   get isEmpty(): boolean {
-    return this.reached.length === 0 && this.closes.length === 0 && this.released.length === 0 && this.roundTrips.length === 0;
+    return this.reached.size === 0 && this.closes.length === 0 && this.released.length === 0 && this.roundTrips.length === 0;
   }
 
   /** What was collected since the last call, and a fresh start. */
   take(): { reached: ReachedHost[]; closes: CloseRecord[]; released: ReleasedRoute[]; routeRttMs: number[] } {
-    const taken = { reached: this.reached, closes: this.closes, released: this.released, routeRttMs: this.roundTrips };
-    this.reached = [];
+    const taken = { reached: [...this.reached.values()], closes: this.closes, released: this.released, routeRttMs: this.roundTrips };
+    this.reached = new Map();
     this.closes = [];
     this.released = [];
     this.roundTrips = [];
