@@ -25,6 +25,7 @@ import { digestTokenSecret, TOKEN_PREFIX } from '../../shared/auth/token-format.
 import { ConnectionBudget } from '../proxy/connection-budget.js';
 import { InstanceDownSignal } from '../proxy/instance-down.js';
 import { Socks5ProxyServer } from '../proxy/socks5-server.js';
+import { AuthMethod, encodeGreeting, encodeMethodSelection, encodeRequest, encodeUserPasswordRequest, REPLY_SUCCEEDED } from '../proxy/socks5-protocol.js';
 import { ThrottledWarning } from '../../shared/logging/throttled-warning.js';
 import { AccountingBatch } from './accounting-batch.js';
 import { LeasedRouter } from './leased-router.js';
@@ -107,9 +108,6 @@ export async function warmUpProxyPath(connections: number, log: Logger, maxMs = 
 function oneConnection(port: number, username: string, password: string): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = net.connect({ host: '127.0.0.1', port, noDelay: true });
-    const user = Buffer.from(username);
-    const pass = Buffer.from(password);
-    const host = Buffer.from(WARM_UP_HOST);
     let step = 0;
     const done = (ok: boolean): void => {
       clearTimeout(timer);
@@ -119,15 +117,15 @@ function oneConnection(port: number, username: string, password: string): Promis
     const timer = setTimeout(() => done(false), WARM_UP_CONNECTION_TIMEOUT_MS);
     socket.on('error', () => done(false));
     socket.on('close', () => done(false));
-    socket.on('connect', () => socket.write(Buffer.from([5, 1, 2])));
+    socket.on('connect', () => socket.write(encodeGreeting([AuthMethod.UsernamePassword])));
     socket.on('data', (chunk: Buffer) => {
       // Loopback delivers each of the proxy's replies in one piece; anything else ends the connection.
       if (step === 0 && chunk.length === 2 && chunk[1] === 2) {
         step = 1;
-        socket.write(Buffer.concat([Buffer.from([1, user.length]), user, Buffer.from([pass.length]), pass]));
+        socket.write(encodeUserPasswordRequest(username, password));
       } else if (step === 1 && chunk.length === 2 && chunk[1] === 0) {
         step = 2;
-        socket.write(Buffer.concat([Buffer.from([5, 1, 0, 3, host.length]), host, Buffer.from([0, 80])]));
+        socket.write(encodeRequest('connect', { type: 'domain', host: WARM_UP_HOST, port: 80 }));
       } else if (step === 2 && chunk.length >= 10 && chunk[1] === 0) {
         step = 3;
         socket.write('GET / HTTP/1.1\r\nHost: warm-up.invalid\r\nConnection: close\r\n\r\n');
@@ -147,7 +145,7 @@ function oneConnection(port: number, username: string, password: string): Promis
  */
 async function startStandInInstance(): Promise<{ path: string; close(): Promise<void> }> {
   const socketPath = path.join(os.tmpdir(), `exitpool-warm-up-${process.pid}-${randomBytes(4).toString('hex')}.sock`);
-  const REPLIES = Buffer.from([5, 0, 5, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+  const REPLIES = Buffer.concat([encodeMethodSelection(AuthMethod.NoAuthentication), REPLY_SUCCEEDED]);
   const ANSWER = Buffer.from('HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n');
   const sockets = new Set<net.Socket>();
   const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
