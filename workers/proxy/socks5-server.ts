@@ -246,12 +246,6 @@ class Socks5Connection implements OwnedConnection, ConnectionEvidence, DialListe
     else void this.connect(step.target, step.sessionKey, step.rest);
   }
 
-  /** A route asked for again, as a promise (routeAndDial's re-route after an instance went down). */
-  private routeAgain(sessionKey: string | null): Promise<RouteDecision> {
-    const decision = this.requestRoute(sessionKey);
-    return decision instanceof Promise ? decision : Promise.resolve(decision);
-  }
-
   /**
    * The CONNECT of a route known when it arrived, its instance connection open: one dial, as
    * routeAndDial's first attempt, with callbacks instead of promises (the common case: a
@@ -340,14 +334,13 @@ class Socks5Connection implements OwnedConnection, ConnectionEvidence, DialListe
   /** Routing and dialling through routeAndDial: a route still on its way, or the re-route after a known route's instance went down. */
   private async connect(target: Socks5Target, sessionKey: string | null, rest: Buffer, rerouted = false): Promise<void> {
     const { context, socket } = this;
-    // The handshake announces 'authenticated' before every 'connect'; the fallback keeps this
-    // method correct on its own.
-    const routing = this.routing ?? this.routeAgain(sessionKey);
     const outcome = await routeAndDial({
       listener: context.listener,
       target,
-      firstRoute: routing instanceof Promise ? routing : Promise.resolve(routing),
-      reroute: () => this.routeAgain(sessionKey),
+      // The handshake announces 'authenticated' before every 'connect'; the fallback keeps this
+      // method correct on its own. (Promise.resolve: a leased route is a decision, not a promise.)
+      firstRoute: Promise.resolve(this.routing ?? this.requestRoute(sessionKey)),
+      reroute: () => Promise.resolve(this.requestRoute(sessionKey)),
       rerouted,
       dial: (route) => {
         // The connection opened ahead of the CONNECT for this route, or a new one.
