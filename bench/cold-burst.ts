@@ -13,6 +13,7 @@ import { defaultProxyWorkers } from '../shared/config/proxy-workers.js';
 import { STREAM_EVENTS_QUIET_MS } from '../supervisor/tor/exit-control.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../test/support/fixtures/service.js';
 import { serviceWorkers } from '../test/support/processes/inspection.js';
+import { pollUntil } from '../test/support/waiting.js';
 import { addedAtP50, burstOf, burstPair, oneRequest, sortedCopy, type BurstPair } from './burst.js';
 import { cpuMs } from './process-usage.js';
 import { percentile, type BenchSection, type Figure } from './report.js';
@@ -68,13 +69,10 @@ const SETTLE_TIMEOUT_MS = 120_000;
 
 /** Waits until every instance and spare of `svc` is ready, not rotating, on an exit whose address was measured. */
 async function waitSettled(svc: RunningService, bearer: string, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const list = (await (await svc.api('/api/instances', { bearer })).json()) as InstanceView[];
-    if (list.length > 0 && list.every((i) => i.ready && !i.rotating && i.exit_confirmed && i.exit_ip_source !== '' && i.exit_ip_source !== 'published')) return;
-    if (Date.now() > deadline) throw new Error(`the service did not settle within ${timeoutMs} ms: ${JSON.stringify(list.map((i) => ({ id: i.id, ready: i.ready, rotating: i.rotating, source: i.exit_ip_source, spare: i.spare })))}`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
+  await pollUntil('every instance ready on a measured exit', async () => (await (await svc.api('/api/instances', { bearer })).json()) as InstanceView[], timeoutMs, {
+    intervalMs: 250,
+    until: (list) => list.length > 0 && list.every((i) => i.ready && !i.rotating && i.exit_confirmed && i.exit_ip_source !== '' && i.exit_ip_source !== 'published'),
+  });
 }
 
 /** A burst pair and the CPU the service's processes spent over it (ms). */
