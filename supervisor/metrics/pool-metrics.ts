@@ -18,6 +18,8 @@ export interface ExitCounts {
   egressProbes?: { probes: number; failed: number };
 }
 
+const NO_EXITS: ExitCounts = Object.freeze({ inUse: 0, banned: 0, eligible: 0, catalog: 0 });
+
 export interface MetricsSource {
   instanceViews(): InstanceView[];
   lifetime(id: number): { transport: number; client: number; byKind: Record<string, number>; remediations: number } | null;
@@ -83,6 +85,8 @@ export class PoolMetrics {
   readonly connectionsEvicted: client.Counter;
   /** The workers and their /proc figures, read once per scrape (text()) for every worker metric. */
   private workerSamples: Array<{ worker: WorkerSample; labels: { role: string; slot: string }; stats: ProcessStats | null }> = [];
+  /** The exit catalog's figures, read once per scrape (text()) for the nine exit metrics. */
+  private exitSample: ExitCounts = NO_EXITS;
 
   constructor(private readonly source: MetricsSource) {
     const r = this.registry;
@@ -124,7 +128,7 @@ export class PoolMetrics {
     gauge('pool_sessions_by_country', 'Sessions whose username asked for a country, per country asked for (a session naming several counts under each)', ['country'], (g) => {
       for (const [country, n] of source.sessionsByCountry?.() ?? []) g.set({ country }, n);
     });
-    const exits = (): ExitCounts => source.exitCounts?.() ?? { inUse: 0, banned: 0, eligible: 0, catalog: 0 };
+    const exits = (): ExitCounts => this.exitSample;
     gauge('pool_exits_in_use', 'Distinct exit relays assigned to instances', [], (g) => g.set(exits().inUse));
     gauge('pool_exits_banned', 'Exit relays banned (EXIT_BAN_TTL) after a quarantine, or unreachable', [], (g) => g.set(exits().banned));
     gauge('pool_exits_eligible', 'Exit relays an instance could be assigned now (usable, not banned, within TOR_EXIT_NODES when strict)', [], (g) => g.set(exits().eligible));
@@ -271,6 +275,7 @@ export class PoolMetrics {
   }
 
   async text(): Promise<{ contentType: string; text: string }> {
+    this.exitSample = this.source.exitCounts?.() ?? NO_EXITS;
     this.workerSamples = this.source.workers().map((worker) => ({
       worker,
       labels: { role: worker.role, slot: String(worker.slot) },

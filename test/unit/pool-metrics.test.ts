@@ -103,10 +103,14 @@ describe('metrics: names and the figures the alerts read', () => {
   });
 
   it('serves MIN_ROUTABLE, the bans made, the exits found dead and the egress probes, counts quarantines and failure reports (scored or not)', async () => {
+    let exitReads = 0;
     const metrics = new PoolMetrics(
       source({
         minRoutable: () => 2,
-        exitCounts: () => ({ inUse: 4, banned: 1, eligible: 9, catalog: 12, bansMade: 3, down: { down: 2, probation: 1 }, deathsFound: 5, egressProbes: { probes: 7, failed: 2 } }),
+        exitCounts: () => {
+          exitReads++;
+          return { inUse: 4, banned: 1, eligible: 9, catalog: 12, bansMade: 3, down: { down: 2, probation: 1 }, deathsFound: 5, egressProbes: { probes: 7, failed: 2 } };
+        },
       }),
     );
     metrics.quarantined('score');
@@ -116,6 +120,7 @@ describe('metrics: names and the figures the alerts read', () => {
     metrics.failureReported('captcha', false);
     metrics.failureReported('captcha', false);
     const families = await scrape(metrics);
+    expect(exitReads, 'the exit figures read once for the scrape, not once per exit metric').to.equal(1);
     expect(value(families, 'pool_min_routable')).to.equal(2);
     expect(value(families, 'pool_exit_bans_total')).to.equal(3);
     expect(families.get('pool_exit_bans_total')?.type).to.equal('counter');
