@@ -83,20 +83,28 @@ export class LeasedRouter implements Router {
     if (key === null) return this.ask(req, null, null, false, params);
     // A fresh exit per connection: the supervisor chooses each one, nothing is leased.
     if (params?.mode === 'rotating') return this.ask(req, null, key, isNamed, params);
+    // resolve() found no lease that fits: wait for the key's request in flight, or ask.
     for (;;) {
-      const lease = this.leases.get(key);
-      // A plain key uses whatever lease its session has; other parameters are the supervisor's to apply.
-      if (lease && (params === undefined || lease.tag === tag)) {
-        this.opened.push({ key, session: lease.session, instance: lease.instance });
-        return lease;
-      }
       const inFlight = this.pending.get(key);
       if (inFlight === undefined) return this.askOnce(key, req, isNamed, params);
       const answer = await inFlight;
       // A refusal is the same for every connection that waited on it; a grant is used as a lease.
       if (!answer.ok) return answer;
       if (params !== undefined && this.leases.get(key)?.tag !== tag) return this.askOnce(key, req, isNamed, params);
+      const lease = this.takeLease(key, params, tag);
+      if (lease) return lease;
     }
+  }
+
+  /**
+   * The session's lease when it fits, counted as an opened connection. A plain key uses whatever
+   * lease its session has; other parameters are the supervisor's to apply.
+   */
+  private takeLease(key: string, params: SessionParams | undefined, tag: string): RouteGranted | undefined {
+    const lease = this.leases.get(key);
+    if (!lease || (params !== undefined && lease.tag !== tag)) return undefined;
+    this.opened.push({ key, session: lease.session, instance: lease.instance });
+    return lease;
   }
 
   /** What the router knows without waiting: a refusal, a lease (counted as opened), or what to ask the supervisor. */
@@ -118,14 +126,8 @@ export class LeasedRouter implements Router {
     }
     // `named ??` first: a listener may make clientIp a lazy read, and a named key never needs it.
     const key = req.listener === 'session-port' ? null : (named ?? resolveSessionKey(null, req.clientIp, this.o.defaultSession));
-    if (key !== null && params?.mode !== 'rotating') {
-      const lease = this.leases.get(key);
-      if (lease && (params === undefined || lease.tag === tag)) {
-        this.opened.push({ key, session: lease.session, instance: lease.instance });
-        return lease;
-      }
-    }
-    return new RouteToAsk(key, named !== null, params, tag);
+    const lease = key !== null && params?.mode !== 'rotating' ? this.takeLease(key, params, tag) : undefined;
+    return lease ?? new RouteToAsk(key, named !== null, params, tag);
   }
 
   private parse(username: string, listener: string): ParsedUsername | { ok: false; refusal: RouteDecision } {
