@@ -18,7 +18,7 @@ import {
   type Testnet,
   type WhoamiJson,
 } from '../../internal/testnet/index.js';
-import { isProcessAlive } from '../../internal/testnet/process-liveness.js';
+import { isProcessAlive, processCommandLine } from '../../internal/testnet/process-liveness.js';
 import { AUTHORITY_COUNT, DEFAULT_EXIT_COUNTRIES, DEFAULT_EXITS, DEFAULT_RELAYS } from '../../internal/testnet/topology.js';
 import { childLogger } from '../../shared/logger.js';
 import { startTestnetClient, type TestnetClient } from '../support/clients/testnet-tor-client.js';
@@ -218,6 +218,15 @@ describe('private Tor network teardown (e2e)', function () {
     });
   }
 
+  /** The notice log of a live tor of the network, found from the torrc on its command line. */
+  function noticeLogOf(pid: number): string {
+    const argv = processCommandLine(pid) ?? [];
+    const torrc = argv[argv.indexOf('-f') + 1];
+    if (!argv.includes('-f') || !torrc) return `(no torrc on the command line of ${pid}: ${argv.join(' ')})`;
+    const file = path.join(path.dirname(torrc), 'notice.log');
+    return existsSync(file) ? readFileSync(file, 'utf8') : `(no ${file})`;
+  }
+
   function waitForExit(proc: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
     return new Promise((resolve) => {
       if (proc.exitCode !== null || proc.signalCode !== null) resolve({ code: proc.exitCode, signal: proc.signalCode });
@@ -269,10 +278,16 @@ describe('private Tor network teardown (e2e)', function () {
     const killedAt = Date.now();
     const survivors = await waitAllGone(report.pids, 60_000);
     log.info('orphaned tors gone', { afterMs: Date.now() - killedAt, survivors });
-    expect(survivors, 'orphaned tors still alive').to.deep.equal([]);
+    // tor polls its owner every 15 s and then leaves; about one tor in 500 (tor 0.4.9) hangs in its
+    // own exit path after saying so (main thread in a futex wait). Such a tor must still have
+    // noticed the loss by itself; the reaper below is what ends it (internal/testnet/README.md).
+    for (const pid of survivors) {
+      expect(noticeLogOf(pid), `tor ${pid} outlived its owner without noticing`).to.include('Owning controller process has vanished');
+    }
     // The SIGKILLed owner could not clean up; the next start anywhere in this repo (this call, or a
     // concurrent test run that got there first) reaps its run.
     await reapStaleRuns(path.join(findRepoRoot(), TESTNET_ROOT_DIR), log);
     expect(existsSync(report.workDir), 'stale run reaped').to.equal(false);
+    expect(await waitAllGone(report.pids, 10_000), 'tors alive after the reaper').to.deep.equal([]);
   });
 });
