@@ -18,6 +18,7 @@ import type {
   TorInstanceEvents,
   TorInstanceOptions,
 } from './instance-types.js';
+import { endLeftoverTors } from './leftover-tor.js';
 import { probeLiveness } from './liveness-probe.js';
 import { assertPrivateNetworkTorrc } from './private-network-guard.js';
 import { logLineSeverity, parseBootstrapLogLine, parseStreamTimeoutLogLine } from './tor-log-line.js';
@@ -70,6 +71,8 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
   private restartTimer: NodeJS.Timeout | undefined;
   private restartCount = 0;
   private opChain: Promise<unknown> = Promise.resolve();
+  /** Whether a tor left by an earlier supervisor on this DATA_DIR was looked for (first launch only). */
+  private leftoversEnded = false;
 
   constructor(options: TorInstanceOptions) {
     super();
@@ -286,6 +289,11 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
   private async launch(): Promise<void> {
     const generation = ++this.generation;
     try {
+      if (!this.leftoversEnded) {
+        // Before the torrc is rewritten: the old one names the supervisor that started the leftover.
+        this.leftoversEnded = true;
+        await endLeftoverTors(this.torrcPath, this.opts.supervisorPid, this.log);
+      }
       await mkdir(this.dataDirectory, { recursive: true, mode: 0o700 });
       // tor refuses a DataDirectory (and a control socket directory) readable by others.
       await chmod(this.dataDirectory, 0o700);
