@@ -46,13 +46,23 @@ interface Setting {
   pauseMs: number;
   /** Before the first burst, wait until every instance and spare is ready on an exit whose address was measured (none rotating). */
   settled?: boolean;
+  /**
+   * Before the first burst, AGE_REQUESTS requests (AGE_CLIENTS closed loops, one session each)
+   * through the pool, or straight to the instances: an old service's history, or only its tors'.
+   */
+  agedThrough?: 'pool' | 'straight';
 }
+/** About what BENCH=peers has sent through a service before its bursts (its rounds). */
+const AGE_REQUESTS = 12_000;
+const AGE_CLIENTS = 32;
 const ALL_SETTINGS: readonly Setting[] = [
   { id: 'default', name: 'PROXY_WARM_UP default', env: {}, torBurstFirst: false, pauseMs: 0 },
   { id: 'no-warm-up', name: 'PROXY_WARM_UP=0', env: { PROXY_WARM_UP: '0' }, torBurstFirst: false, pauseMs: 0 },
   { id: 'tor-first', name: 'PROXY_WARM_UP default, every tor given a straight burst first', env: {}, torBurstFirst: true, pauseMs: 0 },
   { id: 'quiet', name: `PROXY_WARM_UP default, ${QUIET_PAUSE_MS / 1000} s of quiet before the first burst`, env: {}, torBurstFirst: false, pauseMs: QUIET_PAUSE_MS },
   { id: 'settled', name: 'PROXY_WARM_UP default, the service settled first (every instance and spare ready, its exit measured)', env: {}, torBurstFirst: false, pauseMs: 0, settled: true },
+  { id: 'aged-pool', name: `PROXY_WARM_UP default, ${AGE_REQUESTS} requests through the pool first`, env: {}, torBurstFirst: false, pauseMs: 0, agedThrough: 'pool' },
+  { id: 'aged-straight', name: `PROXY_WARM_UP default, ${AGE_REQUESTS} requests straight to the instances first`, env: {}, torBurstFirst: false, pauseMs: 0, agedThrough: 'straight' },
 ];
 /** COLD_BURST_SETTINGS=id,id… runs only those settings (the ids above); all of them by default. */
 export const COLD_BURST_SETTINGS_ENV = 'COLD_BURST_SETTINGS';
@@ -108,6 +118,20 @@ async function burstsOfAFreshService(setting: Setting, o: ColdBurstOptions): Pro
     const sockets = new Map(list.map((i) => [i.id, i.socks_addr.replace(/^unix:/, '')]));
     for (const socket of sockets.values()) await Promise.all(Array.from({ length: INSTANCE_WARM_UP_REQUESTS }, () => oneRequest({ ...target, proxyPath: socket }, host)));
     if (setting.torBurstFirst) for (const socket of sockets.values()) await burstOf(o.burst, () => ({ ...target, proxyPath: socket }), host);
+    if (setting.agedThrough !== undefined) {
+      const through = setting.agedThrough;
+      const straight = [...sockets.values()];
+      let sent = 0;
+      await Promise.all(
+        Array.from({ length: AGE_CLIENTS }, async (_, lane) => {
+          while (sent < AGE_REQUESTS) {
+            sent++;
+            const via = through === 'pool' ? { port: svc.socksPort, username: `aging-${lane}`, password: TEST_PROXY_TOKEN } : { proxyPath: straight[sent % straight.length] as string };
+            await oneRequest({ ...target, ...via }, host);
+          }
+        }),
+      );
+    }
     if (setting.pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, setting.pauseMs));
     const workers = serviceWorkers(svc.pid).proxy;
     const workersCpu = (): number => workers.reduce((sum, pid) => sum + cpuMs(pid), 0);
@@ -167,7 +191,7 @@ export async function benchColdBurst(o: ColdBurstOptions = FULL_COLD_BURST_OPTIO
   return {
     title: "A fresh service's first burst, with and without the proxy workers' warm-up",
     method: [
-      `The real service (the CLI, ${POOL_SIZE} instances on the private Tor network, the defaults: ${defaultProxyWorkers()} proxy worker${defaultProxyWorkers() > 1 ? 's' : ''} on this ${os.availableParallelism()}-core machine), started fresh ${o.servicesPerSetting} times for each setting (PROXY_WARM_UP at its default; PROXY_WARM_UP=0; the default, with every instance given a straight burst of ${o.burst} before the pool's first; the default, with ${QUIET_PAUSE_MS / 1000} s of quiet before the first burst, twice STREAM_EVENTS_QUIET_MS, after which the supervisor no longer follows tor's STREAM events), one service at a time, the settings alternated. CPU is each process's over the burst pair (from /proc).`,
+      `The real service (the CLI, ${POOL_SIZE} instances on the private Tor network, the defaults: ${defaultProxyWorkers()} proxy worker${defaultProxyWorkers() > 1 ? 's' : ''} on this ${os.availableParallelism()}-core machine), started fresh ${o.servicesPerSetting} times for each setting (PROXY_WARM_UP at its default; PROXY_WARM_UP=0; the default, with every instance given a straight burst of ${o.burst} before the pool's first; the default, with ${QUIET_PAUSE_MS / 1000} s of quiet before the first burst, twice STREAM_EVENTS_QUIET_MS, after which the supervisor no longer follows tor's STREAM events; the default, settled first; the default, aged first by ${AGE_REQUESTS} requests from ${AGE_CLIENTS} closed-loop clients through the pool, one session each, or straight to the instances, round robin; COLD_BURST_SETTINGS names the ones run), one service at a time, the settings alternated. CPU is each process's over the burst pair (from /proc).`,
       `Each: ready, every instance warmed straight with ${INSTANCE_WARM_UP_REQUESTS} requests (the tors' side alike for every burst), then its first proxied traffic is a burst of ${o.burst} connections started at once on a session new to the workers, through the pool, then the same burst straight to the session's instance; then ${o.laterBursts} more such pairs, each on another new session.`,
       `The first burst and the later ones differ only in what the service had run before: what the first adds beyond the later ones is what a fresh service pays once, and the settings tell its suspected parts apart (the workers' cold code, the tor's first burst of streams, the supervisor following STREAM events until its exits are confirmed and STREAM_EVENTS_QUIET_MS has passed). The supervisor's CPU includes the bench's own API calls around each pair (the session's instance, /metrics twice).`,
       `The machine's 1-minute load average was ${loadAtStart.toFixed(1)} at the start and ${(os.loadavg()[0] as number).toFixed(1)} at the end.`,
