@@ -72,7 +72,7 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
   private restartCount = 0;
   private opChain: Promise<unknown> = Promise.resolve();
   /** Whether a tor left by an earlier supervisor on this DATA_DIR was looked for (first launch only). */
-  private leftoversEnded = false;
+  private leftoversLookedFor = false;
 
   constructor(options: TorInstanceOptions) {
     super();
@@ -289,9 +289,9 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
   private async launch(): Promise<void> {
     const generation = ++this.generation;
     try {
-      if (!this.leftoversEnded) {
+      if (!this.leftoversLookedFor) {
         // Before the torrc is rewritten: the old one names the supervisor that started the leftover.
-        this.leftoversEnded = true;
+        this.leftoversLookedFor = true;
         await endLeftoverTors(this.torrcPath, this.opts.supervisorPid, this.log);
       }
       await mkdir(this.dataDirectory, { recursive: true, mode: 0o700 });
