@@ -11,6 +11,7 @@ import os from 'node:os';
 import type { InstanceView, SessionView } from '../shared/api/views.js';
 import { defaultProxyWorkers } from '../shared/config/proxy-workers.js';
 import { STREAM_EVENTS_QUIET_MS } from '../supervisor/tor/exit-control.js';
+import { WARM_UP_MAX_MS } from '../workers/proxy-worker/warm-up.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../test/support/fixtures/service.js';
 import { serviceWorkers } from '../test/support/processes/inspection.js';
 import { pollUntil } from '../test/support/waiting.js';
@@ -55,12 +56,15 @@ interface Setting {
 /** About what BENCH=peers has sent through a service before its bursts (its rounds). */
 const AGE_REQUESTS = 12_000;
 const AGE_CLIENTS = 32;
+/** A start-up warm-up ten times the default's: whether more of it does what aging does. */
+const LONG_WARM_UP = 5_000;
 const ALL_SETTINGS: readonly Setting[] = [
   { id: 'default', name: 'PROXY_WARM_UP default', env: {}, torBurstFirst: false, pauseMs: 0 },
   { id: 'no-warm-up', name: 'PROXY_WARM_UP=0', env: { PROXY_WARM_UP: '0' }, torBurstFirst: false, pauseMs: 0 },
   { id: 'tor-first', name: 'PROXY_WARM_UP default, every tor given a straight burst first', env: {}, torBurstFirst: true, pauseMs: 0 },
   { id: 'quiet', name: `PROXY_WARM_UP default, ${QUIET_PAUSE_MS / 1000} s of quiet before the first burst`, env: {}, torBurstFirst: false, pauseMs: QUIET_PAUSE_MS },
   { id: 'settled', name: 'PROXY_WARM_UP default, the service settled first (every instance and spare ready, its exit measured)', env: {}, torBurstFirst: false, pauseMs: 0, settled: true },
+  { id: 'long-warm-up', name: `PROXY_WARM_UP=${LONG_WARM_UP} (its ${WARM_UP_MAX_MS / 1000} s bound, WARM_UP_MAX_MS, may end it sooner)`, env: { PROXY_WARM_UP: String(LONG_WARM_UP) }, torBurstFirst: false, pauseMs: 0 },
   { id: 'aged-pool', name: `PROXY_WARM_UP default, ${AGE_REQUESTS} requests through the pool first`, env: {}, torBurstFirst: false, pauseMs: 0, agedThrough: 'pool' },
   { id: 'aged-straight', name: `PROXY_WARM_UP default, ${AGE_REQUESTS} requests straight to the instances first`, env: {}, torBurstFirst: false, pauseMs: 0, agedThrough: 'straight' },
 ];
@@ -191,7 +195,7 @@ export async function benchColdBurst(o: ColdBurstOptions = FULL_COLD_BURST_OPTIO
   return {
     title: "A fresh service's first burst, with and without the proxy workers' warm-up",
     method: [
-      `The real service (the CLI, ${POOL_SIZE} instances on the private Tor network, the defaults: ${defaultProxyWorkers()} proxy worker${defaultProxyWorkers() > 1 ? 's' : ''} on this ${os.availableParallelism()}-core machine), started fresh ${o.servicesPerSetting} times for each setting (PROXY_WARM_UP at its default; PROXY_WARM_UP=0; the default, with every instance given a straight burst of ${o.burst} before the pool's first; the default, with ${QUIET_PAUSE_MS / 1000} s of quiet before the first burst, twice STREAM_EVENTS_QUIET_MS, after which the supervisor no longer follows tor's STREAM events; the default, settled first; the default, aged first by ${AGE_REQUESTS} requests from ${AGE_CLIENTS} closed-loop clients through the pool, one session each, or straight to the instances, round robin; COLD_BURST_SETTINGS names the ones run), one service at a time, the settings alternated. CPU is each process's over the burst pair (from /proc).`,
+      `The real service (the CLI, ${POOL_SIZE} instances on the private Tor network, the defaults: ${defaultProxyWorkers()} proxy worker${defaultProxyWorkers() > 1 ? 's' : ''} on this ${os.availableParallelism()}-core machine), started fresh ${o.servicesPerSetting} times for each setting (PROXY_WARM_UP at its default; PROXY_WARM_UP=0; the default, with every instance given a straight burst of ${o.burst} before the pool's first; the default, with ${QUIET_PAUSE_MS / 1000} s of quiet before the first burst, twice STREAM_EVENTS_QUIET_MS, after which the supervisor no longer follows tor's STREAM events; the default, settled first; PROXY_WARM_UP=${LONG_WARM_UP}; the default, aged first by ${AGE_REQUESTS} requests from ${AGE_CLIENTS} closed-loop clients through the pool, one session each, or straight to the instances, round robin; COLD_BURST_SETTINGS names the ones run), one service at a time, the settings alternated. CPU is each process's over the burst pair (from /proc).`,
       `Each: ready, every instance warmed straight with ${INSTANCE_WARM_UP_REQUESTS} requests (the tors' side alike for every burst), then its first proxied traffic is a burst of ${o.burst} connections started at once on a session new to the workers, through the pool, then the same burst straight to the session's instance; then ${o.laterBursts} more such pairs, each on another new session.`,
       `The first burst and the later ones differ only in what the service had run before: what the first adds beyond the later ones is what a fresh service pays once, and the settings tell its suspected parts apart (the workers' cold code, the tor's first burst of streams, the supervisor following STREAM events until its exits are confirmed and STREAM_EVENTS_QUIET_MS has passed). The supervisor's CPU includes the bench's own API calls around each pair (the session's instance, /metrics twice).`,
       `The machine's 1-minute load average was ${loadAtStart.toFixed(1)} at the start and ${(os.loadavg()[0] as number).toFixed(1)} at the end.`,

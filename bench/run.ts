@@ -10,7 +10,7 @@ import { stopSharedTestnet } from '../test/support/fixtures/testnet.js';
 import { benchConnectionSetup, FULL_SETUP_OPTIONS } from './connection-setup.js';
 import { benchIdleConnections, FULL_IDLE_OPTIONS } from './idle-connections.js';
 import { benchClientOverhead, FULL_CLIENT_OPTIONS } from './client-overhead.js';
-import { benchColdBurst, FULL_COLD_BURST_OPTIONS } from './cold-burst.js';
+import { benchColdBurst, COLD_BURST_SETTINGS_ENV, FULL_COLD_BURST_OPTIONS } from './cold-burst.js';
 import { benchCountryPlacement, FULL_COUNTRY_OPTIONS } from './country-placement.js';
 import { benchDurableState, FULL_DURABLE_OPTIONS } from './durable-state.js';
 import { benchExitDeath, FULL_EXIT_DEATH_OPTIONS } from './exit-death.js';
@@ -20,7 +20,7 @@ import { benchPoolStart } from './pool-start.js';
 import { benchPoolScale, FULL_SCALE_OPTIONS } from './pool-scale.js';
 import { benchRelayThroughput, FULL_RELAY_OPTIONS } from './relay-throughput.js';
 import { renderSection, type BenchSection } from './report.js';
-import { benchPeers, FULL_PEERS_OPTIONS } from './peers.js';
+import { benchPeers, FULL_PEERS_OPTIONS, PEERS_NODE_OPTIONS_ENV } from './peers.js';
 import { benchFleet, FULL_FLEET_OPTIONS } from './fleet.js';
 import { benchSessionRotation, FULL_ROTATION_OPTIONS } from './session-rotation.js';
 import { benchVerdictCost, FULL_VERDICT_COST_OPTIONS } from './verdict-cost.js';
@@ -89,7 +89,12 @@ async function main(): Promise<void> {
  */
 function writeSections(file: string, sections: [string, BenchSection][]): void {
   let doc = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '# Performance\n';
-  const stamp = `Command: \`BENCH=NAME npm run bench\` (all: \`npm run bench\`). Machine: ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}. Run at ${new Date().toISOString()}.`;
+  // The variables that chose what ran are part of the command that reproduces it.
+  const chosen = [COLD_BURST_SETTINGS_ENV, PEERS_NODE_OPTIONS_ENV, 'BENCH_QUICK']
+    .filter((name) => (process.env[name] ?? '') !== '')
+    .map((name) => `${name}=${process.env[name] ?? ''} `)
+    .join('');
+  const stamp = `Command: \`${chosen}BENCH=NAME npm run bench\` (all: \`npm run bench\`). Machine: ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}. Run at ${new Date().toISOString()}.`;
   for (const [name, section] of sections) {
     const open = `<!-- bench:${name} -->`;
     const close = `<!-- /bench:${name} -->`;
