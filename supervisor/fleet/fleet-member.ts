@@ -260,8 +260,12 @@ export class FleetMember {
   /** The node's address (it is live), its hop keys while a member; then every live node's address, hop keys and process. */
   private async publishAddress(): Promise<void> {
     const { node, leaseMs } = this.options;
-    await this.leases.publishAddress(node, this.addressText, this.apiAddressText, leaseMs);
+    // Hop keys before the address: a peer that sees this node alive (its address) can then sign
+    // hops to it. The other way round, after an outage of Redis had both lapse, a peer renewing
+    // between the two writes took this node for alive but unreachable until its next renewal,
+    // and served this node's sessions itself meanwhile (another exit IP for their clients).
     if (this.isMember) await this.leases.publishHopKeys(node, this.hopKeys.publication(this.token), leaseMs);
+    await this.leases.publishAddress(node, this.addressText, this.apiAddressText, leaseMs);
     const addresses = await this.leases.nodeAddresses();
     const peers = await this.leases.peerRecords([...addresses.keys()].filter((n) => n !== node));
     // Only a fleet this node belongs to says who publishes what: otherwise the keys known are kept.

@@ -177,6 +177,25 @@ describe('fleet security: epoch, revocations, re-seed, hop keys, budgets (a real
     expect(a.sessions.hop.grant('sec-b', 'crawl-7')).to.equal(null);
   });
 
+  it('a node publishes its hop keys before its address, so that a peer that sees it alive can reach it (after an outage had both lapse)', async () => {
+    const a = await join('sec-a');
+    await pollUntil('A a member', async () => (a.isMember ? true : undefined), 4 * RENEWAL_MS, 20);
+    const monitor = await raw.monitor();
+    const writes: string[] = [];
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      const [command, key] = args;
+      if (command?.toLowerCase() === 'set' && (key === `${prefix()}fleet:hop-keys:sec-a` || key === `${prefix()}fleet:address:sec-a`)) writes.push(key.includes('hop-keys') ? 'hop-keys' : 'address');
+    });
+    try {
+      // As after an outage longer than the lease: both lapsed in Redis, then A's next renewals.
+      await raw.del(`${prefix()}fleet:hop-keys:sec-a`, `${prefix()}fleet:address:sec-a`);
+      await pollUntil('two renewals of A seen', async () => (writes.length >= 4 ? writes : undefined), 6 * RENEWAL_MS, 20);
+    } finally {
+      monitor.disconnect();
+    }
+    for (let i = 0; i + 1 < writes.length; i += 2) expect(writes.slice(i, i + 2), JSON.stringify(writes)).to.deep.equal(['hop-keys', 'address']);
+  });
+
   it('a copy of a session another node owns is kept while that node cannot be reached, and given up once it can, used again or not', async () => {
     // The copy: served here once (just after the join), by a pool that holds it until it gives it up.
     let usedAt = 0;
