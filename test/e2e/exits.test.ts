@@ -147,14 +147,18 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
      * through that exit. Returns where the session was and the bans once the exit is banned.
      */
     async function burnExit(key: string, site?: string): Promise<{ ip: string; instance: number; fingerprint: string; exits: ExitsView; second: string }> {
-      const ip = await exitIpOf(suite.svc, key);
+      await exitIpOf(suite.svc, key);
       const instance = (await api.session(key)).instance;
+      // Earlier tests may have re-pinned this instance a moment ago: settled first, and only then
+      // is the exit read that the captcha is served on (read before, it was once the exit the
+      // instance was just leaving).
+      await pollUntil('the instance settled', () => api.instance(instance), 20_000, { until: (v: InstanceView) => !v.rotating });
+      const ip = await exitIpOf(suite.svc, key);
       const fingerprint = (await api.instance(instance)).assigned_exit?.fingerprint as string;
       const second = await anotherSessionOn(instance, `${key}-second`);
       const reporters = [await tokenOf(`${key}-acme`), await tokenOf(`${key}-globex`)];
       suite.svc.net.whoami.setBehaviour(ip, 'captcha');
-      // Earlier tests may have re-pinned this instance a moment ago: out of its rotation grace first.
-      await pollUntil('the instance settled', () => api.instance(instance), 20_000, { until: (v: InstanceView) => !v.rotating });
+      // Out of its rotation grace.
       await sleep(ROTATION_GRACE_MS + 500);
       const url = site === undefined ? suite.svc.whoamiUrl : `http://${site}:${suite.svc.net.whoami.port}/`;
       for (const [i, k] of [key, second].entries()) {
