@@ -386,7 +386,13 @@ describe('several nodes while Redis stops and starts again (real services, priva
       { until: (all) => all !== undefined && new Set(all).size === 2 * SIZE },
     );
     expect(exitsAfter, 'nobody moved: the same exits as before the outage').to.deep.equal(exitsBefore);
-    expect(await viaSocks(b, 'owned-by-a')).to.equal(owned);
+    const throughB = await viaSocks(b, 'owned-by-a');
+    if (throughB !== owned) {
+      // Seen in 2 of 5 CI runs of 0.2.0, not reproduced here: what each node did with the name.
+      const about = async (svc: RunningService): Promise<string[]> => (await (await HealApi.signIn(svc)).events(200)).filter((e) => e.session === 'owned-by-a').map((e) => `${e.time} ${e.message}`);
+      const warned = (svc: RunningService): string[] => svc.output().split('\n').filter((l) => /owned-by-a|cannot be reached|unreachable|taken over/.test(l));
+      expect.fail(`owned-by-a through node-b left from ${throughB}, not ${owned}\nnode-a: ${JSON.stringify(await about(a))}\nnode-b: ${JSON.stringify(await about(b))}\nnode-b log: ${JSON.stringify(warned(b))}`);
+    }
     // Names served while Redis was away (one on node-b only, one on both): once it is back, each
     // is held by exactly one node (the first to renew it or to be asked), the other gives its copy
     // up (audited), and both nodes send the name through one exit.
