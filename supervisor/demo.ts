@@ -1,12 +1,14 @@
 import path from 'node:path';
 import winston from 'winston';
-import { PRIVATE_NETWORK_TOR_WARNINGS, startTestnet } from '../internal/testnet/index.js';
+import { handOverSignals, PRIVATE_NETWORK_TOR_WARNINGS, startTestnet } from '../internal/testnet/index.js';
 import { loadConfig, removeSecretsFromEnvironment, type Environment } from '../shared/config/index.js';
 import { createRootLogger, type Logger } from '../shared/logger.js';
 import { Service } from './service.js';
 
 /** Pool size of the demo unless POOL_SIZE says otherwise: 4 of the 7 /24s the network's exits leave from, leaving room for the spares (WARM_SPARES). */
 const DEMO_POOL_SIZE = '4';
+/** The signals on which the demo stops the service, then its network (any other ends both at once). */
+const DEMO_STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
 /** How long the demo waits for every instance's exit before printing the ones it has. */
 const EXITS_PRINT_WAIT_MS = 60_000;
 /** The pool's progress line without an `instance` field, which the exits' printout replaces. */
@@ -35,6 +37,7 @@ function quietInstanceChatter(log: Logger): void {
  * `exitpool demo`: a private Tor network on loopback (no internet needed), exitpool on top of
  * it, a printout of where to connect, and a clean stop of everything on Ctrl-C.
  */
+
 export async function runDemo(env: Environment): Promise<number> {
   const probe = loadConfig(env);
   const log = createRootLogger(probe.logLevel, probe.logFormat);
@@ -59,9 +62,10 @@ export async function runDemo(env: Environment): Promise<number> {
     });
     // Workers and tor processes inherit the environment: keep the secrets in the supervisor only.
     removeSecretsFromEnvironment(process.env);
+    // From here a signal stops the service, then the network, in that order (stopAll below).
+    handOverSignals(DEMO_STOP_SIGNALS);
     const stopped = new Promise<void>((resolve) => {
-      process.once('SIGINT', () => resolve());
-      process.once('SIGTERM', () => resolve());
+      for (const signal of DEMO_STOP_SIGNALS) process.once(signal, () => resolve());
     });
     const started = await Service.start(config, {
       allowPublicNetwork: false,

@@ -35,14 +35,34 @@ function killEverythingNow(): void {
   workDirs.clear();
 }
 
+/** Per signal, how many callers stop the network in order on it themselves (handOverSignals). */
+const signalOwners = new Map<NodeJS.Signals, number>();
+
 function onSignal(signal: NodeJS.Signals): void {
-  // Another handler (the demo, mocha) owns the shutdown and stops the network in order (the
-  // service's tors before the directories they write to); the 'exit' hook still kills whatever
-  // is left when the process ends. Alone, we must end it ourselves, since installing a listener
-  // removed Node's default "terminate" behaviour.
-  if (process.listenerCount(signal) > 1) return;
+  // A caller that said it owns the shutdown on this signal (the demo) stops the network in
+  // order: the service's tors before the directories they write to; the 'exit' hook still kills
+  // whatever is left when the process ends. Anyone else listening (mocha, playwright's browser
+  // closer) is no such promise: counting listeners once left a SIGTERMed test run, and its tors,
+  // running.
+  if ((signalOwners.get(signal) ?? 0) > 0) return;
   killEverythingNow();
   process.exit(128 + (constants.signals[signal] ?? 15));
+}
+
+/**
+ * Says that the caller handles `signals` itself and stops the network in order: until the
+ * returned function is called, those signals no longer kill the tors at once (the 'exit' hook
+ * still does, when the process ends).
+ */
+export function handOverSignals(signals: readonly NodeJS.Signals[]): () => void {
+  install();
+  for (const s of signals) signalOwners.set(s, (signalOwners.get(s) ?? 0) + 1);
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    for (const s of signals) signalOwners.set(s, (signalOwners.get(s) ?? 1) - 1);
+  };
 }
 
 function install(): void {

@@ -10,6 +10,7 @@ export { TorProcess, DEFAULT_STOP_GRACE_MS } from './tor-process.js';
 export type { TorExit, TorProcessOptions } from './tor-process.js';
 export { reapStaleRuns, liveTorsOfRun, isTorOfRun } from './stale-runs.js';
 export { isShimMapped } from './shim-check.js';
+export { handOverSignals } from './emergency-teardown.js';
 export { ensureShimBuilt } from './shim-build.js';
 export { findRepoRoot } from './repo-root.js';
 export { EXIT_DNS_TIMEOUT_MS } from './torrc.js';

@@ -25,6 +25,7 @@ import { startTestnetClient, type TestnetClient } from '../support/clients/testn
 import { curlThroughSocks, type CurlResponse } from '../support/clients/curl.js';
 import { sharedTestnet } from '../support/fixtures/testnet.js';
 import type { OrphanChildReport } from '../support/processes/testnet-orphan-child.js';
+import { FOREIGN_SIGTERM_LISTENER_ARG } from '../support/processes/orphan-child-flags.js';
 
 /** Every tor of a network started with the defaults. */
 const DEFAULT_NETWORK_TORS = AUTHORITY_COUNT + DEFAULT_RELAYS + DEFAULT_EXITS;
@@ -197,9 +198,9 @@ describe('private Tor network teardown (e2e)', function () {
   let child: ChildProcess | undefined;
   let childReport: OrphanChildReport | undefined;
 
-  function startOrphanChild(): Promise<OrphanChildReport> {
+  function startOrphanChild(args: readonly string[] = []): Promise<OrphanChildReport> {
     return new Promise((resolve, reject) => {
-      const proc = spawn(process.execPath, [orphanScript], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const proc = spawn(process.execPath, [orphanScript, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
       child = proc;
       let stdout = '';
       let stderr = '';
@@ -256,18 +257,23 @@ describe('private Tor network teardown (e2e)', function () {
     await net.stop(); // idempotent
   });
 
-  it('kills the tors at once when the owning Node process is terminated by a signal', async () => {
-    const report = await startOrphanChild();
-    expect(report.pids).to.have.length(DEFAULT_NETWORK_TORS);
-    for (const pid of report.pids) expect(isProcessAlive(pid)).to.equal(true);
-    const proc = child;
-    if (!proc) throw new Error('no child');
-    proc.kill('SIGTERM');
-    const exit = await waitForExit(proc);
-    expect(exit.code, 'exit code of a SIGTERMed process').to.equal(143);
-    expect(await waitAllGone(report.pids, 3_000), 'tors alive after the owner ended').to.deep.equal([]);
-    expect(existsSync(report.workDir), 'work dir removed by the exit hook').to.equal(false);
-  });
+  for (const [why, args] of [
+    ['', []],
+    [', also when a library listens for SIGTERM too (playwright closing its browsers)', [FOREIGN_SIGTERM_LISTENER_ARG]],
+  ] as const) {
+    it(`kills the tors at once when the owning Node process is terminated by a signal${why}`, async () => {
+      const report = await startOrphanChild(args);
+      expect(report.pids).to.have.length(DEFAULT_NETWORK_TORS);
+      for (const pid of report.pids) expect(isProcessAlive(pid)).to.equal(true);
+      const proc = child;
+      if (!proc) throw new Error('no child');
+      proc.kill('SIGTERM');
+      const exit = await waitForExit(proc);
+      expect(exit.code, 'exit code of a SIGTERMed process').to.equal(143);
+      expect(await waitAllGone(report.pids, 3_000), 'tors alive after the owner ended').to.deep.equal([]);
+      expect(existsSync(report.workDir), 'work dir removed by the exit hook').to.equal(false);
+    });
+  }
 
   it('lets tors of a SIGKILLed Node process exit on their own (__OwningControllerProcess) and reaps the run', async () => {
     const report = await startOrphanChild();
