@@ -35,8 +35,8 @@ function killEverythingNow(): void {
   workDirs.clear();
 }
 
-/** Per signal, how many callers stop the network in order on it themselves (handOverSignals). */
-const signalOwners = new Map<NodeJS.Signals, number>();
+/** The signals on which a caller stops the network in order itself (handOverSignals). */
+const signalOwners = new Set<NodeJS.Signals>();
 
 function onSignal(signal: NodeJS.Signals): void {
   // A caller that said it owns the shutdown on this signal (the demo) stops the network in
@@ -44,25 +44,19 @@ function onSignal(signal: NodeJS.Signals): void {
   // whatever is left when the process ends. Anyone else listening (mocha, playwright's browser
   // closer) is no such promise: counting listeners once left a SIGTERMed test run, and its tors,
   // running.
-  if ((signalOwners.get(signal) ?? 0) > 0) return;
+  if (signalOwners.has(signal)) return;
   killEverythingNow();
   process.exit(128 + (constants.signals[signal] ?? 15));
 }
 
 /**
- * Says that the caller handles `signals` itself and stops the network in order: until the
- * returned function is called, those signals no longer kill the tors at once (the 'exit' hook
- * still does, when the process ends).
+ * Says that the caller handles `signals` itself and stops the network in order: from now on
+ * those signals no longer kill the tors at once (the 'exit' hook still does, when the process
+ * ends).
  */
-export function handOverSignals(signals: readonly NodeJS.Signals[]): () => void {
+export function handOverSignals(signals: readonly NodeJS.Signals[]): void {
   install();
-  for (const s of signals) signalOwners.set(s, (signalOwners.get(s) ?? 0) + 1);
-  let released = false;
-  return () => {
-    if (released) return;
-    released = true;
-    for (const s of signals) signalOwners.set(s, (signalOwners.get(s) ?? 1) - 1);
-  };
+  for (const s of signals) signalOwners.add(s);
 }
 
 function install(): void {
