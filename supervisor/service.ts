@@ -19,6 +19,8 @@ import { PoolMetrics } from './metrics/pool-metrics.js';
 import { WorkerLoad } from './metrics/worker-load.js';
 import { Pool } from './pool/pool.js';
 import { TorPoolInstance } from './pool/tor-pool-instance.js';
+import { endLeftoverTors } from './tor/leftover-tor.js';
+import { torRootOf } from './tor/instance-options.js';
 import { checkTorBinary } from './startup/tor-binary-check.js';
 import { prepareDataDirectory } from './data-directory.js';
 import { StartupError } from './startup/startup-error.js';
@@ -91,6 +93,9 @@ export class Service {
     const credentials = await openCredentials(config, log);
     const fleet = await joinFleet(config, log);
     const state = await loadState(config, fleet, log);
+    // Before any instance rewrites its torrc (the old one names the old owner) or starts a tor
+    // where a killed supervisor's may still hold the data directory (supervisor/tor/README.md).
+    await endLeftoverTors(torRootOf(config.dataDir), process.pid, log);
     const workerPort = new WorkerPort(log);
     const core = assemblePool(config, options, state, fleet, credentials.store, workerPort, log);
     const load = new WorkerLoad();

@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { PortBlockUnavailableError } from './errors.js';
-import { isProcessAlive, processStartTime } from './process-liveness.js';
+import { isProcessAlive, processStartTime } from '../../shared/process/foreign-processes.js';
 import { PORT_BLOCK_SIZE, type PlannedEndpoint } from './topology.js';
 
 /**

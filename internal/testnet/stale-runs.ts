@@ -1,9 +1,8 @@
 import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '../../shared/logger.js';
-import { isProcessAlive, processCommandLine, processStartTime } from './process-liveness.js';
+import { isProcessAlive, processCommandLine, processStartTime, terminateProcesses as terminateForeign } from '../../shared/process/foreign-processes.js';
 import { SPAWNED_PID_FILE } from './tor-process.js';
 
 /** Marks a work dir as belonging to a live Node process; absent or dead owner = stale run. */
@@ -14,7 +13,6 @@ const TOR_PID_FILE = 'tor.pid';
 const PID_FILE_SEARCH_DEPTH = 3;
 const TERM_WAIT_MS = 3_000;
 const KILL_WAIT_MS = 2_000;
-const POLL_MS = 50;
 
 export interface RunOwner {
   readonly pid: number;
@@ -94,34 +92,9 @@ export function liveTorsOfRun(workDir: string): number[] {
   return [...pids];
 }
 
-async function waitGone(pids: readonly number[], timeoutMs: number): Promise<number[]> {
-  const deadline = Date.now() + timeoutMs;
-  let alive = pids.filter((pid) => isProcessAlive(pid));
-  while (alive.length > 0 && Date.now() < deadline) {
-    await delay(POLL_MS);
-    alive = alive.filter((pid) => isProcessAlive(pid));
-  }
-  return alive;
-}
-
-function signalAll(pids: readonly number[], signal: NodeJS.Signals): void {
-  for (const pid of pids) {
-    try {
-      process.kill(pid, signal);
-    } catch {
-      // gone already
-    }
-  }
-}
-
 /** SIGTERM, then SIGKILL for survivors, of processes that are not our children (polled via /proc). */
 export async function terminateProcesses(pids: readonly number[], log: Logger): Promise<void> {
-  if (pids.length === 0) return;
-  signalAll(pids, 'SIGTERM');
-  const survivors = await waitGone(pids, TERM_WAIT_MS);
-  if (survivors.length === 0) return;
-  signalAll(survivors, 'SIGKILL');
-  const stubborn = await waitGone(survivors, KILL_WAIT_MS);
+  const stubborn = await terminateForeign(pids, { termWaitMs: TERM_WAIT_MS, killWaitMs: KILL_WAIT_MS });
   if (stubborn.length > 0) log.error('processes survived SIGKILL', { pids: stubborn });
 }
 

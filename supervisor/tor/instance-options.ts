@@ -51,12 +51,20 @@ export interface InstanceLayout {
   readonly socksFallback?: { path: string; port: number };
 }
 
+/** Every instance's DataDirectory lies in `<dataDir>/tor` (torRootOf), as `<index>/`. */
+export function torRootOf(dataDir: string): string {
+  return join(resolve(dataDir), 'tor');
+}
+
+/** The torrc's name in an instance's DataDirectory. */
+export const TORRC_FILE_NAME = 'torrc';
+
 /**
  * `<dataDir>/tor/<index>` and its sockets. Unix sockets unless the path would exceed what the
  * kernel accepts (MAX_UNIX_SOCKET_PATH_BYTES); then the TCP port given, else InstanceLayoutError.
  */
 export function instanceLayout(options: Pick<TorInstanceOptions, 'index' | 'dataDir' | 'socksPort' | 'controlPort'>): InstanceLayout {
-  const dataDirectory = join(resolve(options.dataDir), 'tor', String(options.index));
+  const dataDirectory = join(torRootOf(options.dataDir), String(options.index));
   const fits = (path: string): boolean => Buffer.byteLength(path) <= MAX_UNIX_SOCKET_PATH_BYTES;
   const controlSocket = join(dataDirectory, 'control.sock');
   let controlEndpoint: ControlEndpoint;
@@ -76,7 +84,7 @@ export function instanceLayout(options: Pick<TorInstanceOptions, 'index' | 'data
   }
   return {
     dataDirectory,
-    torrcPath: join(dataDirectory, 'torrc'),
+    torrcPath: join(dataDirectory, TORRC_FILE_NAME),
     cookieFile: join(dataDirectory, 'control_auth_cookie'),
     controlEndpoint,
     socksEndpoint,

@@ -18,7 +18,6 @@ import type {
   TorInstanceEvents,
   TorInstanceOptions,
 } from './instance-types.js';
-import { endLeftoverTors } from './leftover-tor.js';
 import { probeLiveness } from './liveness-probe.js';
 import { assertPrivateNetworkTorrc } from './private-network-guard.js';
 import { logLineSeverity, parseBootstrapLogLine, parseStreamTimeoutLogLine } from './tor-log-line.js';
@@ -71,8 +70,6 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
   private restartTimer: NodeJS.Timeout | undefined;
   private restartCount = 0;
   private opChain: Promise<unknown> = Promise.resolve();
-  /** Whether a tor left by an earlier supervisor on this DATA_DIR was looked for (first launch only). */
-  private leftoversLookedFor = false;
 
   constructor(options: TorInstanceOptions) {
     super();
@@ -289,11 +286,6 @@ export class TorInstance extends EventEmitter<TorInstanceEvents> {
   private async launch(): Promise<void> {
     const generation = ++this.generation;
     try {
-      if (!this.leftoversLookedFor) {
-        // Before the torrc is rewritten: the old one names the supervisor that started the leftover.
-        this.leftoversLookedFor = true;
-        await endLeftoverTors(this.torrcPath, this.opts.supervisorPid, this.log);
-      }
       await mkdir(this.dataDirectory, { recursive: true, mode: 0o700 });
       // tor refuses a DataDirectory (and a control socket directory) readable by others.
       await chmod(this.dataDirectory, 0o700);

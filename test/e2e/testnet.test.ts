@@ -18,7 +18,7 @@ import {
   type Testnet,
   type WhoamiJson,
 } from '../../internal/testnet/index.js';
-import { isProcessAlive, processCommandLine } from '../../internal/testnet/process-liveness.js';
+import { isProcessAlive, processCommandLine } from '../../shared/process/foreign-processes.js';
 import { AUTHORITY_COUNT, DEFAULT_EXIT_COUNTRIES, DEFAULT_EXITS, DEFAULT_RELAYS } from '../../internal/testnet/topology.js';
 import { childLogger } from '../../shared/logger.js';
 import { startTestnetClient, type TestnetClient } from '../support/clients/testnet-tor-client.js';

@@ -7,7 +7,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import winston from 'winston';
 import { PortBlockUnavailableError, WorkDirInUseError } from '../../internal/testnet/errors.js';
 import { reservePortBlock } from '../../internal/testnet/port-block.js';
-import { isProcessAlive } from '../../internal/testnet/process-liveness.js';
+import { isProcessAlive } from '../../shared/process/foreign-processes.js';
 import { findExecutable } from '../../internal/testnet/required-tools.js';
 import { isTorOfRun, OWNER_FILE, reapStaleRuns, writeOwnerFile } from '../../internal/testnet/stale-runs.js';
 import { startTestnet } from '../../internal/testnet/testnet.js';

@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { readProcessStats } from '../../../supervisor/metrics/process-stats.js';
 import { ROLE_ENV } from '../../../shared/ipc/protocol.js';
-import { isProcessAlive } from '../../../internal/testnet/process-liveness.js';
+import { isProcessAlive } from '../../../shared/process/foreign-processes.js';
 
 /** Direct children of `pid` (every thread's children list). */
 export function childPids(pid: number): number[] {
