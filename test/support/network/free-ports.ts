@@ -3,40 +3,53 @@ import { MAX_POOL_SIZE, PORTS_PER_INSTANCE } from '../../../shared/config/limits
 
 export class NoFreePortRangeError extends Error {
   constructor(readonly count: number) {
-    super(`no range of ${count} free loopback ports found`);
+    super(`no ${count} free loopback ports found in the tests' port ranges`);
     this.name = 'NoFreePortRangeError';
   }
 }
 
 /** The tests' and the benchmarks' one way to find loopback ports. */
 
-/** A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it). */
+/**
+ * Where single ports (listeners, a Redis, an HAProxy) are drawn from: below the session ports
+ * (12000 and up) and far below the kernel's ephemeral range (32768 and up). A port the OS hands
+ * out for `listen(0)` is an ephemeral one, and between this check and the service binding it
+ * (about a second: the supervisor and its workers start first) any outgoing connection of the
+ * run (a tor of the test network, curl, a client) could take it as its local port: a CI run once
+ * failed on `SOCKS_PORT=36655: 127.0.0.1:36655 is already in use by another process`.
+ */
+const SINGLE_PORTS_START = 10_000;
+const SINGLE_PORTS_END = 12_000;
+/**
+ * Ports handed out lately are not handed out again: a service started a moment ago may not have
+ * bound its ports yet, so "free now" is not enough. Half the range, so a search ends quickly.
+ */
+const RECENT_PORTS_KEPT = (SINGLE_PORTS_END - SINGLE_PORTS_START) / 2;
+const recentPorts: number[] = [];
+const recentPortSet = new Set<number>();
+
+function remember(port: number): void {
+  recentPorts.push(port);
+  recentPortSet.add(port);
+  while (recentPorts.length > RECENT_PORTS_KEPT) recentPortSet.delete(recentPorts.shift() as number);
+}
+
+/** A TCP port on 127.0.0.1 that was free a moment ago and was not handed out lately. */
 export async function freePort(): Promise<number> {
   return (await freePorts(1))[0] as number;
 }
 
-/**
- * `count` different free ports. All are held open until the last is bound: ports asked for one
- * after another can come back equal, since a port closed a moment ago is free again.
- */
+/** `count` different ports on 127.0.0.1, each free a moment ago and none handed out lately. */
 export async function freePorts(count: number): Promise<number[]> {
-  const servers: net.Server[] = [];
-  try {
-    const ports: number[] = [];
-    for (let i = 0; i < count; i++) {
-      const s = net.createServer();
-      servers.push(s);
-      ports.push(
-        await new Promise<number>((resolve, reject) => {
-          s.once('error', reject);
-          s.listen(0, '127.0.0.1', () => resolve((s.address() as net.AddressInfo).port));
-        }),
-      );
-    }
-    return ports;
-  } finally {
-    await Promise.all(servers.map((s) => new Promise<void>((resolve) => (s.listening ? s.close(() => resolve()) : resolve()))));
+  const ports: number[] = [];
+  for (let attempt = 0; ports.length < count; attempt++) {
+    if (attempt >= 200 + count * 20) throw new NoFreePortRangeError(count);
+    const port = SINGLE_PORTS_START + Math.floor(Math.random() * (SINGLE_PORTS_END - SINGLE_PORTS_START));
+    if (recentPortSet.has(port) || !(await portFree(port))) continue;
+    remember(port);
+    ports.push(port);
   }
+  return ports;
 }
 
 /** Whether `port` on 127.0.0.1 can be bound now. */
@@ -75,10 +88,10 @@ async function freeBlock(size: number, taken: readonly number[]): Promise<number
 }
 
 /**
- * Ports for a service: its listeners from the OS (SOCKS, HTTP, API, and the hop listener a
- * node of a fleet opens), and a block for `instances` instances that is free now and holds none
- * of them, nor `alsoTaken` (a port the caller picked itself). Fixed or random ports can collide with the ephemeral ports other tests'
- * sockets hold.
+ * Ports for a service: its listeners (SOCKS, HTTP, API, and the hop listener a node of a fleet
+ * opens), and a block for `instances` instances that is free now and holds none of them, nor
+ * `alsoTaken` (a port the caller picked itself). None is in the kernel's ephemeral range, where
+ * the run's own outgoing connections could take it before the service binds it.
  */
 export async function servicePorts(instances: number, alsoTaken: readonly number[] = []): Promise<{ socks: number; http: number; api: number; hop: number; instanceBase: number }> {
   const [socks, http, api, hop] = (await freePorts(4)) as [number, number, number, number];
