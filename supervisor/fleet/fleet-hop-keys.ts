@@ -79,11 +79,22 @@ export class FleetHopKeys {
   /**
    * What the renewal read: each live peer's published keys and its process. A peer whose record
    * is missing keeps the keys known unless `complete` (Redis holds this node's fleet, so a missing
-   * record is a peer that stopped publishing).
+   * record is a peer that stopped publishing). An `awaited` peer (known before an outage of
+   * Redis, not renewed since it returned) keeps its keys and its process either way.
    */
-  learn(records: ReadonlyMap<string, string>, processes: ReadonlyMap<string, string>, complete: boolean): void {
-    this.processes = processes;
+  learn(records: ReadonlyMap<string, string>, processes: ReadonlyMap<string, string>, complete: boolean, awaited: ReadonlySet<string> = new Set()): void {
+    const before = this.processes;
+    const merged = new Map(processes);
+    for (const peer of awaited) {
+      const process = before.get(peer);
+      if (!merged.has(peer) && process !== undefined) merged.set(peer, process);
+    }
+    this.processes = merged;
     const next = complete ? new Map<string, Peer>() : new Map(this.peers);
+    for (const peer of awaited) {
+      const known = this.peers.get(peer);
+      if (known !== undefined && !records.has(peer)) next.set(peer, known);
+    }
     for (const [peer, text] of records) {
       if (peer === this.node) continue;
       const known = this.peers.get(peer);

@@ -93,6 +93,11 @@ export class FleetMember {
   private leaving = false;
   /** Whether the last renewal reached Redis (pool_redis_reachable). */
   private renewedLast = true;
+  /**
+   * Until when peers known before Redis was unreachable are kept although their records are
+   * missing (awaited): set at the first renewal that reaches Redis again (publishAddress).
+   */
+  private awaitPeersUntil = 0;
   private readonly unreachable: ThrottledWarning;
   /** Which node owns each named session. */
   readonly sessions: FleetSessions;
@@ -267,9 +272,24 @@ export class FleetMember {
     if (this.isMember) await this.leases.publishHopKeys(node, this.hopKeys.publication(this.token), leaseMs);
     await this.leases.publishAddress(node, this.addressText, this.apiAddressText, leaseMs);
     const addresses = await this.leases.nodeAddresses();
-    const peers = await this.leases.peerRecords([...addresses.keys()].filter((n) => n !== node));
+    // Back from an outage of Redis that outlasted the leases, every peer's records have lapsed
+    // until its own first renewal, up to a renewal interval later: a peer known before is awaited
+    // for one NODE_LEASE, not taken for gone (which made this node serve the peer's sessions
+    // itself, through another exit, in that interval). One that died meanwhile is forwarded to
+    // for that long, as for one that died while Redis was up (its lease runs out first).
+    const now = Date.now();
+    if (!this.renewedLast) this.awaitPeersUntil = now + leaseMs;
+    const awaited = new Set<string>();
+    if (now < this.awaitPeersUntil) {
+      for (const [peer, address] of this.addresses) {
+        if (peer === node || addresses.has(peer)) continue;
+        addresses.set(peer, address);
+        awaited.add(peer);
+      }
+    }
+    const peers = await this.leases.peerRecords([...addresses.keys()].filter((n) => n !== node && !awaited.has(n)));
     // Only a fleet this node belongs to says who publishes what: otherwise the keys known are kept.
-    this.hopKeys.learn(this.isMember ? peers.keys : new Map(), peers.processes, this.isMember);
+    this.hopKeys.learn(this.isMember ? peers.keys : new Map(), peers.processes, this.isMember, awaited);
     this.addresses = addresses;
   }
 

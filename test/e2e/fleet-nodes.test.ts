@@ -388,7 +388,9 @@ describe('several nodes while Redis stops and starts again (real services, priva
     expect(exitsAfter, 'nobody moved: the same exits as before the outage').to.deep.equal(exitsBefore);
     const throughB = await viaSocks(b, 'owned-by-a');
     if (throughB !== owned) {
-      // Seen in 2 of 5 CI runs of 0.2.0, not reproduced here: what each node did with the name.
+      // Seen in 2 of 5 CI runs of 0.2.0 and 2 of 8 runs here (node-b renewed before node-a once Redis
+      // was back, and took node-a for gone: supervisor/fleet/README.md, "Peers awaited after an
+      // outage"): what each node did with the name.
       const about = async (svc: RunningService): Promise<string[]> => (await (await HealApi.signIn(svc)).events(200)).filter((e) => e.session === 'owned-by-a').map((e) => `${e.time} ${e.message}`);
       const warned = (svc: RunningService): string[] => svc.output().split('\n').filter((l) => /owned-by-a|cannot be reached|unreachable|taken over/.test(l));
       expect.fail(`owned-by-a through node-b left from ${throughB}, not ${owned}\nnode-a: ${JSON.stringify(await about(a))}\nnode-b: ${JSON.stringify(await about(b))}\nnode-b log: ${JSON.stringify(warned(b))}`);

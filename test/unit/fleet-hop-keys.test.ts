@@ -58,6 +58,29 @@ describe('fleet hop keys', () => {
     expect(forwarder.grant('node-c', 'crawl-1'), 'a node never heard of').to.equal(null);
   });
 
+  it('keeps an awaited peer (known before an outage of Redis, not renewed since) reachable with its keys and process, and only while awaited', () => {
+    const clock = { now: 5_000_000 };
+    const owner = keysAt('node-b', clock);
+    const forwarder = keysAt('node-a', clock);
+    forwarder.learn(new Map([['node-b', owner.publication(PROCESS_B)]]), new Map([['node-b', PROCESS_B]]), true);
+    // Redis back, node-b's records lapsed and not written again yet: a complete reading finds nothing.
+    forwarder.learn(new Map(), new Map(), true, new Set(['node-b']));
+    expect(forwarder.canReach('node-b'), 'awaited').to.equal(true);
+    const password = hopPassword(forwarder.grant('node-b', 'crawl-1')!, 'token:t1');
+    const ownKeys = new Map(owner.snapshot().keys.map((k) => [k.id, hopKeyObject(k.secret)]));
+    expect(verifyHopPassword(password, { node: 'node-b', sessionKey: 'crawl-1', keys: ownKeys, now: clock.now }).ok).to.equal(true);
+    // Another process renewed under its name meanwhile: its records win over the ones remembered.
+    forwarder.learn(new Map(), new Map([['node-b', 'node-b/4243/0b8c2f8e-6a8e-4f43-9f3e-2d3b0d2a1c12']]), true, new Set(['node-b']));
+    expect(forwarder.canReach('node-b'), 'another process').to.equal(false);
+    // No longer awaited, still missing: gone.
+    forwarder.learn(new Map([['node-b', owner.publication(PROCESS_B)]]), new Map([['node-b', PROCESS_B]]), true);
+    forwarder.learn(new Map(), new Map(), true);
+    expect(forwarder.canReach('node-b')).to.equal(false);
+    // Awaited but never known: nothing to sign with.
+    forwarder.learn(new Map(), new Map(), true, new Set(['node-c']));
+    expect(forwarder.canReach('node-c')).to.equal(false);
+  });
+
   it('leaves out a peer record that is not one (property): no grant from it', () => {
     const clock = { now: 1 };
     const forwarder = keysAt('node-a', clock);
