@@ -18,7 +18,7 @@ import { axiosThrough } from '../../clients/node/src/axios.js';
 import { ExitpoolCrawlee } from '../../clients/node/src/crawlee.js';
 import { gotThrough, gotThroughHttpProxy } from '../../clients/node/src/got.js';
 import { freshWindow, HealApi } from '../support/clients/api-client.js';
-import { captchaReportsOf, expectEachTryMovedOrRotated, movingRotationsOf, reportMovesOf, whileEveryExitServesCaptcha, whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
+import { captchaReportsOf, expectEachTryMovedOrRotated, movingRotationsOf, reportMovesOf, waitRoutableInstances, whileEveryExitServesCaptcha, whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
 import { TestSite } from '../support/fakes/test-site.js';
 import { TEST_PROXY_TOKEN, withService } from '../support/fixtures/service.js';
@@ -98,6 +98,9 @@ describe('Node client @exitpool/client (real service, private network)', functio
   ] as const) {
     it(`${name}: meets a captcha on its exit, reports it with the site, is moved, and gets the page through another exit`, async () => {
       const key = `node-${name.replace(/\W+/g, '-')}`;
+      // The variants before may have left an instance quarantined (or restarting) and another
+      // rotating: the report needs one besides the session's to move it to.
+      await waitRoutableInstances(await HealApi.signIn(suite.svc), 2);
       const s = session(key);
       try {
         const burnt = await exitIpOf(suite.svc, key);

@@ -10,7 +10,7 @@ import { expect } from 'chai';
 import { CAPTCHA_MARKER } from '../../internal/testnet/index.js';
 import type { AuditEvent } from '../../shared/api/audit-event.js';
 import { freshWindow, HealApi } from '../support/clients/api-client.js';
-import { captchaReportsOf, expectEachTryMovedOrRotated, movingRotationsOf, reportMovesOf, whileEveryExitServesCaptcha, whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
+import { captchaReportsOf, expectEachTryMovedOrRotated, movingRotationsOf, reportMovesOf, waitRoutableInstances, whileEveryExitServesCaptcha, whileExitServesCaptcha } from '../support/clients/captcha-exit.js';
 import { runPython } from '../support/clients/python.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
 import { TestSite } from '../support/fakes/test-site.js';
@@ -37,6 +37,9 @@ describe('Python client exitpool_client (real service, private network, Debian p
 
   /** Burns the exit `key` leaves through (whoami serves it a captcha) while `run` goes; returns the burnt IP. */
   async function withBurntExit(key: string, run: () => Promise<void>): Promise<string> {
+    // The tests before may have left an instance quarantined (or restarting) and another
+    // rotating: the report needs one besides the session's to move it to.
+    await waitRoutableInstances(api, 2);
     const burnt = await exitIpOf(suite.svc, key);
     await whileExitServesCaptcha(suite.svc, burnt, ROTATION_GRACE_MS + 200, run);
     return burnt;

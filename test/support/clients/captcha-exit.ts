@@ -1,7 +1,10 @@
 import { expect } from 'chai';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AuditEvent } from '../../../shared/api/audit-event.js';
+import type { InstanceView } from '../../../shared/api/views.js';
+import { ROUTABLE_STATES } from '../../../supervisor/health/health-machine.js';
 import type { RunningService } from '../fixtures/service.js';
+import { pollUntil } from '../waiting.js';
 import type { HealApi } from './api-client.js';
 
 /**
@@ -17,6 +20,21 @@ export async function whileExitServesCaptcha<T>(svc: RunningService, ip: string,
   } finally {
     svc.net.whoami.setBehaviour(ip, 'ok');
   }
+}
+
+/**
+ * Waits until at least `atLeast` of the pool's instances (spares aside) are routable: ready,
+ * answering their control ports, not rotating, not drained, in a routable health state, on an
+ * exit. A report moves a session only when another instance can take it: after a run of earlier
+ * tests' captchas from one token, one instance of a small pool may be quarantined again and again
+ * (each report on probation sends it a rung further, to a restart with back-off), and another
+ * rotating, and the report's answer is then a stay, not a move.
+ */
+export async function waitRoutableInstances(api: HealApi, atLeast: number, timeoutMs = 60_000): Promise<InstanceView[]> {
+  const routable = (i: InstanceView): boolean => i.ready && i.responsive && !i.rotating && !i.draining && ROUTABLE_STATES.includes(i.health.state) && i.exit_ip !== '';
+  return pollUntil(`${atLeast} instances routable`, async () => (await api.instances()).filter((i) => !i.spare), timeoutMs, {
+    until: (all) => all.filter(routable).length >= atLeast,
+  });
 }
 
 /** The captcha reports the audit trail holds for session `key` (a client reported what the site did). */
