@@ -275,7 +275,7 @@ describe('an upgrade from a state format version 1 wrote keeps sessions, bans an
     for (const id of [101, 102, 103]) expect(events.some((e) => e.id === id), `audit event ${id}`).to.equal(true);
     expect(Math.max(...events.map((e) => e.id)), 'ids go on from the highest kept').to.be.above(103);
 
-    expect(await svc.stop()).to.equal(0);
+    expect(await svc.stop(), `the first start's stop; it printed:\n${svc.output().slice(-6000)}`).to.equal(0);
     running = undefined;
     const db = new DatabaseSync(path.join(dataDir, STATE_FILE_NAME), { readOnly: true });
     try {
@@ -290,7 +290,7 @@ describe('an upgrade from a state format version 1 wrote keeps sessions, bans an
     expect(again.output()).to.not.match(/durable state migrated/);
     const keys = (await (await HealApi.signIn(again)).sessions()).map((s) => s.key);
     expect(keys).to.include.members(stored.map(([k]) => k));
-    expect(await again.stop()).to.equal(0);
+    expect(await again.stop(), `the second start's stop; it printed:\n${again.output().slice(-6000)}`).to.equal(0);
     running = undefined;
   });
 });
