@@ -16,9 +16,11 @@ export class NoFreePortRangeError extends Error {
  * out for `listen(0)` is an ephemeral one, and between this check and the service binding it
  * (about a second: the supervisor and its workers start first) any outgoing connection of the
  * run (a tor of the test network, curl, a client) could take it as its local port: a CI run once
- * failed on `SOCKS_PORT=36655: 127.0.0.1:36655 is already in use by another process`.
+ * failed on `SOCKS_PORT=36655: 127.0.0.1:36655 is already in use by another process`. From 10100,
+ * not 10000: `fetch` refuses port 10080 (one of the Fetch standard's "bad ports"), and a service
+ * given it as API_PORT was never reached by the tests (waitReady ran out its time).
  */
-const SINGLE_PORTS_START = 10_000;
+const SINGLE_PORTS_START = 10_100;
 const SINGLE_PORTS_END = 12_000;
 /**
  * Ports handed out lately are not handed out again: a service started a moment ago may not have
