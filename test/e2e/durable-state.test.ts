@@ -42,6 +42,13 @@ describe('durable state across restarts (real service, private network)', functi
     if (running) await running.stop();
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
+  // A test that failed may leave its service running on dataDir: the next one would start a
+  // second service there, whose tors find the data directories locked.
+  afterEach(async function () {
+    if (this.currentTest?.state !== 'failed' || !running) return;
+    await running.stop();
+    running = undefined;
+  });
 
   it('keeps 20 sessions on their exit IPs, a ban, the audit trail and the stats history across SIGTERM and start', async () => {
     let { svc, api } = await started(dataDir);
@@ -170,7 +177,10 @@ describe('durable state across restarts (real service, private network)', functi
     for (const pid of named) expect(leftAtRestart, ended[0]).to.include(pid);
     const sessions = new Map((await again.api.sessions()).map((s) => [s.key, s]));
     for (const key of keys) expect(sessions.has(key), `${key} restored`).to.equal(true);
-    for (const key of keys) expect((await fetchThroughSession(again.svc, key)).kind, key).to.equal('ip');
+    for (const key of keys) {
+      const got = await fetchThroughSession(again.svc, key);
+      expect(got.kind, `${key}: ${JSON.stringify(got)}; the service printed last:\n${again.svc.output().slice(-6000)}`).to.equal('ip');
+    }
     await again.svc.stop();
     running = undefined;
   });
