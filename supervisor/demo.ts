@@ -37,7 +37,6 @@ function quietInstanceChatter(log: Logger): void {
  * `exitpool demo`: a private Tor network on loopback (no internet needed), exitpool on top of
  * it, a printout of where to connect, and a clean stop of everything on Ctrl-C.
  */
-
 export async function runDemo(env: Environment): Promise<number> {
   const probe = loadConfig(env);
   const log = createRootLogger(probe.logLevel, probe.logFormat);

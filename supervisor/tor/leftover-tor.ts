@@ -92,13 +92,14 @@ export async function endLeftoverTors(torRoot: string, ownPid: number, log: Logg
       owners: left.map((t) => t.owner ?? null),
     });
   }
-  const ending = leftovers.filter(ownerGone).map((t) => t.pid);
-  if (ending.length === 0) return leftovers;
+  const gone = leftovers.filter(ownerGone);
+  if (gone.length === 0) return leftovers;
+  const ending = gone.map((t) => t.pid);
   const startedAt = performance.now();
   const stillAlive = await terminateProcesses(ending, { termWaitMs: graceMs, killWaitMs: LEFTOVER_TOR_KILL_WAIT_MS });
   log.warn('ended tors left running by a previous supervisor on this DATA_DIR (they held the data directories)', {
     pids: ending,
-    owners: [...new Set(leftovers.filter(ownerGone).map((t) => t.owner))],
+    owners: [...new Set(gone.map((t) => t.owner))],
     ended: ending.filter((pid) => !stillAlive.includes(pid)),
     stillAlive,
     ms: Math.round(performance.now() - startedAt),
