@@ -5,9 +5,13 @@
  * start-up warm-up (PROXY_WARM_UP, workers/proxy-worker/warm-up.ts) and without it. Everything
  * but the workers' history is alike between the first burst and the later ones: each on a new
  * session (one route answer waited for by all its connections), each against the same burst
- * straight to the session's instance, that instance warmed straight beforehand.
+ * straight to the session's instance, that instance warmed straight beforehand. And each against
+ * the same burst through a bare one-process Node relay (bare-relay.ts) to that instance, started
+ * with the service: what the least a Node process in the path adds to such a burst on this
+ * machine, its own first burst included.
  */
 import os from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { InstanceView, SessionView } from '../shared/api/views.js';
 import { defaultProxyWorkers } from '../shared/config/proxy-workers.js';
 import { STREAM_EVENTS_QUIET_MS } from '../supervisor/tor/exit-control.js';
@@ -15,7 +19,8 @@ import { WARM_UP_MAX_MS } from '../workers/proxy-worker/warm-up.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../test/support/fixtures/service.js';
 import { serviceWorkers } from '../test/support/processes/inspection.js';
 import { pollUntil } from '../test/support/waiting.js';
-import { addedAtP50, burstOf, burstPair, oneRequest, sortedCopy, type BurstPair } from './burst.js';
+import { addedAtP50, BURST_PAUSE_MS, burstOf, burstPair, oneRequest, sortedCopy, type BurstPair } from './burst.js';
+import { startChildServer, type ChildServer } from './child-server.js';
 import { cpuMs } from './process-usage.js';
 import { percentile, type BenchSection, type Figure } from './report.js';
 
@@ -95,7 +100,12 @@ interface TimedPair extends BurstPair {
   workersMs: number;
   /** STREAM events the tors sent the supervisor over the pair (pool_tor_control_events_total). */
   streamEvents: number;
+  /** The same burst through a bare Node relay to the session's instance, after the pair (completion times, sorted). */
+  relay: number[];
 }
+
+/** What the bare relay added to the burst's median, against the same pair's straight burst. */
+const relayAddedAtP50 = (pair: TimedPair): number => percentile(pair.relay, 0.5) - percentile(pair.direct, 0.5);
 
 /** pool_tor_control_events_total{event="STREAM"}. */
 async function streamEvents(svc: RunningService): Promise<number> {
@@ -112,6 +122,7 @@ async function burstsOfAFreshService(setting: Setting, o: ColdBurstOptions): Pro
   const env = setting.env;
   // The defaults, as an operator gets them (the test fixture's PROXY_WORKERS removed).
   const svc: RunningService = await startService({ POOL_SIZE: String(POOL_SIZE), PROXY_WORKERS: undefined, LOG_LEVEL: 'warn', ...env });
+  const relays = new Map<number, ChildServer>();
   try {
     await svc.waitReady(POOL_SIZE, 180_000);
     const bearer = await svc.login();
@@ -136,11 +147,14 @@ async function burstsOfAFreshService(setting: Setting, o: ColdBurstOptions): Pro
         }),
       );
     }
+    // One bare relay per instance, fresh as the service's workers are (its first burst is the pair's first).
+    for (const [id, socket] of sockets) relays.set(id, await startChildServer('bare-relay', [socket]));
     if (setting.pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, setting.pauseMs));
     const workers = serviceWorkers(svc.pid).proxy;
     const workersCpu = (): number => workers.reduce((sum, pid) => sum + cpuMs(pid), 0);
     const pairOn = async (key: string): Promise<TimedPair> => {
       const before = { supervisor: cpuMs(svc.pid), workers: workersCpu(), streams: await streamEvents(svc) };
+      let instance = -1;
       const pair = await burstPair({
         burst: o.burst,
         host,
@@ -148,18 +162,23 @@ async function burstsOfAFreshService(setting: Setting, o: ColdBurstOptions): Pro
         directFirst: false,
         pool: () => ({ ...target, port: svc.socksPort, username: key, password: TEST_PROXY_TOKEN }),
         instanceSocket: async () => {
-          const session = (await (await svc.api(`/api/sessions/${key}`, { bearer })).json()) as SessionView;
-          return sockets.get(session.instance ?? -1) ?? '';
+          instance = ((await (await svc.api(`/api/sessions/${key}`, { bearer })).json()) as SessionView).instance ?? -1;
+          return sockets.get(instance) ?? '';
         },
       });
       const after = { supervisor: cpuMs(svc.pid), workers: workersCpu() };
-      return { ...pair, supervisorMs: after.supervisor - before.supervisor, workersMs: after.workers - before.workers, streamEvents: (await streamEvents(svc)) - before.streams };
+      const streams = (await streamEvents(svc)) - before.streams;
+      const relayPort = relays.get(instance)?.port;
+      await sleep(BURST_PAUSE_MS);
+      const relay = relayPort === undefined ? [] : sortedCopy(await burstOf(o.burst, () => ({ ...target, port: relayPort }), host));
+      return { ...pair, relay, supervisorMs: after.supervisor - before.supervisor, workersMs: after.workers - before.workers, streamEvents: streams };
     };
     const first = await pairOn('first-burst');
     const later: TimedPair[] = [];
     for (let b = 0; b < o.laterBursts; b++) later.push(await pairOn(`later-burst-${b}`));
     return { first, later };
   } finally {
+    for (const relay of relays.values()) await relay.stop();
     await svc.stop();
   }
 }
@@ -173,7 +192,9 @@ export async function benchColdBurst(o: ColdBurstOptions = FULL_COLD_BURST_OPTIO
   const median = (values: number[]): number => percentile(sortedCopy(values), 0.5);
   const list = (values: number[]): string => values.map((v) => v.toFixed(0)).join(', ');
   const cpu = (pairs: TimedPair[]): string => `CPU over each pair: supervisor ${list(pairs.map((p) => p.supervisorMs))} ms, proxy workers ${list(pairs.map((p) => p.workersMs))} ms; STREAM events ${list(pairs.map((p) => p.streamEvents))}`;
-  const answered = (pairs: BurstPair[]): string => `${pairs.reduce((n, p) => n + p.pool.length, 0)}/${pairs.length * o.burst} and ${pairs.reduce((n, p) => n + p.direct.length, 0)}/${pairs.length * o.burst} answered`;
+  const answered = (pairs: TimedPair[]): string =>
+    `${pairs.reduce((n, p) => n + p.pool.length, 0)}/${pairs.length * o.burst}, ${pairs.reduce((n, p) => n + p.direct.length, 0)}/${pairs.length * o.burst} and ${pairs.reduce((n, p) => n + p.relay.length, 0)}/${pairs.length * o.burst} answered`;
+  const relayAdded = (pairs: TimedPair[]): string => `the bare relay added median ${median(pairs.map(relayAddedAtP50)).toFixed(0)} ms (${list(pairs.map(relayAddedAtP50))})`;
   const figures: Figure[] = [];
   for (const setting of SETTINGS) {
     const services = results.get(setting.name) as ServiceBursts[];
@@ -181,13 +202,13 @@ export async function benchColdBurst(o: ColdBurstOptions = FULL_COLD_BURST_OPTIO
     const laters = services.flatMap((s) => s.later);
     figures.push({
       name: `${setting.name}: the fresh service's first burst, added at p50 (each service; through the pool p50)`,
-      value: `median ${median(firsts.map(addedAtP50)).toFixed(0)} ms (${list(firsts.map(addedAtP50))}; pool p50 ${list(firsts.map((p) => percentile(p.pool, 0.5)))} ms; ${answered(firsts)}; ${cpu(firsts)})`,
+      value: `median ${median(firsts.map(addedAtP50)).toFixed(0)} ms (${list(firsts.map(addedAtP50))}; pool p50 ${list(firsts.map((p) => percentile(p.pool, 0.5)))} ms; ${relayAdded(firsts)}; ${answered(firsts)}; ${cpu(firsts)})`,
       limit: '',
       withinLimit: null,
     });
     figures.push({
       name: `${setting.name}: the ${o.laterBursts} bursts after it, added at p50 (every burst; through the pool p50)`,
-      value: `median ${median(laters.map(addedAtP50)).toFixed(0)} ms (${list(laters.map(addedAtP50))}; pool p50 median ${median(laters.map((p) => percentile(p.pool, 0.5))).toFixed(0)} ms; ${answered(laters)}; ${cpu(laters)})`,
+      value: `median ${median(laters.map(addedAtP50)).toFixed(0)} ms (${list(laters.map(addedAtP50))}; pool p50 median ${median(laters.map((p) => percentile(p.pool, 0.5))).toFixed(0)} ms; ${relayAdded(laters)}; ${answered(laters)}; ${cpu(laters)})`,
       limit: '',
       withinLimit: null,
     });
@@ -196,7 +217,7 @@ export async function benchColdBurst(o: ColdBurstOptions = FULL_COLD_BURST_OPTIO
     title: "A fresh service's first burst, with and without the proxy workers' warm-up",
     method: [
       `The real service (the CLI, ${POOL_SIZE} instances on the private Tor network, the defaults: ${defaultProxyWorkers()} proxy worker${defaultProxyWorkers() > 1 ? 's' : ''} on this ${os.availableParallelism()}-core machine), started fresh ${o.servicesPerSetting} times for each setting (PROXY_WARM_UP at its default; PROXY_WARM_UP=0; the default, with every instance given a straight burst of ${o.burst} before the pool's first; the default, with ${QUIET_PAUSE_MS / 1000} s of quiet before the first burst, twice STREAM_EVENTS_QUIET_MS, after which the supervisor no longer follows tor's STREAM events; the default, settled first; PROXY_WARM_UP=${LONG_WARM_UP}; the default, aged first by ${AGE_REQUESTS} requests from ${AGE_CLIENTS} closed-loop clients through the pool, one session each, or straight to the instances, round robin; COLD_BURST_SETTINGS names the ones run), one service at a time, the settings alternated. CPU is each process's over the burst pair (from /proc).`,
-      `Each: ready, every instance warmed straight with ${INSTANCE_WARM_UP_REQUESTS} requests (the tors' side alike for every burst), then its first proxied traffic is a burst of ${o.burst} connections started at once on a session new to the workers, through the pool, then the same burst straight to the session's instance; then ${o.laterBursts} more such pairs, each on another new session.`,
+      `Each: ready, every instance warmed straight with ${INSTANCE_WARM_UP_REQUESTS} requests (the tors' side alike for every burst), then its first proxied traffic is a burst of ${o.burst} connections started at once on a session new to the workers, through the pool, then the same burst straight to the session's instance; then ${o.laterBursts} more such pairs, each on another new session. After each pair, the same burst through a bare one-process Node relay (bench/bare-relay.ts: accept, connect, pipe; the client's SOCKS5 handshake passes through it) to the session's instance, one relay per instance started fresh with the service: the least that a Node process in the path adds to such a burst on this machine.`,
       `The first burst and the later ones differ only in what the service had run before: what the first adds beyond the later ones is what a fresh service pays once, and the settings tell its suspected parts apart (the workers' cold code, the tor's first burst of streams, the supervisor following STREAM events until its exits are confirmed and STREAM_EVENTS_QUIET_MS has passed). The supervisor's CPU includes the bench's own API calls around each pair (the session's instance, /metrics twice).`,
       `The machine's 1-minute load average was ${loadAtStart.toFixed(1)} at the start and ${(os.loadavg()[0] as number).toFixed(1)} at the end.`,
     ].join(' '),

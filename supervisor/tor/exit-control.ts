@@ -14,9 +14,14 @@ import { RelayDirectory } from './relay-directory.js';
 const PIN_RETRY_MS = 5_000;
 /**
  * STREAM events are switched off only after they said nothing new for this long, so that a
- * circuit change followed by a quick return does not make the subscription flap.
+ * circuit change followed by a quick return does not make the subscription flap. Short, because
+ * until then every stream costs the supervisor 4–5 events to parse on the cores its proxy worker
+ * and tors need: at 5 s a fresh service's first bursts after its exits were confirmed still
+ * carried them all (BENCH=cold-burst, docs/performance.md "A fresh service's first burst"). A
+ * flap costs two control commands (SETEVENTS, then GETINFO stream-status when they come back),
+ * and correctness does not depend on the length (supervisor/tor/README.md).
  */
-export const STREAM_EVENTS_QUIET_MS = 5_000;
+export const STREAM_EVENTS_QUIET_MS = 500;
 const STREAM_EVENT = 'STREAM';
 
 const EMPTY_EXIT: ExitState = {
