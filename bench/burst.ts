@@ -14,6 +14,8 @@ export const BURST_PAUSE_MS = 500;
 export interface BurstPair {
   pool: number[];
   direct: number[];
+  /** The same burst through a bare Node relay to that instance, after the other two (when the request named relays). */
+  relay?: number[];
 }
 
 /** One request: a tunnel, a GET, the tunnel closed; whether it answered 200. */
@@ -55,24 +57,40 @@ export interface BurstPairRequest {
   target: { host: string; targetPort: number };
   /** Straight to the instance first (the session must be placed already), else the pool first. */
   directFirst: boolean;
+  /**
+   * The port of a bare Node relay (bare-relay.ts) in front of the instance with this SOCKS socket:
+   * the same burst then goes through it too, last, as the least a Node process in the path adds.
+   */
+  relayPortOf?: (instanceSocket: string) => number | undefined;
 }
 
 /** One burst through the pool and the same burst straight to the session's instance, BURST_PAUSE_MS of quiet before each. */
 export async function burstPair(r: BurstPairRequest): Promise<BurstPair> {
+  let socket = '';
   const direct = async (): Promise<number[]> => {
-    const socket = await r.instanceSocket();
+    socket = await r.instanceSocket();
     return burstOf(r.burst, () => ({ ...r.target, proxyPath: socket }), r.host);
   };
   await sleep(BURST_PAUSE_MS);
+  let pair: BurstPair;
   if (r.directFirst) {
     const d = await direct();
     await sleep(BURST_PAUSE_MS);
-    return { direct: sortedCopy(d), pool: sortedCopy(await burstOf(r.burst, r.pool, r.host)) };
+    pair = { direct: sortedCopy(d), pool: sortedCopy(await burstOf(r.burst, r.pool, r.host)) };
+  } else {
+    const pool = await burstOf(r.burst, r.pool, r.host);
+    await sleep(BURST_PAUSE_MS);
+    pair = { pool: sortedCopy(pool), direct: sortedCopy(await direct()) };
   }
-  const pool = await burstOf(r.burst, r.pool, r.host);
-  await sleep(BURST_PAUSE_MS);
-  return { pool: sortedCopy(pool), direct: sortedCopy(await direct()) };
+  const relayPort = r.relayPortOf?.(socket);
+  if (relayPort !== undefined) {
+    await sleep(BURST_PAUSE_MS);
+    pair.relay = sortedCopy(await burstOf(r.burst, () => ({ ...r.target, port: relayPort }), r.host));
+  }
+  return pair;
 }
 
 /** What the pool added to the burst's median. */
 export const addedAtP50 = (pair: BurstPair): number => percentile(pair.pool, 0.5) - percentile(pair.direct, 0.5);
+/** What the bare relay added to the same burst's median (NaN without a relay burst). */
+export const relayAddedAtP50 = (pair: BurstPair): number => (pair.relay === undefined ? Number.NaN : percentile(pair.relay, 0.5) - percentile(pair.direct, 0.5));

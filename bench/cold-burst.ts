@@ -11,7 +11,6 @@
  * machine, its own first burst included.
  */
 import os from 'node:os';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { InstanceView, SessionView } from '../shared/api/views.js';
 import { defaultProxyWorkers } from '../shared/config/proxy-workers.js';
 import { STREAM_EVENTS_QUIET_MS } from '../supervisor/tor/exit-control.js';
@@ -19,7 +18,7 @@ import { WARM_UP_MAX_MS } from '../workers/proxy-worker/warm-up.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../test/support/fixtures/service.js';
 import { serviceWorkers } from '../test/support/processes/inspection.js';
 import { pollUntil } from '../test/support/waiting.js';
-import { addedAtP50, BURST_PAUSE_MS, burstOf, burstPair, oneRequest, sortedCopy, type BurstPair } from './burst.js';
+import { addedAtP50, burstOf, burstPair, oneRequest, relayAddedAtP50, sortedCopy, type BurstPair } from './burst.js';
 import { startChildServer, type ChildServer } from './child-server.js';
 import { cpuMs } from './process-usage.js';
 import { percentile, type BenchSection, type Figure } from './report.js';
@@ -100,12 +99,7 @@ interface TimedPair extends BurstPair {
   workersMs: number;
   /** STREAM events the tors sent the supervisor over the pair (pool_tor_control_events_total). */
   streamEvents: number;
-  /** The same burst through a bare Node relay to the session's instance, after the pair (completion times, sorted). */
-  relay: number[];
 }
-
-/** What the bare relay added to the burst's median, against the same pair's straight burst. */
-const relayAddedAtP50 = (pair: TimedPair): number => percentile(pair.relay, 0.5) - percentile(pair.direct, 0.5);
 
 /** pool_tor_control_events_total{event="STREAM"}. */
 async function streamEvents(svc: RunningService): Promise<number> {
@@ -122,7 +116,8 @@ async function burstsOfAFreshService(setting: Setting, o: ColdBurstOptions): Pro
   const env = setting.env;
   // The defaults, as an operator gets them (the test fixture's PROXY_WORKERS removed).
   const svc: RunningService = await startService({ POOL_SIZE: String(POOL_SIZE), PROXY_WORKERS: undefined, LOG_LEVEL: 'warn', ...env });
-  const relays = new Map<number, ChildServer>();
+  /** By instance SOCKS socket. */
+  const relays = new Map<string, ChildServer>();
   try {
     await svc.waitReady(POOL_SIZE, 180_000);
     const bearer = await svc.login();
@@ -148,13 +143,12 @@ async function burstsOfAFreshService(setting: Setting, o: ColdBurstOptions): Pro
       );
     }
     // One bare relay per instance, fresh as the service's workers are (its first burst is the pair's first).
-    for (const [id, socket] of sockets) relays.set(id, await startChildServer('bare-relay', [socket]));
+    for (const socket of sockets.values()) relays.set(socket, await startChildServer('bare-relay', [socket]));
     if (setting.pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, setting.pauseMs));
     const workers = serviceWorkers(svc.pid).proxy;
     const workersCpu = (): number => workers.reduce((sum, pid) => sum + cpuMs(pid), 0);
     const pairOn = async (key: string): Promise<TimedPair> => {
       const before = { supervisor: cpuMs(svc.pid), workers: workersCpu(), streams: await streamEvents(svc) };
-      let instance = -1;
       const pair = await burstPair({
         burst: o.burst,
         host,
@@ -162,16 +156,14 @@ async function burstsOfAFreshService(setting: Setting, o: ColdBurstOptions): Pro
         directFirst: false,
         pool: () => ({ ...target, port: svc.socksPort, username: key, password: TEST_PROXY_TOKEN }),
         instanceSocket: async () => {
-          instance = ((await (await svc.api(`/api/sessions/${key}`, { bearer })).json()) as SessionView).instance ?? -1;
-          return sockets.get(instance) ?? '';
+          const session = (await (await svc.api(`/api/sessions/${key}`, { bearer })).json()) as SessionView;
+          return sockets.get(session.instance ?? -1) ?? '';
         },
+        relayPortOf: (socket) => relays.get(socket)?.port,
       });
+      // The relay's burst passes none of the service's processes; only its streams count, with the pair's.
       const after = { supervisor: cpuMs(svc.pid), workers: workersCpu() };
-      const streams = (await streamEvents(svc)) - before.streams;
-      const relayPort = relays.get(instance)?.port;
-      await sleep(BURST_PAUSE_MS);
-      const relay = relayPort === undefined ? [] : sortedCopy(await burstOf(o.burst, () => ({ ...target, port: relayPort }), host));
-      return { ...pair, relay, supervisorMs: after.supervisor - before.supervisor, workersMs: after.workers - before.workers, streamEvents: streams };
+      return { ...pair, supervisorMs: after.supervisor - before.supervisor, workersMs: after.workers - before.workers, streamEvents: (await streamEvents(svc)) - before.streams };
     };
     const first = await pairOn('first-burst');
     const later: TimedPair[] = [];
@@ -193,7 +185,7 @@ export async function benchColdBurst(o: ColdBurstOptions = FULL_COLD_BURST_OPTIO
   const list = (values: number[]): string => values.map((v) => v.toFixed(0)).join(', ');
   const cpu = (pairs: TimedPair[]): string => `CPU over each pair: supervisor ${list(pairs.map((p) => p.supervisorMs))} ms, proxy workers ${list(pairs.map((p) => p.workersMs))} ms; STREAM events ${list(pairs.map((p) => p.streamEvents))}`;
   const answered = (pairs: TimedPair[]): string =>
-    `${pairs.reduce((n, p) => n + p.pool.length, 0)}/${pairs.length * o.burst}, ${pairs.reduce((n, p) => n + p.direct.length, 0)}/${pairs.length * o.burst} and ${pairs.reduce((n, p) => n + p.relay.length, 0)}/${pairs.length * o.burst} answered`;
+    `${pairs.reduce((n, p) => n + p.pool.length, 0)}/${pairs.length * o.burst}, ${pairs.reduce((n, p) => n + p.direct.length, 0)}/${pairs.length * o.burst} and ${pairs.reduce((n, p) => n + (p.relay?.length ?? 0), 0)}/${pairs.length * o.burst} answered`;
   const relayAdded = (pairs: TimedPair[]): string => `the bare relay added median ${median(pairs.map(relayAddedAtP50)).toFixed(0)} ms (${list(pairs.map(relayAddedAtP50))})`;
   const figures: Figure[] = [];
   for (const setting of SETTINGS) {

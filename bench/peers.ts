@@ -10,7 +10,7 @@ import { defaultProxyWorkers } from '../shared/config/proxy-workers.js';
 import type { SocksTunnelOptions } from '../test/support/clients/socks5-client.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../test/support/fixtures/service.js';
 import { serviceWorkers } from '../test/support/processes/inspection.js';
-import { addedAtP50, BURST_PAUSE_MS, burstPair, oneRequest, sortedCopy, type BurstPair } from './burst.js';
+import { addedAtP50, BURST_PAUSE_MS, burstPair, oneRequest, relayAddedAtP50, sortedCopy, type BurstPair } from './burst.js';
 import { startChildServer, type ChildServer } from './child-server.js';
 import { startHaproxy, type RunningHaproxy } from './haproxy.js';
 import { measureConnectionCeilings, type Ceiling } from './connection-ceiling.js';
@@ -185,6 +185,14 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
     for (const sockets of burstSockets.values()) {
       for (const socket of sockets.values()) await Promise.all(Array.from({ length: INSTANCE_WARM_UP_REQUESTS }, () => oneRequest({ ...target, proxyPath: socket }, host)));
     }
+    // The default service's bursts also go through a bare Node relay in front of the session's
+    // instance, one per instance, started now (as fresh as the service for its first burst).
+    const burstRelays = new Map<string, ChildServer>();
+    for (const socket of (burstSockets.get(svc) as Map<number, string>).values()) {
+      const burstRelay = await startChildServer('bare-relay', [socket]);
+      stops.push(() => burstRelay.stop());
+      burstRelays.set(socket, burstRelay);
+    }
     const burstPairOf = (service: RunningService, key: string, directFirst: boolean): Promise<BurstPair> =>
       burstPair({
         burst: o.burst,
@@ -196,6 +204,7 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
           const session = (await (await service.api(`/api/sessions/${key}`, { bearer: bearers.get(service) as string })).json()) as SessionView;
           return burstSockets.get(service)?.get(session.instance ?? -1) ?? '';
         },
+        ...(service === svc ? { relayPortOf: (socket: string) => burstRelays.get(socket)?.port } : {}),
       });
     // The harder case (a black-box run's): the service's first traffic is a burst on a session
     // new to its workers, which all wait for one route answer. The pool goes first (the session's
@@ -354,13 +363,19 @@ function report(
   const added = addedAtP50;
   const median = (values: number[]): number => percentile(sorted(values), 0.5);
   const answered = (pairs: BurstPair[]): string => `${pairs.reduce((n, p) => n + p.pool.length, 0)}/${pairs.length * o.burst} and ${pairs.reduce((n, p) => n + p.direct.length, 0)}/${pairs.length * o.burst} answered`;
+  /** The bare relay's figure for the same bursts (the defaults' only), the least a Node process in the path adds here. */
+  const relayNote = (pairs: BurstPair[]): string => {
+    const each = pairs.map(relayAddedAtP50).filter((v) => !Number.isNaN(v));
+    if (each.length === 0) return '';
+    return `; a bare Node relay to the same instance added ${median(each).toFixed(0)} ms${each.length > 1 ? ` (${each.map((v) => v.toFixed(0)).join(', ')})` : ''}`;
+  };
   for (const [label, b] of [
     ['exitpool', bursts.defaults],
     [OTHER_CHOICE, bursts.other],
   ] as const) {
     figures.push({
       name: `${label}: burst of ${o.burst} connections on a session new to the workers, the fresh service's first traffic (the harder case), p50 / p99 to the response`,
-      value: `through the pool ${percentile(b.cold.pool, 0.5).toFixed(0)} / ${percentile(b.cold.pool, 0.99).toFixed(0)} ms, straight to its instance ${percentile(b.cold.direct, 0.5).toFixed(0)} / ${percentile(b.cold.direct, 0.99).toFixed(0)} ms; added at p50 ${added(b.cold).toFixed(0)} ms (${answered([b.cold])})`,
+      value: `through the pool ${percentile(b.cold.pool, 0.5).toFixed(0)} / ${percentile(b.cold.pool, 0.99).toFixed(0)} ms, straight to its instance ${percentile(b.cold.direct, 0.5).toFixed(0)} / ${percentile(b.cold.direct, 0.99).toFixed(0)} ms; added at p50 ${added(b.cold).toFixed(0)} ms (${answered([b.cold])}${relayNote([b.cold])})`,
       limit: `≤ ${BURST_ADDED_P50_BUDGET_MS} ms added at p50`,
       withinLimit: added(b.cold) <= BURST_ADDED_P50_BUDGET_MS,
     });
@@ -371,7 +386,7 @@ function report(
       const each = pairs.map(added);
       figures.push({
         name: `${label}: burst of ${o.burst} connections on ${kind}, added at p50 (median of ${pairs.length} bursts, each against the same burst straight to its instance)`,
-        value: `${median(each).toFixed(0)} ms (${each.map((v) => v.toFixed(0)).join(', ')}; through the pool p50 ${median(pairs.map((p) => percentile(p.pool, 0.5))).toFixed(0)} ms; ${answered(pairs)})`,
+        value: `${median(each).toFixed(0)} ms (${each.map((v) => v.toFixed(0)).join(', ')}; through the pool p50 ${median(pairs.map((p) => percentile(p.pool, 0.5))).toFixed(0)} ms; ${answered(pairs)}${relayNote(pairs)})`,
         limit: `≤ ${BURST_ADDED_P50_BUDGET_MS} ms added at p50`,
         withinLimit: median(each) <= BURST_ADDED_P50_BUDGET_MS,
       });
@@ -399,7 +414,7 @@ function report(
       `The real service (the CLI, ${POOL_SIZE} instances on the private Tor network), once with the defaults (PROXY_WORKERS from the cores: ${DEFAULT_WORKERS} on this ${os.availableParallelism()}-core machine; PROXY_WARM_UP; each instance pinned to the exit the supervisor assigned it, so the supervisor follows tor's STREAM events only until that exit is confirmed), once with PROXY_WORKERS=${OTHER_WORKERS} (the other choice) and once with PIN_EXIT_RELAY=0 (tor picks its own exits, and the supervisor follows its streams), and, in front of the default service's ${POOL_SIZE} tor instances' SOCKS sockets: HAProxy (Debian's package, TCP mode, round robin), a bare Node relay in one process (round robin, pipes both ways, no parsing) and no proxy at all (the client spreads its connections over the ${POOL_SIZE} sockets itself).`,
       `One load generator for all (this process, test/support/clients/socks5-client.ts, which like curl waits for each SOCKS5 answer before its next step): ${o.clients} concurrent clients, each in a closed loop of connect, SOCKS5 (exitpool: the proxy token, one session per client), CONNECT to the whoami server through an exit, GET, close.`,
       `${o.rounds} rounds of ${o.roundMs / 1000} s per path after a 2 s warm-up each, the paths' order rotated every round. CPU per proxied request is the CPU time each process of the path used over its rounds divided by the requests served (from /proc; the tors' CPU is not counted). The requests/s budget is checked for the default service only: the other two services run tor clients of their own (through the same exits), so their rates compare less directly.`,
-      `The bursts: ${o.burst} connections started at once on one session, through the pool and then straight to the instance serving that session (each time from the burst's start to that request's response; ${BURST_PAUSE_MS} ms of quiet before each burst; every instance first warmed straight with ${INSTANCE_WARM_UP_REQUESTS} requests, so both sides find tor's side alike). The harder case, which a black-box run meets: the fresh service's first traffic is the burst, on a session no worker holds a lease for, so every connection waits for one route answer, in workers that have run nothing but their start-up warm-up. Then, after the rounds, ${o.bursts} bursts on sessions new to the workers and ${o.bursts} on a leased session (direct first every other time). For the defaults and for PROXY_WORKERS=${OTHER_WORKERS}.`,
+      `The bursts: ${o.burst} connections started at once on one session, through the pool and then straight to the instance serving that session (each time from the burst's start to that request's response; ${BURST_PAUSE_MS} ms of quiet before each burst; every instance first warmed straight with ${INSTANCE_WARM_UP_REQUESTS} requests, so both sides find tor's side alike). The harder case, which a black-box run meets: the fresh service's first traffic is the burst, on a session no worker holds a lease for, so every connection waits for one route answer, in workers that have run nothing but their start-up warm-up. Then, after the rounds, ${o.bursts} bursts on sessions new to the workers and ${o.bursts} on a leased session (direct first every other time). For the defaults and for PROXY_WORKERS=${OTHER_WORKERS}. For the defaults, each burst then goes once more through a bare one-process Node relay (accept, connect, pipe) in front of the same instance, one relay per instance started with the bursts: what the least a Node process in the path adds to the same burst on this machine.`,
       `The connections/s ceiling: the proxy layer alone (bench/connection-ceiling.ts: the real proxy workers behind an in-bench supervisor, and the bare relay, in front of a lean SOCKS5 backend), ${o.ceilingInFlight} clients in a closed loop of connect, SOCKS5, CONNECT, close, 2 rounds of ${o.ceilingRoundMs / 1000} s per path; the load generator shares the cores, so it is a floor of the ceiling.`,
       `The machine's 1-minute load average was ${loadAverages[0].toFixed(1)} at the start of this benchmark and ${loadAverages[1].toFixed(1)} at its end (other work shares the cores; compare ratios within the run).`,
     ].join(' '),
