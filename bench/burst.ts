@@ -64,7 +64,7 @@ export interface BurstPairRequest {
   relayPortOf?: (instanceSocket: string) => number | undefined;
 }
 
-/** One burst through the pool and the same burst straight to the session's instance, BURST_PAUSE_MS of quiet before each. */
+/** One burst through the pool and the same burst straight to the session's instance (and through its relay when relayPortOf names one), BURST_PAUSE_MS of quiet before each. */
 export async function burstPair(r: BurstPairRequest): Promise<BurstPair> {
   let socket = '';
   const direct = async (): Promise<number[]> => {

@@ -7,7 +7,7 @@
  * session (one route answer waited for by all its connections), each against the same burst
  * straight to the session's instance, that instance warmed straight beforehand. And each against
  * the same burst through a bare one-process Node relay (bare-relay.ts) to that instance, started
- * with the service: what the least a Node process in the path adds to such a burst on this
+ * with the service: the least a Node process in the path adds to such a burst on this
  * machine, its own first burst included.
  */
 import os from 'node:os';
