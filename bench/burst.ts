@@ -14,7 +14,9 @@ export const BURST_PAUSE_MS = 500;
 export interface BurstPair {
   pool: number[];
   direct: number[];
-  /** The same burst through a bare Node relay to that instance, after the other two (when the request named relays). */
+  /** The SOCKS socket of the session's instance, where the straight burst went. */
+  instanceSocket: string;
+  /** The same burst through a bare Node relay to that instance (relayBurst), when the caller sent one. */
   relay?: number[];
 }
 
@@ -57,37 +59,34 @@ export interface BurstPairRequest {
   target: { host: string; targetPort: number };
   /** Straight to the instance first (the session must be placed already), else the pool first. */
   directFirst: boolean;
-  /**
-   * The port of a bare Node relay (bare-relay.ts) in front of the instance with this SOCKS socket:
-   * the same burst then goes through it too, last, as the least a Node process in the path adds.
-   */
-  relayPortOf?: (instanceSocket: string) => number | undefined;
 }
 
-/** One burst through the pool and the same burst straight to the session's instance (and through its relay when relayPortOf names one), BURST_PAUSE_MS of quiet before each. */
+/** One burst through the pool and the same burst straight to the session's instance, BURST_PAUSE_MS of quiet before each. */
 export async function burstPair(r: BurstPairRequest): Promise<BurstPair> {
-  let socket = '';
+  let instanceSocket = '';
   const direct = async (): Promise<number[]> => {
-    socket = await r.instanceSocket();
-    return burstOf(r.burst, () => ({ ...r.target, proxyPath: socket }), r.host);
+    instanceSocket = await r.instanceSocket();
+    return burstOf(r.burst, () => ({ ...r.target, proxyPath: instanceSocket }), r.host);
   };
   await sleep(BURST_PAUSE_MS);
-  let pair: BurstPair;
   if (r.directFirst) {
     const d = await direct();
     await sleep(BURST_PAUSE_MS);
-    pair = { direct: sortedCopy(d), pool: sortedCopy(await burstOf(r.burst, r.pool, r.host)) };
-  } else {
-    const pool = await burstOf(r.burst, r.pool, r.host);
-    await sleep(BURST_PAUSE_MS);
-    pair = { pool: sortedCopy(pool), direct: sortedCopy(await direct()) };
+    return { direct: sortedCopy(d), pool: sortedCopy(await burstOf(r.burst, r.pool, r.host)), instanceSocket };
   }
-  const relayPort = r.relayPortOf?.(socket);
-  if (relayPort !== undefined) {
-    await sleep(BURST_PAUSE_MS);
-    pair.relay = sortedCopy(await burstOf(r.burst, () => ({ ...r.target, port: relayPort }), r.host));
-  }
-  return pair;
+  const pool = await burstOf(r.burst, r.pool, r.host);
+  await sleep(BURST_PAUSE_MS);
+  return { pool: sortedCopy(pool), direct: sortedCopy(await direct()), instanceSocket };
+}
+
+/**
+ * The same burst through a bare Node relay (bare-relay.ts) listening on `relayPort` in front of
+ * a pair's instance, after BURST_PAUSE_MS of quiet: the least a Node process in the path adds.
+ * Sent apart from burstPair so that what a caller reads over the pair (CPU, events) is the pair's.
+ */
+export async function relayBurst(r: Pick<BurstPairRequest, 'burst' | 'host' | 'target'>, relayPort: number): Promise<number[]> {
+  await sleep(BURST_PAUSE_MS);
+  return sortedCopy(await burstOf(r.burst, () => ({ ...r.target, port: relayPort }), r.host));
 }
 
 /** What the pool added to the burst's median. */

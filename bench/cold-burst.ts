@@ -18,7 +18,7 @@ import { WARM_UP_MAX_MS } from '../workers/proxy-worker/warm-up.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../test/support/fixtures/service.js';
 import { serviceWorkers } from '../test/support/processes/inspection.js';
 import { pollUntil } from '../test/support/waiting.js';
-import { addedAtP50, burstOf, burstPair, oneRequest, relayAddedAtP50, sortedCopy, type BurstPair } from './burst.js';
+import { addedAtP50, burstOf, burstPair, oneRequest, relayAddedAtP50, relayBurst, sortedCopy, type BurstPair } from './burst.js';
 import { startChildServer, type ChildServer } from './child-server.js';
 import { cpuMs } from './process-usage.js';
 import { percentile, type BenchSection, type Figure } from './report.js';
@@ -149,21 +149,20 @@ async function burstsOfAFreshService(setting: Setting, o: ColdBurstOptions): Pro
     const workersCpu = (): number => workers.reduce((sum, pid) => sum + cpuMs(pid), 0);
     const pairOn = async (key: string): Promise<TimedPair> => {
       const before = { supervisor: cpuMs(svc.pid), workers: workersCpu(), streams: await streamEvents(svc) };
+      const shape = { burst: o.burst, host, target };
       const pair = await burstPair({
-        burst: o.burst,
-        host,
-        target,
+        ...shape,
         directFirst: false,
         pool: () => ({ ...target, port: svc.socksPort, username: key, password: TEST_PROXY_TOKEN }),
         instanceSocket: async () => {
           const session = (await (await svc.api(`/api/sessions/${key}`, { bearer })).json()) as SessionView;
           return sockets.get(session.instance ?? -1) ?? '';
         },
-        relayPortOf: (socket) => relays.get(socket)?.port,
       });
-      // The relay's burst passes none of the service's processes; only its streams count, with the pair's.
-      const after = { supervisor: cpuMs(svc.pid), workers: workersCpu() };
-      return { ...pair, supervisorMs: after.supervisor - before.supervisor, workersMs: after.workers - before.workers, streamEvents: (await streamEvents(svc)) - before.streams };
+      const after = { supervisor: cpuMs(svc.pid), workers: workersCpu(), streams: await streamEvents(svc) };
+      const relayPort = relays.get(pair.instanceSocket)?.port;
+      if (relayPort !== undefined) pair.relay = await relayBurst(shape, relayPort);
+      return { ...pair, supervisorMs: after.supervisor - before.supervisor, workersMs: after.workers - before.workers, streamEvents: after.streams - before.streams };
     };
     const first = await pairOn('first-burst');
     const later: TimedPair[] = [];

@@ -10,7 +10,7 @@ import { defaultProxyWorkers } from '../shared/config/proxy-workers.js';
 import type { SocksTunnelOptions } from '../test/support/clients/socks5-client.js';
 import { TEST_PROXY_TOKEN, startService, type RunningService } from '../test/support/fixtures/service.js';
 import { serviceWorkers } from '../test/support/processes/inspection.js';
-import { addedAtP50, BURST_PAUSE_MS, burstPair, oneRequest, relayAddedAtP50, sortedCopy, type BurstPair } from './burst.js';
+import { addedAtP50, BURST_PAUSE_MS, burstPair, oneRequest, relayAddedAtP50, relayBurst, sortedCopy, type BurstPair } from './burst.js';
 import { startChildServer, type ChildServer } from './child-server.js';
 import { startHaproxy, type RunningHaproxy } from './haproxy.js';
 import { measureConnectionCeilings, type Ceiling } from './connection-ceiling.js';
@@ -193,19 +193,21 @@ export async function benchPeers(o: PeersBenchOptions = FULL_PEERS_OPTIONS): Pro
       stops.push(() => burstRelay.stop());
       burstRelays.set(socket, burstRelay);
     }
-    const burstPairOf = (service: RunningService, key: string, directFirst: boolean): Promise<BurstPair> =>
-      burstPair({
-        burst: o.burst,
-        host,
-        target,
+    const burstShape = { burst: o.burst, host, target };
+    const burstPairOf = async (service: RunningService, key: string, directFirst: boolean): Promise<BurstPair> => {
+      const pair = await burstPair({
+        ...burstShape,
         directFirst,
         pool: () => ({ ...target, port: service.socksPort, username: key, password: TEST_PROXY_TOKEN }),
         instanceSocket: async () => {
           const session = (await (await service.api(`/api/sessions/${key}`, { bearer: bearers.get(service) as string })).json()) as SessionView;
           return burstSockets.get(service)?.get(session.instance ?? -1) ?? '';
         },
-        ...(service === svc ? { relayPortOf: (socket: string) => burstRelays.get(socket)?.port } : {}),
       });
+      const relayPort = service === svc ? burstRelays.get(pair.instanceSocket)?.port : undefined;
+      if (relayPort !== undefined) pair.relay = await relayBurst(burstShape, relayPort);
+      return pair;
+    };
     // The harder case (a black-box run's): the service's first traffic is a burst on a session
     // new to its workers, which all wait for one route answer. The pool goes first (the session's
     // instance is known once it is routed); the instances were warmed straight above.
