@@ -1,13 +1,14 @@
 /**
  * How many connections a second the proxy layer itself sets up, for each PROXY_WORKERS choice:
- * the real proxy workers (bench/proxy-harness.ts) and a bare Node relay in front of the lean
- * SOCKS5 backend, which answers the CONNECT itself (no tor, no destination). A closed loop of
+ * the real proxy workers (bench/proxy-harness.ts) and a bare Node relay (its clients with the
+ * credentials passed through, and without) in front of the lean SOCKS5 backend, which answers the CONNECT itself (no tor, no destination). A closed loop of
  * clients opens a tunnel (connect, SOCKS5, CONNECT) and closes it, as fast as it goes; paths
  * interleaved, rounds rotated.
  */
 import { DISCARD_HOST } from './lean-socks-backend.js';
 import { startChildServer, type ChildServer } from './child-server.js';
 import { cpuMs } from './process-usage.js';
+import { PASS_THROUGH_CREDENTIALS } from './pass-through-credentials.js';
 import { startProxyHarness, type ProxyHarness } from './proxy-harness.js';
 import { openSocksTunnel, type SocksTunnelOptions } from '../test/support/clients/socks5-client.js';
 
@@ -63,7 +64,12 @@ export async function measureConnectionCeilings(o: CeilingOptions): Promise<Ceil
     const relay: ChildServer = await startChildServer('bare-relay', [String(backend.port)]);
     stops.push(() => relay.stop());
     const target = { host: DISCARD_HOST, targetPort: 9 };
-    const paths: CeilingPath[] = [{ name: 'bare relay', pids: () => [relay.pid], options: () => ({ ...target, port: relay.port }), done: 0, ms: 0, cpuMs: 0 }];
+    // The relay twice: with the credentials exitpool's clients present (passed through to the
+    // backend, the same SOCKS5 conversation, PASS_THROUGH_CREDENTIALS), and without.
+    const paths: CeilingPath[] = [
+      { name: 'bare relay', pids: () => [relay.pid], options: () => ({ ...target, port: relay.port, ...PASS_THROUGH_CREDENTIALS }), done: 0, ms: 0, cpuMs: 0 },
+      { name: 'bare relay, no credentials', pids: () => [relay.pid], options: () => ({ ...target, port: relay.port }), done: 0, ms: 0, cpuMs: 0 },
+    ];
     for (const workers of o.workerCounts) {
       const harness: ProxyHarness = await startProxyHarness({ workers, backend: { host: '127.0.0.1', port: backend.port } });
       stops.push(() => harness.stop());

@@ -1,8 +1,9 @@
 /**
- * A lean no-authentication SOCKS5 server standing in for a tor instance's SocksPort in the
+ * A lean SOCKS5 server standing in for a tor instance's SocksPort in the
  * benchmarks (test/support/fake-socks-backend.ts records every request and concatenates every
  * chunk, which is right for tests but is work a benchmark should not measure). It parses the
- * handshake, dials IPv4 targets and `localhost`, then pipes. A CONNECT to DISCARD_HOST is
+ * handshake (username/password when the client offers it, any pair accepted, as tor's SocksPort
+ * does; else no authentication), dials IPv4 targets and `localhost`, then pipes. A CONNECT to DISCARD_HOST is
  * answered by the server itself (success, then incoming bytes are dropped), so an idle
  * benchmark holds one socket here per connection instead of two.
  */
@@ -16,6 +17,8 @@ const REPLY_CONNECTION_REFUSED = Buffer.from([5, 5, 0, 1, 0, 0, 0, 0, 0, 0]);
 const REPLY_ADDRESS_TYPE_NOT_SUPPORTED = Buffer.from([5, 8, 0, 1, 0, 0, 0, 0, 0, 0]);
 const NO_AUTHENTICATION = Buffer.from([5, 0]);
 const NO_ACCEPTABLE_METHOD = Buffer.from([5, 0xff]);
+const USERNAME_PASSWORD = Buffer.from([5, 2]);
+const CREDENTIALS_ACCEPTED = Buffer.from([1, 0]);
 
 export interface LeanSocksBackend {
   readonly port: number;
@@ -66,7 +69,7 @@ export function startLeanSocksBackend(listenHost = '127.0.0.1'): Promise<LeanSoc
     clients += 1;
     client.on('close', () => (clients -= 1));
     let pending: Buffer | null = null;
-    let stage: 'greeting' | 'request' = 'greeting';
+    let stage: 'greeting' | 'credentials' | 'request' = 'greeting';
     const onData = (chunk: Buffer): void => {
       let buf = pending === null ? chunk : Buffer.concat([pending, chunk]);
       pending = null;
@@ -76,13 +79,25 @@ export function startLeanSocksBackend(listenHost = '127.0.0.1'): Promise<LeanSoc
           return;
         }
         const methods = buf.subarray(2, 2 + (buf[1] as number));
-        if (buf[0] !== 5 || !methods.includes(0)) {
+        // As tor does: username/password when offered (any pair is accepted), else none.
+        const withCredentials = methods.includes(2);
+        if (buf[0] !== 5 || (!withCredentials && !methods.includes(0))) {
           client.end(NO_ACCEPTABLE_METHOD);
           return;
         }
-        client.write(NO_AUTHENTICATION);
-        stage = 'request';
+        client.write(withCredentials ? USERNAME_PASSWORD : NO_AUTHENTICATION);
+        stage = withCredentials ? 'credentials' : 'request';
         buf = buf.subarray(2 + (buf[1] as number));
+      }
+      if (stage === 'credentials') {
+        const usernameEnd = 2 + ((buf[1] ?? 0) as number);
+        if (buf.length < usernameEnd + 1 || buf.length < usernameEnd + 1 + (buf[usernameEnd] as number)) {
+          if (buf.length > 0) pending = buf;
+          return;
+        }
+        client.write(CREDENTIALS_ACCEPTED);
+        stage = 'request';
+        buf = buf.subarray(usernameEnd + 1 + (buf[usernameEnd] as number));
       }
       const request = parseRequest(buf);
       if (request === null) {

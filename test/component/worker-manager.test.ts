@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fs from 'node:fs';
-import { WORKER_SEMI_SPACE_MIB, WorkerManager, workerExecArgv, type WorkerHandle } from '../../supervisor/cluster/worker-manager.js';
+import { WORKER_GC_FLAG, WORKER_SEMI_SPACE_MIB, WorkerManager, workerExecArgv, type WorkerHandle } from '../../supervisor/cluster/worker-manager.js';
 import { IpcPeerGoneError, IpcTimeoutError } from '../../shared/ipc/index.js';
 import { quietLogger } from '../support/fakes/quiet-logger.js';
 import { CRASH, HANG } from '../support/processes/ipc-test-worker.js';
@@ -41,14 +41,16 @@ describe('worker manager over real cluster IPC', function () {
     expect(manager.handles('api')).to.have.length(1);
   });
 
-  it('bounds every worker’s young generation, unless NODE_OPTIONS or the given flags set it', () => {
+  it('bounds every worker’s young generation and runs its collector single-threaded, unless NODE_OPTIONS or the given flags say otherwise', () => {
     for (const h of manager.handles()) {
       const cmdline = fs.readFileSync(`/proc/${h.worker.process.pid}/cmdline`, 'utf8').split('\0');
       expect(cmdline).to.include(`--max-semi-space-size=${WORKER_SEMI_SPACE_MIB}`);
+      expect(cmdline).to.include(WORKER_GC_FLAG);
     }
-    expect(workerExecArgv(['--cpu-prof'], undefined)).to.deep.equal(['--cpu-prof', `--max-semi-space-size=${WORKER_SEMI_SPACE_MIB}`]);
-    expect(workerExecArgv([], '--max-semi-space-size=16')).to.deep.equal([]);
-    expect(workerExecArgv(['--max-semi-space-size=2'], undefined)).to.deep.equal(['--max-semi-space-size=2']);
+    expect(workerExecArgv(['--cpu-prof'], undefined)).to.deep.equal(['--cpu-prof', `--max-semi-space-size=${WORKER_SEMI_SPACE_MIB}`, WORKER_GC_FLAG]);
+    expect(workerExecArgv([], '--max-semi-space-size=16')).to.deep.equal([WORKER_GC_FLAG]);
+    expect(workerExecArgv(['--max-semi-space-size=2'], undefined)).to.deep.equal(['--max-semi-space-size=2', WORKER_GC_FLAG]);
+    expect(workerExecArgv(['--no-single-threaded-gc', '--max-semi-space-size=8'], undefined)).to.deep.equal(['--no-single-threaded-gc', '--max-semi-space-size=8']);
   });
 
   it('round-trips a request to every worker', async () => {
