@@ -1,9 +1,9 @@
 /**
  * How many connections a second the proxy layer itself sets up, for each PROXY_WORKERS choice:
  * the real proxy workers (bench/proxy-harness.ts) and a bare Node relay (its clients with the
- * credentials passed through, and without) in front of the lean SOCKS5 backend, which answers the CONNECT itself (no tor, no destination). A closed loop of
- * clients opens a tunnel (connect, SOCKS5, CONNECT) and closes it, as fast as it goes; paths
- * interleaved, rounds rotated.
+ * credentials passed through, and without) in front of the lean SOCKS5 backend, which answers
+ * the CONNECT itself (no tor, no destination). A closed loop of clients opens a tunnel (connect,
+ * SOCKS5, CONNECT) and closes it, as fast as it goes; paths interleaved, rounds rotated.
  */
 import { DISCARD_HOST } from './lean-socks-backend.js';
 import { startChildServer, type ChildServer } from './child-server.js';

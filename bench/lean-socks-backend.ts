@@ -1,10 +1,10 @@
 /**
- * A lean SOCKS5 server standing in for a tor instance's SocksPort in the
- * benchmarks (test/support/fake-socks-backend.ts records every request and concatenates every
- * chunk, which is right for tests but is work a benchmark should not measure). It parses the
- * handshake (username/password when the client offers it, any pair accepted, as tor's SocksPort
- * does; else no authentication), dials IPv4 targets and `localhost`, then pipes. A CONNECT to DISCARD_HOST is
- * answered by the server itself (success, then incoming bytes are dropped), so an idle
+ * A lean SOCKS5 server standing in for a tor instance's SocksPort in the benchmarks
+ * (test/support/fake-socks-backend.ts records every request and concatenates every chunk, which
+ * is right for tests but is work a benchmark should not measure). It parses the handshake
+ * (username/password when the client offers it, any pair accepted, as tor's SocksPort does; else
+ * no authentication), dials IPv4 targets and `localhost`, then pipes. A CONNECT to DISCARD_HOST
+ * is answered by the server itself (success, then incoming bytes are dropped), so an idle
  * benchmark holds one socket here per connection instead of two.
  */
 import net from 'node:net';

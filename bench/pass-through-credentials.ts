@@ -5,9 +5,9 @@
  * Why the yardsticks carry credentials: every client of exitpool must present its proxy token,
  * so its SOCKS5 conversation has a step more than an anonymous one (method username/password,
  * then the credentials and their answer). A relay whose clients skip that step moves fewer
- * messages, and so less CPU per request (measured in docs/performance.md, "Stop 45",
- * "The yardstick's conversation"). With these the relay carries the same
- * conversation as exitpool, so the ratio measures the proxying, not one round trip less.
+ * messages, and so less CPU per request (measured in docs/performance.md, "Stop 45", "The
+ * yardstick's conversation"). With these the relay carries the same conversation as exitpool,
+ * so the ratio measures the proxying, not one round trip less.
  *
  * One pair for every client: tor isolates streams by SOCKS credentials (IsolateSOCKSAuth), and
  * one pair keeps one isolation group per instance, as exitpool's own hop to tor (no
