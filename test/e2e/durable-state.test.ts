@@ -109,7 +109,12 @@ describe('durable state across restarts (real service, private network)', functi
       expect(got.kind === 'ip' && got.ip, `${key} leaves through the IP it had`).to.equal(before.get(key));
     }
     await svc.waitReady(POOL, SUITE_READY_TIMEOUT_MS);
-    const sessionsAfter = new Map((await api.sessions()).map((s) => [s.key, s]));
+    // The requests just made reach the counts with the worker's next accounting batch
+    // (ACCOUNTING_FLUSH_MS): the last one may not have arrived when every instance is ready.
+    const countedOn = (s: SessionView): boolean => !keys.includes(s.key) || s.requests > (sessionsBefore.get(s.key)?.requests ?? 0);
+    const sessionsAfter = new Map(
+      (await pollUntil('every session’s request since the start accounted', () => api.sessions(), 10_000, { until: (all) => all.every(countedOn) })).map((s) => [s.key, s]),
+    );
     for (const key of keys) {
       const was = sessionsBefore.get(key) as SessionView;
       const now = sessionsAfter.get(key) as SessionView;

@@ -125,8 +125,15 @@ describe('healing: one proxy token cannot take the pool out of service', functio
     expect((await fetchThroughSession(svc, 'bystander')).kind).to.equal('ip');
 
     // The sessions piled onto what stayed in service spread again once the others come back.
-    const piled = Math.max(...countByInstance(await api.sessions()));
-    expect(piled, 'the episode piled sessions up').to.be.greaterThan(Math.ceil((KEYS.length + 1) / SIZE));
+    const sessionsAfterEpisode = await api.sessions();
+    const piled = Math.max(...countByInstance(sessionsAfterEpisode));
+    if (piled <= Math.ceil((KEYS.length + 1) / SIZE)) {
+      // Seen once in CI (not reproduced alone): say where the sessions were and what the pool did.
+      const states = (await api.instances()).map((i) => `${i.id}: ${i.health.state}`);
+      const trail = (await api.events(200)).slice(0, 40).map((e) => e.message);
+      const where = sessionsAfterEpisode.map((x) => `${x.key}@${x.instance}`);
+      expect.fail(`the episode piled sessions up: ${JSON.stringify(where)}; instances ${JSON.stringify(states)}; newest events ${JSON.stringify(trail)}`);
+    }
     await releaseAll();
     // Spread to the share, unless the never-back rule forbids it: a session a quarantine moved
     // off an instance never returns there (its exit was reported burnt), and sessions their
