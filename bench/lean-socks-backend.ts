@@ -8,6 +8,7 @@
  * benchmark holds one socket here per connection instead of two.
  */
 import net from 'node:net';
+import { METHOD_NO_AUTHENTICATION, METHOD_NONE_ACCEPTABLE, METHOD_USERNAME_PASSWORD, parseUserPasswordRequest, USER_PASSWORD_ACCEPTED, USER_PASSWORD_REFUSED } from '../workers/proxy/socks5-protocol.js';
 
 export const DISCARD_HOST = 'discard.bench';
 
@@ -15,10 +16,6 @@ const REPLY_SUCCESS = Buffer.from([5, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
 const REPLY_HOST_UNREACHABLE = Buffer.from([5, 4, 0, 1, 0, 0, 0, 0, 0, 0]);
 const REPLY_CONNECTION_REFUSED = Buffer.from([5, 5, 0, 1, 0, 0, 0, 0, 0, 0]);
 const REPLY_ADDRESS_TYPE_NOT_SUPPORTED = Buffer.from([5, 8, 0, 1, 0, 0, 0, 0, 0, 0]);
-const NO_AUTHENTICATION = Buffer.from([5, 0]);
-const NO_ACCEPTABLE_METHOD = Buffer.from([5, 0xff]);
-const USERNAME_PASSWORD = Buffer.from([5, 2]);
-const CREDENTIALS_ACCEPTED = Buffer.from([1, 0]);
 
 export interface LeanSocksBackend {
   readonly port: number;
@@ -82,22 +79,26 @@ export function startLeanSocksBackend(listenHost = '127.0.0.1'): Promise<LeanSoc
         // As tor does: username/password when offered (any pair is accepted), else none.
         const withCredentials = methods.includes(2);
         if (buf[0] !== 5 || (!withCredentials && !methods.includes(0))) {
-          client.end(NO_ACCEPTABLE_METHOD);
+          client.end(METHOD_NONE_ACCEPTABLE);
           return;
         }
-        client.write(withCredentials ? USERNAME_PASSWORD : NO_AUTHENTICATION);
+        client.write(withCredentials ? METHOD_USERNAME_PASSWORD : METHOD_NO_AUTHENTICATION);
         stage = withCredentials ? 'credentials' : 'request';
         buf = buf.subarray(2 + (buf[1] as number));
       }
       if (stage === 'credentials') {
-        const usernameEnd = 2 + ((buf[1] ?? 0) as number);
-        if (buf.length < usernameEnd + 1 || buf.length < usernameEnd + 1 + (buf[usernameEnd] as number)) {
+        const credentials = parseUserPasswordRequest(buf);
+        if (credentials.status === 'need-more') {
           if (buf.length > 0) pending = buf;
           return;
         }
-        client.write(CREDENTIALS_ACCEPTED);
+        if (credentials.status === 'error') {
+          client.end(USER_PASSWORD_REFUSED);
+          return;
+        }
+        client.write(USER_PASSWORD_ACCEPTED);
         stage = 'request';
-        buf = buf.subarray(usernameEnd + 1 + (buf[usernameEnd] as number));
+        buf = buf.subarray(credentials.consumed);
       }
       const request = parseRequest(buf);
       if (request === null) {

@@ -46,9 +46,9 @@ export const WORKER_SEMI_SPACE_MIB = 4;
  * is small and its garbage short-lived (some 27 KiB per proxied request, dead once it ends), so
  * the helpers save a pause of a millisecond or two and cost more CPU in all than they save: with
  * this flag a proxy worker spent about 8 % less CPU per proxied request on a 2-core machine,
- * where every helper thread also competes with the tors (docs/performance.md, "Stop 45", "The workers' garbage
- * collector"). `--no-single-threaded-gc` among the supervisor's own Node flags turns it off (Node
- * does not take this V8 flag in NODE_OPTIONS).
+ * where every helper thread also competes with the tors (docs/performance.md, "Stop 45", "The
+ * workers' garbage collector"). `--no-single-threaded-gc` among the supervisor's own Node flags
+ * turns it off (Node does not take this V8 flag in NODE_OPTIONS).
  */
 export const WORKER_GC_FLAG = '--single-threaded-gc';
 
