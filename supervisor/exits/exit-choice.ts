@@ -24,7 +24,8 @@ export type ExitChoice =
  * Chooses an exit, bandwidth-weighted among the eligible: not excluded, within TOR_EXIT_NODES
  * (when strict; otherwise only while it names any eligible exit), and sharing no `unit` with an
  * exit another instance holds. When every eligible exit shares one, the least-shared is chosen
- * and `distinct` is false, so the caller reports the shortage instead of hiding it.
+ * (a relay no other instance holds first) and `distinct` is false, so the caller reports the
+ * shortage instead of hiding it.
  */
 export function chooseExit(input: ExitChoiceInput): ExitChoice {
   let eligible = input.exits.filter((e) => !input.excluded(e));
@@ -39,8 +40,19 @@ export function chooseExit(input: ExitChoiceInput): ExitChoice {
   const sharing = (e: ExitRelay): number => distinctKeys(e, input.unit).reduce((n, k) => n + (used.get(k) ?? 0), 0);
   const fresh = eligible.filter((e) => sharing(e) === 0);
   if (fresh.length > 0) return { ok: true, relay: weightedPick(fresh, input.random), distinct: true };
-  const least = Math.min(...eligible.map(sharing));
-  return { ok: true, relay: weightedPick(eligible.filter((e) => sharing(e) === least), input.random), distinct: false };
+  // In a shortage a relay of its own comes first, however crowded its /24 or family: two
+  // instances on one relay are one exit twice (same IP, same fate), where a shared /24 still
+  // gives two IPs. Summed alone, a free relay in a /24 of two would tie with a relay already
+  // held by one instance (seen in the fleet e2e: two instances on one relay, one relay unused).
+  const onTakenRelay = (e: ExitRelay): number => used.get(relayKey(e)) ?? 0;
+  const leastOnRelay = Math.min(...eligible.map(onTakenRelay));
+  const candidates = eligible.filter((e) => onTakenRelay(e) === leastOnRelay);
+  const least = Math.min(...candidates.map(sharing));
+  return { ok: true, relay: weightedPick(candidates.filter((e) => sharing(e) === least), input.random), distinct: false };
+}
+
+function relayKey(e: ExitRelay): string {
+  return distinctKeys(e, 'relay')[0] as string;
 }
 
 function weightedPick(exits: readonly ExitRelay[], random: () => number): ExitRelay {

@@ -202,6 +202,39 @@ describe('exit choice', () => {
     expect(chooseExit({ exits, taken: [], unit: 'relay', excluded: () => true, random: () => 0 })).to.deep.equal({ ok: false, reason: 'no_eligible_exit' });
   });
 
+  it('in a shortage gives a relay no instance holds before a less crowded /24 (the fleet e2e: two instances on one relay, one relay unused)', () => {
+    // The private network's case: 127.20.0.0/24 holds two instances' exits, 127.25.0.0/24 one
+    // instance's; the free relay left is in the crowded /24. Summed, both scored 2.
+    const inTwenty = [relay('1', '127.20.0.2'), relay('0', '127.20.0.1')];
+    const held = relay('6', '127.25.0.1');
+    const free = relay('5', '127.20.0.3');
+    for (const unit of ['subnet', 'family'] as const) {
+      for (let i = 0; i < 20; i++) {
+        const c = chooseExit({ exits: [...inTwenty, held, free], taken: [...inTwenty, held], unit, excluded: () => false, random: () => i / 20 });
+        expect(c, `${unit}, random ${i / 20}`).to.deep.equal({ ok: true, relay: free, distinct: false });
+      }
+    }
+  });
+
+  it('in a shortage never puts a second instance on a relay while another relay is free (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ c: fc.constantFrom(...'0123456789abcdef'), block: fc.integer({ min: 0, max: 2 }) }), { minLength: 1, maxLength: 12 }),
+        fc.array(fc.nat(), { maxLength: 12 }),
+        fc.constantFrom('subnet' as const, 'family' as const),
+        fc.double({ min: 0, max: 0.999, noNaN: true }),
+        (specs, takenIndexes, unit, r) => {
+          const all = [...new Map(specs.map((s) => [s.c, relay(s.c, `10.0.${s.block}.${s.c.charCodeAt(0)}`)])).values()];
+          const taken = takenIndexes.map((i) => all[i % all.length] as ExitRelay);
+          const c = chooseExit({ exits: all, taken, unit, excluded: () => false, random: () => r });
+          if (!c.ok) return false;
+          const onRelay = (e: ExitRelay): number => taken.filter((t) => t.fingerprint === e.fingerprint).length;
+          return onRelay(c.relay) === Math.min(...all.map(onRelay));
+        },
+      ),
+    );
+  });
+
   it('weights by bandwidth, and honours TOR_EXIT_NODES (strict or as a preference)', () => {
     const heavy = [relay('a', '10.0.0.1', { bandwidth: 9000 }), relay('b', '10.1.0.1', { bandwidth: 1000 })];
     let a = 0;
