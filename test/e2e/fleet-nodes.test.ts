@@ -16,6 +16,7 @@ import { whoamiIp } from '../support/clients/api-reads.js';
 import { curlHttp, curlSocks } from '../support/clients/curl.js';
 import { openSocksTunnel } from '../support/clients/socks5-client.js';
 import { exitIpOf } from '../support/clients/session-fetch.js';
+import { waitFleetSettled } from '../support/clients/fleet-settled.js';
 import { startService, SUITE_READY_TIMEOUT_MS, TEST_PROXY_TOKEN, type RunningService } from '../support/fixtures/service.js';
 import { startHaproxy, type RunningHaproxy } from '../support/processes/haproxy.js';
 import { waitAllGone } from '../support/processes/inspection.js';
@@ -29,28 +30,6 @@ const NODE_LEASE_MS = 3_000;
 const FLEET_SIGNING_SECRET = 'fleet-e2e-signing-secret-0123456789';
 /** The issue's bound: a token issued or revoked through one node is in force on every node within a second. */
 const TOKEN_EVERYWHERE_WITHIN_MS = 1_000;
-
-/**
- * Nodes that bootstrap together may choose one exit at once; the one that claims it second
- * moves (a rotation) after it is ready. Tests that compare IPs start once every instance of
- * every node is on an exit of its own, no rotation under way, and it stays so for a renewal.
- */
-async function waitFleetSettled(services: readonly RunningService[], perNode: number): Promise<string[]> {
-  const apis = await Promise.all(services.map((svc) => HealApi.signIn(svc)));
-  const read = async (): Promise<string[] | undefined> => {
-    const all = (await Promise.all(apis.map((api) => api.instances()))).flat();
-    if (all.length !== services.length * perNode) return undefined;
-    if (all.some((i) => i.rotating || !i.ready || i.assigned_exit === null || !i.pinned_exit.includes(i.assigned_exit.fingerprint))) return undefined;
-    const exits = all.map((i) => i.assigned_exit?.fingerprint ?? '');
-    return new Set(exits).size === exits.length ? exits : undefined;
-  };
-  for (;;) {
-    const settled = await pollUntil('every node on exits of its own, no rotation under way', read, 90_000);
-    await sleep(NODE_LEASE_MS / 2);
-    const again = await read();
-    if (again !== undefined && JSON.stringify(again) === JSON.stringify(settled)) return settled;
-  }
-}
 
 describe('several nodes on one Redis (real services, private network)', function () {
   this.timeout(SUITE_READY_TIMEOUT_MS * 3);
@@ -86,7 +65,7 @@ describe('several nodes on one Redis (real services, private network)', function
     const apiB = await HealApi.signIn(b);
     // Both chose while bootstrapping at the same time: a choice the other node leased first is
     // yielded within a renewal, so the settled state is what counts.
-    const settled = await waitFleetSettled([a, b], PER_NODE);
+    const settled = await waitFleetSettled([a, b], PER_NODE, NODE_LEASE_MS);
     expect(new Set(settled).size).to.equal(8);
 
     // What clients see: sessions spread over each node's instances never share an IP across nodes.
@@ -166,7 +145,7 @@ describe('a session through any of 3 nodes behind HAProxy (real services, privat
     );
     started.forEach((svc, i) => nodes.set(names[i] as string, svc));
     await Promise.all(started.map((svc) => svc.waitReady(SIZE, SUITE_READY_TIMEOUT_MS)));
-    await waitFleetSettled(started, SIZE);
+    await waitFleetSettled(started, SIZE, NODE_LEASE_MS);
     balancer = await startHaproxy(started.map((svc) => `127.0.0.1:${svc.socksPort}`), { healthChecks: true });
   });
   after(async () => {
@@ -328,7 +307,7 @@ describe('several nodes while Redis stops and starts again (real services, priva
     nodes.set('node-a', started[0] as RunningService);
     nodes.set('node-b', started[1] as RunningService);
     await Promise.all(started.map((svc) => svc.waitReady(SIZE, SUITE_READY_TIMEOUT_MS)));
-    await waitFleetSettled(started, SIZE);
+    await waitFleetSettled(started, SIZE, NODE_LEASE_MS);
   });
   after(async () => {
     for (const svc of nodes.values()) await svc.stop();

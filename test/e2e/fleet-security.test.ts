@@ -19,6 +19,7 @@ import type { FailureResult } from '../../shared/api/views.js';
 import { HealApi } from '../support/clients/api-client.js';
 import { whoamiIp } from '../support/clients/api-reads.js';
 import { curlHttp, curlSocks } from '../support/clients/curl.js';
+import { waitFleetSettled } from '../support/clients/fleet-settled.js';
 import { openSocksTunnel } from '../support/clients/socks5-client.js';
 import { startService, SUITE_READY_TIMEOUT_MS, TEST_PROXY_TOKEN, type RunningService } from '../support/fixtures/service.js';
 import { freePort } from '../support/network/free-ports.js';
@@ -88,6 +89,8 @@ describe('a fleet that a lost Redis or a stolen hop credential does not open (re
     hopRelay = await startSniffingRelay({ host: SNIFFED_ADDRESS, port: hopPortB }, { host: '127.0.0.1', port: hopPortB });
     relays.push(hopRelay, await startSniffingRelay({ host: SNIFFED_ADDRESS, port: b.apiPort }, { host: '127.0.0.1', port: b.apiPort }));
     await Promise.all([a.waitReady(SIZE, SUITE_READY_TIMEOUT_MS), b.waitReady(SIZE, SUITE_READY_TIMEOUT_MS)]);
+    // The first test compares IPs: a choice the other node claimed first moves after ready.
+    await waitFleetSettled([a, b], SIZE, NODE_LEASE_MS);
   });
   after(async () => {
     for (const relay of relays) await relay.close();
@@ -115,7 +118,14 @@ describe('a fleet that a lost Redis or a stolen hop credential does not open (re
     expect(await raw.exists('exitpool:issue-35:fleet:forward-secret'), 'no fleet-wide forwarding secret').to.equal(0);
 
     // Replayed on the owner's hop listener within its window: that one session, as the owner serves it.
-    expect(await viaSocks(b.hopPort, username, password), 'replayed for its own session').to.equal(ipB);
+    const replayed = await viaSocks(b.hopPort, username, password);
+    if (replayed !== ipB) {
+      // Seen once in CI (not reproduced alone): say where node-b had the session and what its pool did.
+      const api = await HealApi.signIn(b);
+      const trail = (await api.events(200)).slice(0, 40).map((e) => `${e.time} ${e.type} ${e.message}`);
+      const session = await api.json<unknown>(`/api/sessions/${key}`, { bearer: token.secret });
+      expect.fail(`replayed for its own session: ${replayed}, not ${ipB}; node-b's session ${JSON.stringify(session)}; its newest events ${JSON.stringify(trail)}`);
+    }
     // Anything else: refused in the handshake (curl 97), or 407.
     for (const [label, r] of [
       ['another session on the hop listener', await curlSocks(b.hopPort, 'another-session', password, b.whoamiUrl)],
