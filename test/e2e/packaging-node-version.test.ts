@@ -34,6 +34,13 @@ function run(node: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ co
   });
 }
 
+/** Every directory above `dir`, nearest first. */
+function ancestors(dir: string): string[] {
+  const found: string[] = [];
+  for (let up = path.dirname(dir); found.at(-1) !== up; up = path.dirname(up)) found.push(up);
+  return found;
+}
+
 /** The environment of a shell whose PATH has no node_modules/.bin: the machine's Node is `node`. */
 function plainEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   return { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: os.tmpdir(), ...extra };
@@ -74,6 +81,10 @@ describe('packaging: bin/exitpool under an older Node', function () {
   it('without a bundled Node, stops with one line naming the Node it found and what to run', async () => {
     // An install without node_modules: the launcher and the manifest only.
     const install = tempDir();
+    // The launcher also looks for the bundled Node in a node_modules above the install (an
+    // installed package's): one left in the temp directory's parents would be found and used.
+    const above = ancestors(install).map((dir) => path.join(dir, 'node_modules')).filter((dir) => fs.existsSync(dir));
+    expect(above, 'no node_modules above the temporary install (the launcher would use its Node)').to.deep.equal([]);
     fs.cpSync(path.join(packageRoot(), 'bin'), path.join(install, 'bin'), { recursive: true });
     fs.copyFileSync(path.join(packageRoot(), 'package.json'), path.join(install, 'package.json'));
     const r = await run(MACHINE_NODE, [path.join(install, 'bin', 'exitpool'), 'serve'], plainEnv({}));
