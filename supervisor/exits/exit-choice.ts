@@ -44,15 +44,14 @@ export function chooseExit(input: ExitChoiceInput): ExitChoice {
   // instances on one relay are one exit twice (same IP, same fate), where a shared /24 still
   // gives two IPs. Summed alone, a free relay in a /24 of two would tie with a relay already
   // held by one instance (seen in the fleet e2e: two instances on one relay, one relay unused).
-  const onTakenRelay = (e: ExitRelay): number => used.get(relayKey(e)) ?? 0;
-  const leastOnRelay = Math.min(...eligible.map(onTakenRelay));
-  const candidates = eligible.filter((e) => onTakenRelay(e) === leastOnRelay);
-  const least = Math.min(...candidates.map(sharing));
-  return { ok: true, relay: weightedPick(candidates.filter((e) => sharing(e) === least), input.random), distinct: false };
+  const onTakenRelay = (e: ExitRelay): number => used.get(distinctKeys(e, 'relay')[0] as string) ?? 0;
+  return { ok: true, relay: weightedPick(fewest(fewest(eligible, onTakenRelay), sharing), input.random), distinct: false };
 }
 
-function relayKey(e: ExitRelay): string {
-  return distinctKeys(e, 'relay')[0] as string;
+/** The exits of `exits` with the lowest `score`. */
+function fewest(exits: readonly ExitRelay[], score: (e: ExitRelay) => number): ExitRelay[] {
+  const least = Math.min(...exits.map(score));
+  return exits.filter((e) => score(e) === least);
 }
 
 function weightedPick(exits: readonly ExitRelay[], random: () => number): ExitRelay {

@@ -122,9 +122,8 @@ describe('a fleet that a lost Redis or a stolen hop credential does not open (re
     if (replayed !== ipB) {
       // Seen once in CI (not reproduced alone): say where node-b had the session and what its pool did.
       const api = await HealApi.signIn(b);
-      const trail = (await api.events(200)).slice(0, 40).map((e) => `${e.time} ${e.type} ${e.message}`);
       const session = await api.json<unknown>(`/api/sessions/${key}`, { bearer: token.secret });
-      expect.fail(`replayed for its own session: ${replayed}, not ${ipB}; node-b's session ${JSON.stringify(session)}; its newest events ${JSON.stringify(trail)}`);
+      expect.fail(`replayed for its own session: ${replayed}, not ${ipB}; node-b's session ${JSON.stringify(session)}; its newest events ${JSON.stringify(await api.trail())}`);
     }
     // Anything else: refused in the handshake (curl 97), or 407.
     for (const [label, r] of [

@@ -68,6 +68,10 @@ export class HealApi {
   events(limit?: number): Promise<AuditEvent[]> {
     return this.json(limit === undefined ? '/api/events' : `/api/events?limit=${limit}`);
   }
+  /** The newest `limit` audit events, one line each (time, type, message): what a failed assertion prints. */
+  async trail(limit = 40): Promise<string[]> {
+    return (await this.events(limit)).map((e) => `${e.time} ${e.type} ${e.message}`);
+  }
   resize(size: number): Promise<ResizeResult> {
     return this.json('/api/pool/resize', { method: 'POST', body: { size } }, 202);
   }
