@@ -75,8 +75,11 @@ describe('@exitpool/client as packed: builds on pack, installs with undici alone
     const app = path.join(work, 'app');
     fs.mkdirSync(app);
     fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }));
-    // From npm's cache only: the registry is not asked. Optional peers (got, axios, Crawlee, the agents) are not installed.
-    const installed = await sh('npm', ['install', '--offline', '--no-audit', '--no-fund', '--no-package-lock', tarball], app);
+    // npm's cache first: the registry is asked only for what the cache lacks. A fresh machine's
+    // cache holds the tarballs `npm ci` fetched by their locked URLs but not the registry's
+    // metadata that resolving the client's version ranges needs, so `--offline` failed there
+    // (ENOTCACHED). Optional peers (got, axios, Crawlee, the agents) are not installed.
+    const installed = await sh('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--no-package-lock', tarball], app);
     expect(installed.code, installed.stderr).to.equal(0);
     const modules = fs.readdirSync(path.join(app, 'node_modules')).filter((d) => !d.startsWith('.'));
     expect(modules.sort()).to.deep.equal(['@exitpool', 'structured-headers', 'undici']);
