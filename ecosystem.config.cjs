@@ -21,6 +21,10 @@ module.exports = {
       // pm2 sends SIGINT, waits kill_timeout, then SIGKILLs. The supervisor needs up to
       // SHUTDOWN_GRACE (default 20 s) for open connections, then tor's own stop (10 s at most):
       // keep this above their sum if you raise SHUTDOWN_GRACE (docs/operations.md).
+      // pm2 signals the supervisor alone: by default (treekill) it signals every descendant
+      // first, deepest first, so each tor would exit at once, cutting its tunnels before the
+      // drain (SHUTDOWN_GRACE) and dying under a supervisor that has not begun to stop.
+      treekill: false,
       kill_timeout: 40000,
       max_restarts: 10,
       min_uptime: '10s',

@@ -21,6 +21,13 @@ function pm2(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
   });
 }
 
+/** The service's lines pm2 captured that say a tor exited without the supervisor stopping it. */
+function torDeaths(pm2Home: string): string[] {
+  const dir = path.join(pm2Home, 'logs');
+  if (!fs.existsSync(dir)) return [];
+  return fs.readdirSync(dir).flatMap((f) => fs.readFileSync(path.join(dir, f), 'utf8').split('\n').filter((line) => line.includes('tor exited unexpectedly')));
+}
+
 /** The end of what pm2 captured of the service (its logs live in PM2_HOME, which after() removes). */
 function pm2Logs(pm2Home: string): string {
   const dir = path.join(pm2Home, 'logs');
@@ -94,6 +101,11 @@ describe('packaging: under pm2 with ecosystem.config.cjs', function () {
       expect(next, `a new supervisor after pm2 ${command}`).to.not.equal(before);
       current = next;
     }
+    // pm2 signalled the supervisor alone (treekill: false), which drained and then stopped its
+    // tors itself: none died under it. With pm2's default tree kill every tor gets the signal
+    // first, its tunnels are cut without SHUTDOWN_GRACE, and a session can be moved off a dying
+    // tor into the state the next start restores.
+    expect(torDeaths(pm2Home), 'tors that exited before their supervisor stopped them').to.deep.equal([]);
 
     const torPids = torsOf(current);
     await pm2(['stop', 'exitpool'], env);

@@ -23,10 +23,17 @@ function defaultShutdownGraceMs(): number {
 describe('deploy files: stop timeouts agree with SHUTDOWN_GRACE', () => {
   const needed = defaultShutdownGraceMs() + WORKER_EXIT_MARGIN_MS + DEFAULT_STOP_GRACE_MS;
 
-  it('pm2 kill_timeout, and no restart loop on exit 78', () => {
-    const ecosystem = createRequire(import.meta.url)(path.join(repo, 'ecosystem.config.cjs')) as { apps: { kill_timeout: number; stop_exit_codes: number[] }[] };
+  it('pm2 kill_timeout, the supervisor alone signalled, and no restart loop on exit 78', () => {
+    const ecosystem = createRequire(import.meta.url)(path.join(repo, 'ecosystem.config.cjs')) as { apps: { kill_timeout: number; treekill: boolean; stop_exit_codes: number[] }[] };
     expect(ecosystem.apps[0]?.kill_timeout).to.be.above(needed);
+    // pm2's default tree kill signals the tors before the supervisor (test/e2e/packaging-pm2.test.ts).
+    expect(ecosystem.apps[0]?.treekill).to.equal(false);
     expect(ecosystem.apps[0]?.stop_exit_codes).to.deep.equal([78]);
+  });
+
+  it('systemd signals the supervisor alone (KillMode=mixed)', () => {
+    const unit = fs.readFileSync(path.join(repo, 'deploy', 'exitpool.service'), 'utf8');
+    expect(unit).to.match(/^KillMode=mixed$/m);
   });
 
   it('systemd TimeoutStopSec, and no restart loop on exit 78', () => {
