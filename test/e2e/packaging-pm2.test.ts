@@ -21,21 +21,22 @@ function pm2(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
   });
 }
 
-/** The service's lines pm2 captured that say a tor exited without the supervisor stopping it. */
-function torDeaths(pm2Home: string): string[] {
+/** What pm2 captured of the service, file by file (its logs live in PM2_HOME, which after() removes). */
+function pm2LogFiles(pm2Home: string): { name: string; text: string }[] {
   const dir = path.join(pm2Home, 'logs');
   if (!fs.existsSync(dir)) return [];
-  return fs.readdirSync(dir).flatMap((f) => fs.readFileSync(path.join(dir, f), 'utf8').split('\n').filter((line) => line.includes('tor exited unexpectedly')));
+  return fs.readdirSync(dir).map((name) => ({ name, text: fs.readFileSync(path.join(dir, name), 'utf8') }));
 }
 
-/** The end of what pm2 captured of the service (its logs live in PM2_HOME, which after() removes). */
+/** The service's lines that say a tor exited without the supervisor stopping it. */
+function torDeaths(pm2Home: string): string[] {
+  return pm2LogFiles(pm2Home).flatMap((f) => f.text.split('\n').filter((line) => line.includes('tor exited unexpectedly')));
+}
+
+/** The end of each log, for a failed assertion. */
 function pm2Logs(pm2Home: string): string {
-  const dir = path.join(pm2Home, 'logs');
-  if (!fs.existsSync(dir)) return '(pm2 wrote no logs)';
-  return fs
-    .readdirSync(dir)
-    .map((f) => `--- ${f}\n${fs.readFileSync(path.join(dir, f), 'utf8').slice(-3000)}`)
-    .join('\n');
+  const files = pm2LogFiles(pm2Home);
+  return files.length === 0 ? '(pm2 wrote no logs)' : files.map((f) => `--- ${f.name}\n${f.text.slice(-3000)}`).join('\n');
 }
 
 /** The supervisor's pid under pm2 now. */
