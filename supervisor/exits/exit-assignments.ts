@@ -7,7 +7,7 @@ import type { GetInfo } from '../tor/relay-directory.js';
 import { ExitBans, type BanCause, type ExitBan } from './exit-bans.js';
 import { ExitCatalog } from './exit-catalog.js';
 import { ExitDowns, exitDownViewOf, type ExitDown, type ExitDownTimes } from './exit-downs.js';
-import { chooseExit } from './exit-choice.js';
+import { chooseExit, type ExitChoice } from './exit-choice.js';
 import { ExitEgress, type EgressProbeFailure, type EgressProbeStats, type ExitEgressOptions } from './exit-egress.js';
 import type { ProbeRoute } from './egress-prober.js';
 import { addressBlock, distinctKeys, type AddressSource, type DistinctUnit, type ExitRelay } from './exit-relay.js';
@@ -291,9 +291,15 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
         ...(nodes.length > 0 ? { preferred: (e: ExitRelay) => matchesNodeList(e, nodes), strict: this.options.strictNodes } : {}),
         random: this.random,
       });
-    // A suspect exit only when no other qualifies.
+    // A suspect exit only when no other qualifies; but another instance's relay (its IP twice)
+    // is worse than a relay of its own that one party complained of.
     const withoutSuspects = choose((e) => this.isSuspect(e.fingerprint, now));
-    const choice = withoutSuspects.ok ? withoutSuspects : choose(() => false);
+    const onTakenRelay = (c: ExitChoice): boolean => c.ok && taken.some((t) => t.fingerprint === c.relay.fingerprint);
+    let choice = withoutSuspects;
+    if (!withoutSuspects.ok || onTakenRelay(withoutSuspects)) {
+      const any = choose(() => false);
+      if (!withoutSuspects.ok || !onTakenRelay(any)) choice = any;
+    }
     if (!choice.ok) {
       const note =
         this.catalog.size === 0

@@ -71,8 +71,13 @@ describe('verdicts: one client cannot burn exits for everyone (private network)'
       }
       // Plain sessions are served through distinct exits, none banned.
       await pollUntil('every instance routable', () => api.pool(), 90_000, { until: (p) => p.routable === 4 });
-      const assigned = (await api.instances()).map((i) => i.assigned_exit?.fingerprint ?? '');
-      expect(new Set(assigned).size, assigned.join(', ')).to.equal(4);
+      const instances = await api.instances();
+      const assigned = instances.map((i) => i.assigned_exit?.fingerprint ?? '');
+      if (new Set(assigned).size !== 4) {
+        const shown = instances.map((i) => ({ id: i.id, state: i.health.state, rotating: i.rotating, exit: i.assigned_exit?.nickname, distinct: i.assigned_exit?.distinct }));
+        const exits = await api.json<ExitsView>('/api/exits');
+        expect.fail(`4 distinct exits, got ${assigned.join(', ')}; instances ${JSON.stringify(shown)}; shortages ${JSON.stringify(exits.shortages)}; newest events ${JSON.stringify(await api.trail(60))}`);
+      }
     });
 
     it('refuses ip: session keys of other addresses on both listeners (SOCKS reply 2, HTTP 400 with Proxy-Status)', async () => {

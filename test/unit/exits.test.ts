@@ -325,6 +325,26 @@ describe('exit bans and assignments', () => {
     expect(a.assignedCount()).to.be.at.most(3);
   });
 
+  it('gives a free suspect exit before another instance’s relay: one IP twice is worse than an exit one party complained of', () => {
+    const now = { t: 0 };
+    const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.1.0.1'), relay('c', '10.2.0.1')], now);
+    a.markSuspect(fp('b'), 1000);
+    a.markSuspect(fp('c'), 1000);
+    const first = a.next(0, { fresh: false, why: 'bootstrap' });
+    expect(first.ok && first.relay.fingerprint, 'the one exit nobody complained of').to.equal(fp('a'));
+    // Every exit but the taken one is suspect: a suspect relay of its own, not instance 0's relay.
+    for (let draw = 0; draw < 10; draw++) {
+      const second = a.next(1, { fresh: false, why: 'ladder' });
+      expect(second.ok && second.relay.fingerprint, `draw ${draw}`).to.be.oneOf([fp('b'), fp('c')]);
+    }
+    // A suspect exit still comes after a free one nobody complained of.
+    const fresh = assignments([relay('a', '10.0.0.1'), relay('b', '10.1.0.1'), relay('d', '10.3.0.1')], now);
+    fresh.markSuspect(fp('b'), 1000);
+    fresh.next(0, { fresh: false, why: 'bootstrap' });
+    const third = fresh.next(1, { fresh: false, why: 'bootstrap' });
+    expect(third.ok && third.relay.fingerprint).to.be.oneOf([fp('a'), fp('d')]);
+  });
+
   it('never assigns a banned exit while the ban holds, and says so when nothing is left', () => {
     const now = { t: 0 };
     const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.1.0.1')], now);
