@@ -7,7 +7,7 @@ import type { GetInfo } from '../tor/relay-directory.js';
 import { ExitBans, type BanCause, type ExitBan } from './exit-bans.js';
 import { ExitCatalog } from './exit-catalog.js';
 import { ExitDowns, exitDownViewOf, type ExitDown, type ExitDownTimes } from './exit-downs.js';
-import { chooseExit, type ExitChoice } from './exit-choice.js';
+import { chooseExit } from './exit-choice.js';
 import { ExitEgress, type EgressProbeFailure, type EgressProbeStats, type ExitEgressOptions } from './exit-egress.js';
 import type { ProbeRoute } from './egress-prober.js';
 import { addressBlock, distinctKeys, type AddressSource, type DistinctUnit, type ExitRelay } from './exit-relay.js';
@@ -281,25 +281,17 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
       avoidBlocks.has(e.block) ||
       (options.countries !== undefined && !options.countries.includes(e.country)) ||
       (options.fresh && current !== undefined && e.fingerprint === current.fingerprint);
-    const choose = (also: (e: ExitRelay) => boolean) =>
-      chooseExit({
-        exits: this.catalog.all(),
-        taken,
-        takenElsewhere: this.unitsHeldElsewhere,
-        unit: this.options.unit,
-        excluded: (e) => excluded(e) || also(e),
-        ...(nodes.length > 0 ? { preferred: (e: ExitRelay) => matchesNodeList(e, nodes), strict: this.options.strictNodes } : {}),
-        random: this.random,
-      });
-    // A suspect exit only when no other qualifies; but another instance's relay (its IP twice)
-    // is worse than a relay of its own that one party complained of.
-    const withoutSuspects = choose((e) => this.isSuspect(e.fingerprint, now));
-    const onTakenRelay = (c: ExitChoice): boolean => c.ok && taken.some((t) => t.fingerprint === c.relay.fingerprint);
-    let choice = withoutSuspects;
-    if (!withoutSuspects.ok || onTakenRelay(withoutSuspects)) {
-      const any = choose(() => false);
-      if (!withoutSuspects.ok || !onTakenRelay(any)) choice = any;
-    }
+    // A suspect exit only when no other qualifies, short of another instance's relay (chooseExit).
+    const choice = chooseExit({
+      exits: this.catalog.all(),
+      taken,
+      takenElsewhere: this.unitsHeldElsewhere,
+      unit: this.options.unit,
+      excluded,
+      ...(nodes.length > 0 ? { preferred: (e: ExitRelay) => matchesNodeList(e, nodes), strict: this.options.strictNodes } : {}),
+      lastResort: (e) => this.isSuspect(e.fingerprint, now),
+      random: this.random,
+    });
     if (!choice.ok) {
       const note =
         this.catalog.size === 0

@@ -12,6 +12,8 @@ export interface ExitChoiceInput {
   /** TOR_EXIT_NODES: exits it names are preferred, or required when `strict`. */
   readonly preferred?: (relay: ExitRelay) => boolean;
   readonly strict?: boolean;
+  /** Exits chosen only when no other qualifies (suspect: one party complained of them), short of another instance's relay. */
+  readonly lastResort?: (relay: ExitRelay) => boolean;
   /** Uniform in [0, 1). */
   readonly random: () => number;
 }
@@ -25,7 +27,8 @@ export type ExitChoice =
  * (when strict; otherwise only while it names any eligible exit), and sharing no `unit` with an
  * exit another instance holds. When every eligible exit shares one, the least-shared is chosen
  * (a relay no other instance holds first) and `distinct` is false, so the caller reports the
- * shortage instead of hiding it.
+ * shortage instead of hiding it. A `lastResort` exit comes after every other, except that a
+ * relay of its own still comes before another instance's.
  */
 export function chooseExit(input: ExitChoiceInput): ExitChoice {
   let eligible = input.exits.filter((e) => !input.excluded(e));
@@ -38,14 +41,16 @@ export function chooseExit(input: ExitChoiceInput): ExitChoice {
   for (const t of input.taken) for (const k of distinctKeys(t, input.unit)) used.set(k, (used.get(k) ?? 0) + 1);
   for (const k of input.takenElsewhere?.keys() ?? []) used.set(k, (used.get(k) ?? 0) + 1);
   const sharing = (e: ExitRelay): number => distinctKeys(e, input.unit).reduce((n, k) => n + (used.get(k) ?? 0), 0);
-  const fresh = eligible.filter((e) => sharing(e) === 0);
-  if (fresh.length > 0) return { ok: true, relay: weightedPick(fresh, input.random), distinct: true };
-  // In a shortage a relay of its own comes first, however crowded its /24 or family: two
-  // instances on one relay are one exit twice (same IP, same fate), where a shared /24 still
-  // gives two IPs. Summed alone, a free relay in a /24 of two would tie with a relay already
-  // held by one instance (seen in the fleet e2e: two instances on one relay, one relay unused).
+  // A relay of its own comes first, however crowded its /24 or family: two instances on one
+  // relay are one exit twice (same IP, same fate), where a shared /24 still gives two IPs, and an
+  // exit one party complained of is still an IP of its own. Summed alone, a free relay in a /24
+  // of two would tie with a relay already held by one instance (seen in the fleet e2e: two
+  // instances on one relay, one relay unused); ranked after suspicion, every exit but the taken
+  // ones suspect put an instance on another's relay (seen in the verdicts e2e).
   const onTakenRelay = (e: ExitRelay): number => used.get(distinctKeys(e, 'relay')[0] as string) ?? 0;
-  return { ok: true, relay: weightedPick(fewest(fewest(eligible, onTakenRelay), sharing), input.random), distinct: false };
+  const lastResort = (e: ExitRelay): number => (input.lastResort?.(e) ? 1 : 0);
+  const best = fewest(fewest(fewest(eligible, onTakenRelay), lastResort), sharing);
+  return { ok: true, relay: weightedPick(best, input.random), distinct: sharing(best[0] as ExitRelay) === 0 };
 }
 
 /** The exits of `exits` with the lowest `score`. */
