@@ -7,7 +7,7 @@ import type { GetInfo } from '../tor/relay-directory.js';
 import { ExitBans, type BanCause, type ExitBan } from './exit-bans.js';
 import { ExitCatalog } from './exit-catalog.js';
 import { ExitDowns, exitDownViewOf, type ExitDown, type ExitDownTimes } from './exit-downs.js';
-import { chooseExit } from './exit-choice.js';
+import { chooseExit, relaySharers, type ExitChoiceInput } from './exit-choice.js';
 import { ExitEgress, type EgressProbeFailure, type EgressProbeStats, type ExitEgressOptions } from './exit-egress.js';
 import type { ProbeRoute } from './egress-prober.js';
 import { addressBlock, distinctKeys, type AddressSource, type DistinctUnit, type ExitRelay } from './exit-relay.js';
@@ -89,7 +89,7 @@ export interface ExitSteering {
 
 /** What the exit assignments tell the pool (exit-gone) and the fleet (the rest). */
 export interface ExitAssignmentsEvents {
-  /** These instances' assigned exit left the consensus, or another node holds it: each needs another. */
+  /** These instances' assigned exit left the consensus, another node holds it, or it is another instance's too while a relay is free: each needs another. */
   'exit-gone': [ids: number[]];
   /** An assignment changed: the fleet claims or releases its lease at once. */
   'assignments-changed': [];
@@ -136,6 +136,8 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
    * never assigned here. Empty on a node of its own.
    */
   private heldElsewhere: ReadonlyMap<string, string> = new Map();
+  /** The relay each instance was last said to move off for sharing it (`spreadOffSharedRelays`): said once. */
+  private readonly spreadSaid = new Map<number, string>();
   /** The addresses exits leave from: probes and the exit list (README.md, "What sites see"). */
   readonly egress: ExitEgress;
 
@@ -157,6 +159,8 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
       void this.refreshFromAnySource().then((ok) => {
         if (!ok && this.sources.size > 0) this.options.log.warn('the exit catalog could not be read through any instance; keeping the last one', { instances: [...this.sources.keys()] });
         this.egressTick();
+        // A down hold or a ban that ended, or a relay new in the consensus, frees a relay.
+        this.spreadOffSharedRelays();
       });
     }, EXIT_CATALOG_REFRESH_MS);
     this.timer.unref();
@@ -264,34 +268,9 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
         return { ok: true, relay, distinct, note: '' };
       }
     }
-    const avoidAddresses = new Set(options.avoid?.addresses ?? []);
-    const avoidBlocks = new Set([...avoidAddresses].map(addressBlock));
-    if (options.fresh && current) {
-      avoidAddresses.add(current.address);
-    }
-    // Exits other instances had before a restart stay theirs until they ask for them.
-    const reserved = [...this.restored].filter(([other]) => other !== id).flatMap(([, r]) => this.catalog.get(r.fingerprint) ?? []);
-    const taken = [...[...this.assigned].filter(([other]) => other !== id).map(([, a]) => a.relay), ...reserved];
-    const nodes = this.options.exitNodes;
-    const excluded = (e: ExitRelay): boolean =>
-      this.downs.isDown(e.fingerprint, now) ||
-      this.bans.isBanned(e, now, options.avoid?.domains ?? []) ||
-      this.heldElsewhere.has(e.fingerprint) ||
-      avoidAddresses.has(e.address) ||
-      avoidBlocks.has(e.block) ||
-      (options.countries !== undefined && !options.countries.includes(e.country)) ||
-      (options.fresh && current !== undefined && e.fingerprint === current.fingerprint);
+    const { input, avoidAddresses } = this.choiceInput(id, options, now);
     // A suspect exit only when no other qualifies, short of another instance's relay (chooseExit).
-    const choice = chooseExit({
-      exits: this.catalog.all(),
-      taken,
-      takenElsewhere: this.unitsHeldElsewhere,
-      unit: this.options.unit,
-      excluded,
-      ...(nodes.length > 0 ? { preferred: (e: ExitRelay) => matchesNodeList(e, nodes), strict: this.options.strictNodes } : {}),
-      lastResort: (e) => this.isSuspect(e.fingerprint, now),
-      random: this.random,
-    });
+    const choice = chooseExit(input);
     if (!choice.ok) {
       const note =
         this.catalog.size === 0
@@ -309,9 +288,47 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     return { ok: true, relay, distinct, note };
   }
 
+  /**
+   * What a choice for instance `id` weighs (`next`, and the check of `spreadOffSharedRelays`):
+   * every other instance's exit and the exits reserved since a restart are taken (`alsoTaken`
+   * too); what is down, banned, held by another node, avoided or outside `countries` is excluded.
+   */
+  private choiceInput(id: number, options: NextExitOptions, now: number, alsoTaken: readonly ExitRelay[] = []): { input: ExitChoiceInput; avoidAddresses: Set<string> } {
+    const current = this.assigned.get(id)?.relay;
+    const avoidAddresses = new Set(options.avoid?.addresses ?? []);
+    const avoidBlocks = new Set([...avoidAddresses].map(addressBlock));
+    if (options.fresh && current) {
+      avoidAddresses.add(current.address);
+    }
+    // Exits other instances had before a restart stay theirs until they ask for them.
+    const reserved = [...this.restored].filter(([other]) => other !== id).flatMap(([, r]) => this.catalog.get(r.fingerprint) ?? []);
+    const taken = [...[...this.assigned].filter(([other]) => other !== id).map(([, a]) => a.relay), ...reserved, ...alsoTaken];
+    const nodes = this.options.exitNodes;
+    const excluded = (e: ExitRelay): boolean =>
+      this.downs.isDown(e.fingerprint, now) ||
+      this.bans.isBanned(e, now, options.avoid?.domains ?? []) ||
+      this.heldElsewhere.has(e.fingerprint) ||
+      avoidAddresses.has(e.address) ||
+      avoidBlocks.has(e.block) ||
+      (options.countries !== undefined && !options.countries.includes(e.country)) ||
+      (options.fresh && current !== undefined && e.fingerprint === current.fingerprint);
+    const input: ExitChoiceInput = {
+      exits: this.catalog.all(),
+      taken,
+      takenElsewhere: this.unitsHeldElsewhere,
+      unit: this.options.unit,
+      excluded,
+      ...(nodes.length > 0 ? { preferred: (e: ExitRelay) => matchesNodeList(e, nodes), strict: this.options.strictNodes } : {}),
+      lastResort: (e) => this.isSuspect(e.fingerprint, now),
+      random: this.random,
+    };
+    return { input, avoidAddresses };
+  }
+
   /** Instance `id` is assigned `relay` from now on: kept and audited (`said` ends the message). */
   private record(id: number, relay: ExitRelay, distinct: boolean, said: string, why: string, from: ExitRelay | undefined, session?: string): void {
     this.assigned.set(id, { relay, distinct });
+    this.spreadSaid.delete(id);
     this.emit('assignments-changed');
     this.audit(id, `instance ${id} assigned exit ${relay.nickname} (${relay.address}, ${relay.country || '??'})${said ? ` ${said}` : ''}`, {
       fingerprint: relay.fingerprint,
@@ -430,8 +447,12 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     this.sources.delete(id);
     this.egress.forget(id);
     this.restored.delete(id);
-    if (this.assigned.delete(id)) this.emit('assignments-changed');
     this.shortage.delete(id);
+    this.spreadSaid.delete(id);
+    if (this.assigned.delete(id)) {
+      this.emit('assignments-changed');
+      this.spreadOffSharedRelays();
+    }
   }
 
   /** Exits this node holds leases on: those assigned, and those kept for instances since a restart. */
@@ -445,6 +466,8 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   /** The exits other nodes hold (fingerprint → node), as the fleet last read them. */
   setHeldElsewhere(held: ReadonlyMap<string, string>): void {
     this.heldElsewhere = held;
+    // A lease that lapsed (its node died) or was given back frees a relay.
+    this.spreadOffSharedRelays();
   }
 
   /**
@@ -761,6 +784,55 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     }
     this.emit('assignments-changed');
     if (moving.length > 0) this.emit('exit-gone', moving);
+  }
+
+  /**
+   * Instances on a relay another instance here holds (assigned in a shortage: every relay was
+   * taken, here or by other nodes) move once a relay of their own is free (one relay twice is one
+   * IP twice), as many as there are free relays; the first holder of a shared relay stays
+   * (`relaySharers`). Each is checked with the choice its move will make, so it only moves when
+   * that choice gives it a relay nobody else here holds. Instances that found no eligible exit at
+   * all (left to tor's own selection) are given one as soon as any is eligible, first. Run when
+   * an exit may have come free: another node's leases read, an instance released, every catalog
+   * refresh (a down hold or a ban ended).
+   */
+  private spreadOffSharedRelays(): void {
+    const now = this.now();
+    const moving: number[] = [];
+    const claimed: ExitRelay[] = [];
+    const unpinned = [...this.shortage.keys()].filter((id) => !this.assigned.has(id) && !this.restored.has(id));
+    for (const id of [...unpinned, ...relaySharers(this.assigned)]) {
+      const choice = chooseExit(this.choiceInput(id, { fresh: true, why: 'relay_shared' }, now, claimed).input);
+      if (!choice.ok) continue;
+      // An instance without a pin takes what a bootstrap would: a shared relay in a shortage too.
+      if (this.assigned.has(id) && (this.relayHeldBesides(id, choice.relay.fingerprint) || claimed.includes(choice.relay))) continue;
+      claimed.push(choice.relay);
+      moving.push(id);
+    }
+    for (const id of moving) {
+      const relay = this.assigned.get(id)?.relay;
+      // Said once per relay: an instance not ready to move (bootstrapping, quarantined) is asked again at the next check.
+      const on = relay?.fingerprint ?? '';
+      if (this.spreadSaid.get(id) === on) continue;
+      this.spreadSaid.set(id, on);
+      if (!relay) {
+        this.audit(id, `instance ${id} has no exit assigned (${this.shortage.get(id) ?? 'none was eligible'}) and one is eligible now: it is given one`, { reason: 'exit_eligible_again' });
+        continue;
+      }
+      const others = this.assignedInstances(relay.fingerprint).filter((other) => other !== id);
+      this.audit(id, `instance ${id} shares exit ${relay.nickname} (${relay.address}) with instance${others.length === 1 ? '' : 's'} ${others.join(', ')} while a relay of its own is free: it moves to another exit`, {
+        fingerprint: relay.fingerprint,
+        address: relay.address,
+        sharing_with: others,
+        reason: 'relay_shared',
+      });
+    }
+    if (moving.length > 0) this.emit('exit-gone', moving);
+  }
+
+  /** Whether an instance here other than `id` is assigned `fingerprint`, or keeps it since a restart. */
+  private relayHeldBesides(id: number, fingerprint: string): boolean {
+    return [...this.assigned].some(([other, a]) => other !== id && a.relay.fingerprint === fingerprint) || [...this.restored].some(([other, r]) => other !== id && r.fingerprint === fingerprint);
   }
 
   /** The keys (EXIT_DISTINCT) other instances' exits hold, here and (fleet) on other nodes. */

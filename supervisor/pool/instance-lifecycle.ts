@@ -297,6 +297,7 @@ export class InstanceLifecycle {
 
   /** Instances whose assigned exit left the consensus or carries no circuit: each moves to a newly assigned one. */
   private moveToNewExits(ids: readonly number[], by: RotationCause = 'exit_gone'): void {
+    if (this.stopped) return; // every tor is stopping: no new pin
     for (const id of ids) {
       const e = this.deps.registry.entry(id);
       // A quarantined instance gets its new exit from the remediation ladder.

@@ -345,6 +345,84 @@ describe('exit bans and assignments', () => {
     expect(third.ok && third.relay.fingerprint).to.be.oneOf([fp('a'), fp('d')]);
   });
 
+  it('moves an instance off another instance’s relay once a relay frees up (another node’s lease lapsed), the first holder keeping it', () => {
+    const audit = new AuditLog();
+    const a = new ExitAssignments({ unit: 'subnet', banTtlMs: 1000, exitNodes: [], strictNodes: false, audit, log: logger(), now: () => 0, random: () => 0 });
+    a.catalog.replace([relay('a', '10.0.0.1'), relay('b', '10.1.0.1'), relay('c', '10.2.0.1')], 1);
+    const gone: number[][] = [];
+    // The pool's answer to exit-gone: a fresh exit for each instance (InstanceLifecycle.moveToNewExits).
+    a.on('exit-gone', (ids) => {
+      gone.push(ids);
+      for (const id of ids) a.next(id, { fresh: true, why: 'exit_gone' });
+    });
+    // node-b holds c: three instances here on two relays, one of them twice (the fleet e2e's case).
+    a.setHeldElsewhere(new Map([[fp('c'), 'node-b']]));
+    for (const id of [0, 1, 2]) a.next(id, { fresh: false, why: 'bootstrap' });
+    const onShared = [0, 1, 2].filter((id) => [0, 1, 2].some((other) => other !== id && a.current(other) === a.current(id)));
+    expect(onShared, 'two instances on one relay while node-b holds the third').to.have.length(2);
+    expect(gone, 'nothing free: nobody moves').to.deep.equal([]);
+    a.setHeldElsewhere(new Map([[fp('c'), 'node-b']]));
+    expect(gone, 'a renewal that frees nothing moves nobody').to.deep.equal([]);
+    // node-b's lease lapsed: the instance that came second moves to c, the first keeps its relay.
+    const [first, second] = onShared as [number, number];
+    const kept = a.current(first);
+    a.setHeldElsewhere(new Map());
+    expect(gone).to.deep.equal([[second]]);
+    expect(a.current(first)).to.equal(kept);
+    expect(a.current(second)).to.equal(fp('c'));
+    expect(new Set([0, 1, 2].map((id) => a.current(id))).size, 'three relays for three instances').to.equal(3);
+    expect(a.shortageOf(second)).to.equal('');
+    const said = audit.recent(20).filter((e) => e.details.reason === 'relay_shared');
+    expect(said.map((e) => e.instance)).to.deep.equal([second]);
+    expect(said[0]?.message).to.match(new RegExp(`instance ${second} shares exit n[ab] \\(10\\.[01]\\.0\\.1\\) with instance ${first} while a relay of its own is free`));
+  });
+
+  it('moves one of two instances on a relay when the instance on a third relay leaves, and only as many as relays are free', () => {
+    const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.1.0.1')]);
+    const gone: number[][] = [];
+    a.on('exit-gone', (ids) => {
+      gone.push(ids);
+      for (const id of ids) a.next(id, { fresh: true, why: 'exit_gone' });
+    });
+    for (const id of [0, 1, 2, 3]) a.next(id, { fresh: false, why: 'bootstrap' });
+    const holders = (f: string | undefined): number[] => [0, 1, 2, 3].filter((id) => a.current(id) === f);
+    expect(holders(fp('a')).length + holders(fp('b')).length).to.equal(4);
+    // One instance on b leaves: b still held, nothing free, nobody moves.
+    const onB = holders(fp('b'));
+    const leaving = onB.at(-1) as number;
+    a.release(leaving);
+    expect(gone).to.deep.equal([]);
+    // Every instance on b leaves: b is free, one instance of a moves there, the others stay.
+    for (const id of holders(fp('b'))) a.release(id);
+    expect(gone).to.have.length(1);
+    expect(gone[0]).to.have.length(1);
+    expect(holders(fp('b'))).to.deep.equal(gone[0]);
+  });
+
+  it('once other nodes’ leases lapse, every instance has an exit and every relay is in use before any is used twice (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.constantFrom(...'0123456789abcdef'), { minLength: 1, maxLength: 10 }),
+        fc.integer({ min: 1, max: 14 }),
+        fc.array(fc.boolean(), { minLength: 10, maxLength: 10 }),
+        fc.array(fc.double({ min: 0, max: 0.999, noNaN: true }), { minLength: 1, maxLength: 8 }),
+        (names, instances, heldMask, draws) => {
+          let draw = 0;
+          const a = new ExitAssignments({ unit: 'subnet', banTtlMs: 1000, exitNodes: [], strictNodes: false, audit: new AuditLog(), log: logger(), now: () => 0, random: () => draws[draw++ % draws.length] as number });
+          a.catalog.replace(names.map((c, i) => relay(c, `10.0.${i % 3}.${i + 1}`)), 1);
+          a.on('exit-gone', (ids) => {
+            for (const id of ids) a.next(id, { fresh: true, why: 'exit_gone' });
+          });
+          a.setHeldElsewhere(new Map(names.filter((_, i) => heldMask[i]).map((c) => [fp(c), 'node-b'])));
+          for (let id = 0; id < instances; id++) a.next(id, { fresh: false, why: 'bootstrap' });
+          a.setHeldElsewhere(new Map());
+          const pinned = Array.from({ length: instances }, (_, id) => a.current(id));
+          return pinned.every((f) => f !== undefined) && new Set(pinned).size === Math.min(instances, names.length);
+        },
+      ),
+    );
+  });
+
   it('never assigns a banned exit while the ban holds, and says so when nothing is left', () => {
     const now = { t: 0 };
     const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.1.0.1')], now);
