@@ -377,6 +377,26 @@ describe('exit bans and assignments', () => {
     expect(said[0]?.message).to.match(new RegExp(`instance ${second} shares exit n[ab] \\(10\\.[01]\\.0\\.1\\) with instance ${first} while a relay of its own is free`));
   });
 
+  it('gives an instance that found no eligible exit (tor’s own selection) one as soon as one is eligible, said once', () => {
+    const audit = new AuditLog();
+    const a = new ExitAssignments({ unit: 'subnet', banTtlMs: 1000, exitNodes: [], strictNodes: false, audit, log: logger(), now: () => 0, random: () => 0 });
+    a.catalog.replace([relay('a', '10.0.0.1'), relay('b', '10.1.0.1')], 1);
+    a.setHeldElsewhere(new Map([[fp('a'), 'node-b'], [fp('b'), 'node-b']]));
+    expect(a.next(0, { fresh: false, why: 'bootstrap' }).ok, 'node-b holds every exit').to.equal(false);
+    const gone: number[][] = [];
+    a.on('exit-gone', (ids) => gone.push(ids));
+    a.setHeldElsewhere(new Map([[fp('a'), 'node-b'], [fp('b'), 'node-b']]));
+    expect(gone, 'still nothing eligible').to.deep.equal([]);
+    // node-b let b go; instance 0 is not ready to move yet, so it is asked again at the next renewal, said once.
+    a.setHeldElsewhere(new Map([[fp('a'), 'node-b']]));
+    a.setHeldElsewhere(new Map([[fp('a'), 'node-b']]));
+    expect(gone).to.deep.equal([[0], [0]]);
+    const said = audit.recent(20).filter((e) => e.details.reason === 'exit_eligible_again');
+    expect(said.map((e) => e.message)).to.deep.equal(['instance 0 has no exit assigned (no eligible exit: 2 in the catalog, 0 banned, 2 held by other nodes) and one is eligible now: it is given one']);
+    const next = a.next(0, { fresh: true, why: 'exit_gone' });
+    expect(next.ok && next.relay.fingerprint).to.equal(fp('b'));
+  });
+
   it('moves one of two instances on a relay when the instance on a third relay leaves, and only as many as relays are free', () => {
     const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.1.0.1')]);
     const gone: number[][] = [];
