@@ -111,7 +111,8 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   readonly bans = new ExitBans();
   /** Exits found dead by the pool's own evidence: a short hold, then probation (exit-downs.ts). */
   readonly downs: ExitDowns;
-  private readonly assigned = new Map<number, { relay: ExitRelay; distinct: boolean }>();
+  /** `forSession`: chosen for a session's own request (its countries, its recent exits): never moved for sharing a relay. */
+  private readonly assigned = new Map<number, { relay: ExitRelay; distinct: boolean; forSession?: boolean }>();
   /** Instances whose last request for an exit found none: the shortage the API reports. */
   private readonly shortage = new Map<number, string>();
   /**
@@ -138,6 +139,8 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   private heldElsewhere: ReadonlyMap<string, string> = new Map();
   /** The relay each instance was last said to move off for sharing it (`spreadOffSharedRelays`): said once. */
   private readonly spreadSaid = new Map<number, string>();
+  /** Whether an instance serves no session (the pool says): only such an instance moves off a shared relay. */
+  private idle: (id: number) => boolean = () => true;
   /** The addresses exits leave from: probes and the exit list (README.md, "What sites see"). */
   readonly egress: ExitEgress;
 
@@ -284,7 +287,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     const note = distinct ? '' : `every eligible exit shares its ${this.options.unit === 'subnet' ? '/24' : this.options.unit} with another instance's${this.unitsHeldElsewhere.size > 0 ? ' (on this node or another of the fleet)' : ''}`;
     if (distinct) this.shortage.delete(id);
     else this.shortage.set(id, note);
-    this.record(id, relay, distinct, distinct ? '' : `— ${note}`, options.why, current, options.session);
+    this.record(id, relay, distinct, distinct ? '' : `— ${note}`, options.why, current, options.session, options.session !== undefined || options.countries !== undefined || options.avoid !== undefined);
     return { ok: true, relay, distinct, note };
   }
 
@@ -326,8 +329,8 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   }
 
   /** Instance `id` is assigned `relay` from now on: kept and audited (`said` ends the message). */
-  private record(id: number, relay: ExitRelay, distinct: boolean, said: string, why: string, from: ExitRelay | undefined, session?: string): void {
-    this.assigned.set(id, { relay, distinct });
+  private record(id: number, relay: ExitRelay, distinct: boolean, said: string, why: string, from: ExitRelay | undefined, session?: string, forSession = false): void {
+    this.assigned.set(id, { relay, distinct, ...(forSession ? { forSession } : {}) });
     this.spreadSaid.delete(id);
     this.emit('assignments-changed');
     this.audit(id, `instance ${id} assigned exit ${relay.nickname} (${relay.address}, ${relay.country || '??'})${said ? ` ${said}` : ''}`, {
@@ -462,6 +465,11 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
 
   /** Distinctness units (EXIT_DISTINCT keys: `block:…`, `family:…`) other nodes' instances hold (key → node), as the fleet last read them. */
   private unitsHeldElsewhere: ReadonlyMap<string, string> = new Map();
+
+  /** Tells which instances serve no session (the pool's session table): only they move off a shared relay. */
+  setIdle(idle: (id: number) => boolean): void {
+    this.idle = idle;
+  }
 
   /** The exits other nodes hold (fingerprint → node), as the fleet last read them. */
   setHeldElsewhere(held: ReadonlyMap<string, string>): void {
@@ -789,9 +797,11 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   /**
    * Instances on a relay another instance here holds (assigned in a shortage: every relay was
    * taken, here or by other nodes) move once a relay of their own is free (one relay twice is one
-   * IP twice), as many as there are free relays; the first holder of a shared relay stays
-   * (`relaySharers`). Each is checked with the choice its move will make, so it only moves when
-   * that choice gives it a relay nobody else here holds. Instances that found no eligible exit at
+   * IP twice), as many as there are free relays, one staying on each relay (`relaySharers`). Only
+   * an idle instance moves, on an exit the pool chose for itself: a move changes the IP of the
+   * sessions on it, which is what a session keeps an instance for. Each is checked with the
+   * choice its move will make, so it only moves when that choice gives it a relay nobody else
+   * here holds. Instances that found no eligible exit at
    * all (left to tor's own selection) are given one as soon as any is eligible, first. Run when
    * an exit may have come free: another node's leases read, an instance released, every catalog
    * refresh (a down hold or a ban ended).
@@ -801,7 +811,10 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     const moving: number[] = [];
     const claimed: ExitRelay[] = [];
     const unpinned = [...this.shortage.keys()].filter((id) => !this.assigned.has(id) && !this.restored.has(id));
-    for (const id of [...unpinned, ...relaySharers(this.assigned)]) {
+    // A move changes the IP of every session on the instance, and one placed for a session's own
+    // request would undo it: a shared relay is left by an idle instance on the pool's own choice.
+    const movable = (id: number): boolean => this.idle(id) && this.assigned.get(id)?.forSession !== true;
+    for (const id of [...unpinned, ...relaySharers(this.assigned, movable)]) {
       const choice = chooseExit(this.choiceInput(id, { fresh: true, why: 'relay_shared' }, now, claimed).input);
       if (!choice.ok) continue;
       // An instance without a pin takes what a bootstrap would: a shared relay in a shortage too.

@@ -63,6 +63,7 @@ export class InstanceLifecycle {
 
   constructor(private readonly deps: LifecycleDeps) {
     deps.exits?.on('exit-gone', (ids) => this.moveToNewExits(ids));
+    deps.exits?.setIdle((id) => deps.registry.sessions.countOn(id) === 0);
   }
 
   get isStopped(): boolean {

@@ -377,6 +377,47 @@ describe('exit bans and assignments', () => {
     expect(said[0]?.message).to.match(new RegExp(`instance ${second} shares exit n[ab] \\(10\\.[01]\\.0\\.1\\) with instance ${first} while a relay of its own is free`));
   });
 
+  it('leaves a shared relay only with an idle instance on an exit the pool chose itself: sessions keep their IP', () => {
+    const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.1.0.1'), relay('c', '10.2.0.1')]);
+    const busy = new Set<number>();
+    a.setIdle((id) => !busy.has(id));
+    const gone: number[][] = [];
+    a.on('exit-gone', (ids) => {
+      gone.push(ids);
+      for (const id of ids) a.next(id, { fresh: true, why: 'exit_gone' });
+    });
+    a.setHeldElsewhere(new Map([[fp('b'), 'node-b'], [fp('c'), 'node-b']]));
+    a.next(0, { fresh: false, why: 'bootstrap' });
+    a.next(1, { fresh: false, why: 'bootstrap' });
+    expect([a.current(0), a.current(1)]).to.deep.equal([fp('a'), fp('a')]);
+    // The first holder serves sessions, the second does not: the second moves.
+    busy.add(0);
+    a.setHeldElsewhere(new Map([[fp('c'), 'node-b']]));
+    expect(gone).to.deep.equal([[1]]);
+    expect([a.current(0), a.current(1)]).to.deep.equal([fp('a'), fp('b')]);
+    // Both busy: nobody moves; the one without sessions moves once they are gone, even the relay's first holder.
+    a.next(2, { fresh: false, why: 'bootstrap' });
+    expect(a.current(2)).to.be.oneOf([fp('a'), fp('b')]);
+    busy.add(1).add(2);
+    a.setHeldElsewhere(new Map());
+    expect(gone, 'every instance on a shared relay serves sessions').to.have.length(1);
+    const sharing = a.current(2) === fp('a') ? 0 : 1;
+    busy.delete(sharing);
+    a.setHeldElsewhere(new Map());
+    expect(gone.at(-1)).to.deep.equal([sharing]);
+    expect(a.current(sharing)).to.equal(fp('c'));
+    // An exit chosen for a session's own request (its countries, its recent exits) is not taken from it.
+    const own = assignments([relay('a', '10.0.0.1', { country: 'nl' }), relay('b', '10.1.0.1')]);
+    const moved: number[][] = [];
+    own.on('exit-gone', (ids) => moved.push(ids));
+    own.setHeldElsewhere(new Map([[fp('b'), 'node-b']]));
+    own.next(0, { fresh: false, why: 'bootstrap' });
+    own.next(1, { fresh: true, why: 'country', countries: ['nl'], session: 'k' });
+    expect([own.current(0), own.current(1)]).to.deep.equal([fp('a'), fp('a')]);
+    own.setHeldElsewhere(new Map());
+    expect(moved, 'instance 1 keeps the exit its session asked for; idle instance 0, its first holder, leaves it').to.deep.equal([[0]]);
+  });
+
   it('gives an instance that found no eligible exit (tor’s own selection) one as soon as one is eligible, said once', () => {
     const audit = new AuditLog();
     const a = new ExitAssignments({ unit: 'subnet', banTtlMs: 1000, exitNodes: [], strictNodes: false, audit, log: logger(), now: () => 0, random: () => 0 });

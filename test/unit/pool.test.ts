@@ -462,7 +462,7 @@ describe('pool: session parameters from the username', () => {
       connectionLimitPerWorker: 1,
     });
     // A catalog with an exit in every country, assigned by the instance's rotate() below.
-    const exits = { hasEligibleIn: () => true, assignment: () => undefined, shortageOf: () => '', current: () => '', release: () => undefined, stop: () => undefined, on: () => undefined } as unknown as ExitAssignments;
+    const exits = { hasEligibleIn: () => true, assignment: () => undefined, shortageOf: () => '', current: () => '', release: () => undefined, stop: () => undefined, on: () => undefined, setIdle: () => undefined } as unknown as ExitAssignments;
     const { pool, instances } = fakePool({}, { now: () => clock.t, exits });
     pool.on('country-refused', (c, r) => metrics.countryRefused(c, r));
     ['de', 'de', 'nl', 'se'].forEach((c, id) => (instances.get(id)!.exitInfo = fakeExit(`10.0.${id}.1`, { exitCountry: c })));
