@@ -801,8 +801,8 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
    * an idle instance moves, on an exit the pool chose for itself: a move changes the IP of the
    * sessions on it, which is what a session keeps an instance for. Each is checked with the
    * choice its move will make, so it only moves when that choice gives it a relay nobody else
-   * here holds. Instances that found no eligible exit at
-   * all (left to tor's own selection) are given one as soon as any is eligible, first. Run when
+   * here holds. Instances that found no eligible exit at all (left to tor's own selection, which
+   * keeps no IP for a session either) are given one first, as soon as any is eligible. Run when
    * an exit may have come free: another node's leases read, an instance released, every catalog
    * refresh (a down hold or a ban ended).
    */
