@@ -7,11 +7,12 @@ import type { GetInfo } from '../tor/relay-directory.js';
 import { ExitBans, type BanCause, type ExitBan } from './exit-bans.js';
 import { ExitCatalog } from './exit-catalog.js';
 import { ExitDowns, exitDownViewOf, type ExitDown, type ExitDownTimes } from './exit-downs.js';
-import { chooseExit, relaySharers, type ExitChoiceInput } from './exit-choice.js';
+import { chooseExit, type ExitChoiceInput } from './exit-choice.js';
 import { ExitEgress, type EgressProbeFailure, type EgressProbeStats, type ExitEgressOptions } from './exit-egress.js';
 import type { ProbeRoute } from './egress-prober.js';
 import { addressBlock, distinctKeys, type AddressSource, type DistinctUnit, type ExitRelay } from './exit-relay.js';
 import { matchesNodeList } from './node-selection.js';
+import { instancesToSpread } from './relay-spread.js';
 
 /** How often the catalog is read again from a running instance (consensuses change hourly). */
 export const EXIT_CATALOG_REFRESH_MS = 60_000;
@@ -797,7 +798,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   /**
    * Instances on a relay another instance here holds (assigned in a shortage: every relay was
    * taken, here or by other nodes) move once a relay of their own is free (one relay twice is one
-   * IP twice), as many as there are free relays, one staying on each relay (`relaySharers`). Only
+   * IP twice), as many as there are free relays, one staying on each relay (relay-spread.ts). Only
    * an idle instance moves, on an exit the pool chose for itself: a move changes the IP of the
    * sessions on it, which is what a session keeps an instance for. Each is checked with the
    * choice its move will make, so it only moves when that choice gives it a relay nobody else
@@ -808,20 +809,15 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
    */
   private spreadOffSharedRelays(): void {
     const now = this.now();
-    const moving: number[] = [];
-    const claimed: ExitRelay[] = [];
-    const unpinned = [...this.shortage.keys()].filter((id) => !this.assigned.has(id) && !this.restored.has(id));
-    // A move changes the IP of every session on the instance, and one placed for a session's own
-    // request would undo it: a shared relay is left by an idle instance on the pool's own choice.
-    const movable = (id: number): boolean => this.idle(id) && this.assigned.get(id)?.forSession !== true;
-    for (const id of [...unpinned, ...relaySharers(this.assigned, movable)]) {
-      const choice = chooseExit(this.choiceInput(id, { fresh: true, why: 'relay_shared' }, now, claimed).input);
-      if (!choice.ok) continue;
-      // An instance without a pin takes what a bootstrap would: a shared relay in a shortage too.
-      if (this.assigned.has(id) && (this.relayHeldBesides(id, choice.relay.fingerprint) || claimed.includes(choice.relay))) continue;
-      claimed.push(choice.relay);
-      moving.push(id);
-    }
+    const moving = instancesToSpread({
+      assigned: this.assigned,
+      reserved: this.restored,
+      unpinned: [...this.shortage.keys()].filter((id) => !this.assigned.has(id) && !this.restored.has(id)),
+      // A move changes the IP of every session on the instance, and one placed for a session's own
+      // request would undo it: a shared relay is left by an idle instance on the pool's own choice.
+      movable: (id) => this.idle(id) && this.assigned.get(id)?.forSession !== true,
+      choose: (id, claimed) => chooseExit(this.choiceInput(id, { fresh: true, why: 'relay_shared' }, now, claimed).input),
+    });
     for (const id of moving) {
       const relay = this.assigned.get(id)?.relay;
       // Said once per relay: an instance not ready to move (bootstrapping, quarantined) is asked again at the next check.
@@ -841,11 +837,6 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
       });
     }
     if (moving.length > 0) this.emit('exit-gone', moving);
-  }
-
-  /** Whether an instance here other than `id` is assigned `fingerprint`, or keeps it since a restart. */
-  private relayHeldBesides(id: number, fingerprint: string): boolean {
-    return [...this.assigned].some(([other, a]) => other !== id && a.relay.fingerprint === fingerprint) || [...this.restored].some(([other, r]) => other !== id && r.fingerprint === fingerprint);
   }
 
   /** The keys (EXIT_DISTINCT) other instances' exits hold, here and (fleet) on other nodes. */

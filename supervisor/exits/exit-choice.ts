@@ -68,21 +68,3 @@ function weightedPick(exits: readonly ExitRelay[], random: () => number): ExitRe
   }
   return exits[exits.length - 1] as ExitRelay;
 }
-
-/**
- * The instances that should leave a relay another instance holds, in the order they should move:
- * on each relay held more than once, every `movable` instance but the one that keeps it. The
- * keeper is one that cannot move (its sessions keep their IP) if any, else the one holding it as
- * distinct (it came first; the others were assigned in a shortage), else the lowest-numbered.
- */
-export function relaySharers(assigned: ReadonlyMap<number, { readonly relay: ExitRelay; readonly distinct: boolean }>, movable: (id: number) => boolean): number[] {
-  const byRelay = new Map<string, number[]>();
-  for (const [id, a] of assigned) byRelay.set(a.relay.fingerprint, [...(byRelay.get(a.relay.fingerprint) ?? []), id]);
-  const out: number[] = [];
-  for (const ids of byRelay.values()) {
-    if (ids.length < 2) continue;
-    const keeper = ids.find((id) => !movable(id)) ?? ids.find((id) => assigned.get(id)?.distinct === true) ?? Math.min(...ids);
-    out.push(...ids.filter((id) => id !== keeper && movable(id)).sort((x, y) => x - y));
-  }
-  return out;
-}
