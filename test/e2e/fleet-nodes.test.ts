@@ -107,6 +107,10 @@ describe('several nodes on one Redis (real services, private network)', function
     expect((await apiB.resize(2 * PER_NODE)).size).to.equal(2 * PER_NODE);
     await b.waitReady(2 * PER_NODE, SUITE_READY_TIMEOUT_MS);
     const crowded = await assignedExits(apiB, 2 * PER_NODE);
+    // The first test's sessions are on node-b's first instances: those keep their exit (and so their sessions' IP) through what follows.
+    const exitOfBusy = async (): Promise<Map<number, string>> => new Map((await apiB.instances()).filter((i) => i.sessions > 0).map((i) => [i.id, i.assigned_exit?.fingerprint ?? '']));
+    const busyBefore = await exitOfBusy();
+    expect(busyBefore.size, 'node-b serves sessions from the first test').to.be.at.least(1);
     expect(crowded.filter((f) => ofA.includes(f)), 'none of node-a’s exits').to.deep.equal([]);
     expect(new Set(crowded).size, 'relays shared on node-b').to.be.at.most(PER_NODE);
     expect((await apiB.json<ExitsView>('/api/exits')).shortages.length, 'the shortage said').to.be.at.least(PER_NODE);
@@ -127,6 +131,8 @@ describe('several nodes on one Redis (real services, private network)', function
       throw new Error(`${(e as Error).message}\nexits: ${JSON.stringify(exits)}\nnode-b's audit: ${JSON.stringify(await apiB.trail(80))}`);
     });
     expect(ofA.every((f) => spread.includes(f)), 'node-a’s exits now node-b’s').to.equal(true);
+    const busyAfter = await exitOfBusy();
+    expect([...busyBefore].map(([id]) => [id, busyAfter.get(id)]), 'an instance serving sessions keeps its exit: the idle one sharing its relay moved').to.deep.equal([...busyBefore]);
     const moves = (await apiB.events(500)).filter((ev) => ev.type === 'exit' && ev.details.reason === 'relay_shared');
     expect(moves.length, 'moves off a shared relay, audited').to.be.at.least(1);
     expect(moves.every((ev) => ev.instance !== null && /shares exit \S+ \(.+\) with instance.* while a relay of its own is free: it moves to another exit/.test(ev.message))).to.equal(true);
