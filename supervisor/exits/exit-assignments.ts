@@ -12,7 +12,11 @@ import { ExitEgress, type EgressProbeFailure, type EgressProbeStats, type ExitEg
 import type { ProbeRoute } from './egress-prober.js';
 import { addressBlock, distinctKeys, type AddressSource, type DistinctUnit, type ExitRelay } from './exit-relay.js';
 import { matchesNodeList } from './node-selection.js';
-import { instancesToSpread } from './relay-spread.js';
+import { instancesToSpread } from './exit-spread.js';
+import { AssignmentTable, type Assignment, type RestoredAssignment } from './assignment-table.js';
+import { instancesWord, type ExitAnnouncer } from './exit-announcer.js';
+import { FleetYields } from './fleet-yields.js';
+import { EgressReactions } from './egress-reactions.js';
 
 /** How often the catalog is read again from a running instance (consensuses change hourly). */
 export const EXIT_CATALOG_REFRESH_MS = 60_000;
@@ -35,12 +39,7 @@ export interface ExitAssignmentsOptions {
   egress?: ExitEgressOptions;
 }
 
-/** An instance's exit as the durable state keeps it. */
-export interface RestoredAssignment {
-  fingerprint: string;
-  nickname: string;
-  address: string;
-}
+export type { RestoredAssignment } from './assignment-table.js';
 
 /** Exits (or their addresses and blocks) a choice must not land on: a session's recent exits. */
 export interface ExitAvoidance {
@@ -112,10 +111,8 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   readonly bans = new ExitBans();
   /** Exits found dead by the pool's own evidence: a short hold, then probation (exit-downs.ts). */
   readonly downs: ExitDowns;
-  /** `forSession`: chosen for a session's own request (its countries, its recent exits): never moved for sharing a relay. */
-  private readonly assigned = new Map<number, { relay: ExitRelay; distinct: boolean; forSession?: boolean }>();
-  /** Instances whose last request for an exit found none: the shortage the API reports. */
-  private readonly shortage = new Map<number, string>();
+  /** Who holds which exit, here and (leased) on other nodes of a fleet. */
+  private readonly table: AssignmentTable;
   /**
    * Exits quarantined on one party's reports (supervisor/verdicts): not banned, but chosen only
    * when nothing else qualifies, until the time given.
@@ -127,23 +124,16 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   private readonly random: () => number;
   /** Control ports the catalog can be read through, by instance (dropped when the instance leaves). */
   private readonly sources = new Map<number, GetInfo>();
-  /**
-   * Exits instances had before a restart (durable state), by instance: each gets its own back at
-   * bootstrap when it is still in the consensus and not banned, and no other instance is given
-   * it meanwhile. An entry goes once its instance has asked.
-   */
-  private readonly restored = new Map<number, RestoredAssignment>();
-  /**
-   * Exits another node of the fleet holds a lease on, with that node's name (supervisor/fleet):
-   * never assigned here. Empty on a node of its own.
-   */
-  private heldElsewhere: ReadonlyMap<string, string> = new Map();
-  /** The relay each instance was last said to move off for sharing it (`spreadOffSharedRelays`): said once. */
+  /** The relay each instance was last said to move off for sharing it (`spreadOffSharedExits`): said once. */
   private readonly spreadSaid = new Map<number, string>();
   /** Whether an instance serves no session (the pool says): only such an instance moves off a shared relay. */
   private idle: (id: number) => boolean = () => true;
   /** The addresses exits leave from: probes and the exit list (README.md, "What sites see"). */
   readonly egress: ExitEgress;
+  /** What the pool does with those addresses. */
+  private readonly egressReactions: EgressReactions;
+  /** What this node does when another node of the fleet holds an exit or unit its instances have. */
+  private readonly fleet: FleetYields;
 
   constructor(private readonly options: ExitAssignmentsOptions) {
     super();
@@ -151,6 +141,24 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     this.random = options.random ?? Math.random;
     this.downs = new ExitDowns(options.downTimes);
     this.egress = new ExitEgress(options.egress ?? { urls: [], ttlMs: 0, timeoutMs: 0, exitList: '', fetch: () => Promise.resolve(null) }, this.catalog, options.log, this.now);
+    this.table = new AssignmentTable(this.catalog, options.unit);
+    const say: ExitAnnouncer = {
+      audit: (instance, message, details, session) => this.audit(instance, message, details, session),
+      exitGone: (ids) => this.emit('exit-gone', ids),
+      assignmentsChanged: () => this.emit('assignments-changed'),
+      egressFailed: (failure) => this.emit('egress-failed', failure),
+    };
+    const sharesAvoidably = (id: number): boolean => this.sharesAvoidably(id);
+    this.fleet = new FleetYields(this.table, this.catalog, sharesAvoidably, say);
+    this.egressReactions = new EgressReactions({
+      table: this.table,
+      catalog: this.catalog,
+      egress: this.egress,
+      sources: this.sources,
+      sharesAvoidably,
+      spread: (besides) => this.spreadOffSharedExits({ besides }),
+      say,
+    });
   }
 
   get unit(): DistinctUnit {
@@ -162,9 +170,9 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     this.timer ??= setInterval(() => {
       void this.refreshFromAnySource().then((ok) => {
         if (!ok && this.sources.size > 0) this.options.log.warn('the exit catalog could not be read through any instance; keeping the last one', { instances: [...this.sources.keys()] });
-        this.egressTick();
+        this.egressReactions.tick();
         // A down hold or a ban that ended, or a relay new in the consensus, frees a relay.
-        this.spreadOffSharedRelays();
+        this.spreadOffSharedExits();
       });
     }, EXIT_CATALOG_REFRESH_MS);
     this.timer.unref();
@@ -202,10 +210,10 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     this.refreshing ??= (async () => {
       try {
         const gone = new Set(await this.catalog.refresh(getInfo, this.now()));
-        const affected = [...this.assigned].filter(([, a]) => gone.has(a.relay.fingerprint)).map(([id]) => id);
+        const affected = [...this.table.assigned].filter(([, a]) => gone.has(a.relay.fingerprint)).map(([id]) => id);
         if (affected.length > 0) {
           for (const id of affected) {
-            const a = this.assigned.get(id) as { relay: ExitRelay };
+            const a = this.table.assigned.get(id) as { relay: ExitRelay };
             this.audit(id, `exit ${a.relay.nickname} (${a.relay.address}) of instance ${id} left the consensus`, { fingerprint: a.relay.fingerprint, reason: 'left_consensus' });
           }
           this.emit('exit-gone', affected);
@@ -222,16 +230,14 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
 
   /** Puts back what the durable state held: the exit each instance had, and the bans in force. */
   restore(assignments: ReadonlyMap<number, RestoredAssignment>, bans: readonly ExitBan[]): void {
-    for (const [id, a] of assignments) this.restored.set(id, a);
+    for (const [id, a] of assignments) this.table.restored.set(id, a);
     const now = this.now();
     for (const b of bans) this.bans.restore(b, now);
   }
 
   /** What the durable state keeps: each instance's exit (assigned, or restored and not yet claimed). */
   assignmentsToStore(): Map<number, RestoredAssignment> {
-    const out = new Map<number, RestoredAssignment>(this.restored);
-    for (const [id, a] of this.assigned) out.set(id, { fingerprint: a.relay.fingerprint, nickname: a.relay.nickname, address: a.relay.address });
-    return out;
+    return this.table.toStore();
   }
 
   /**
@@ -240,14 +246,14 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
    * in a shortage one may share it, and the session's IP still wins over distinctness.
    */
   private claimRestored(id: number, now: number): ExitRelay | undefined {
-    const before = this.restored.get(id);
+    const before = this.table.restored.get(id);
     if (!before) return undefined;
-    this.restored.delete(id);
+    this.table.restored.delete(id);
     const relay = this.catalog.get(before.fingerprint);
     let why = '';
     if (!relay) why = 'it left the consensus';
     else if (this.bans.isBanned(relay, now)) why = 'it is banned';
-    else if (this.heldElsewhere.has(relay.fingerprint)) why = `node ${this.heldElsewhere.get(relay.fingerprint) ?? ''} holds it`;
+    else if (this.table.heldElsewhere.has(relay.fingerprint)) why = `node ${this.table.heldElsewhere.get(relay.fingerprint) ?? ''} holds it`;
     else if (this.options.exitNodes.length > 0 && this.options.strictNodes && !matchesNodeList(relay, this.options.exitNodes)) why = 'it is outside TOR_EXIT_NODES';
     if (relay && why === '') return relay;
     this.audit(id, `instance ${id} cannot get back its exit ${before.nickname} (${before.address}) from before the restart: ${why}; its sessions get a new exit`, {
@@ -261,14 +267,14 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
 
   next(id: number, options: NextExitOptions): NextExit {
     const now = this.now();
-    const current = this.assigned.get(id)?.relay;
-    if (!current && this.restored.has(id)) {
-      const taken = [...this.assigned].filter(([other]) => other !== id).map(([, a]) => a.relay);
+    const current = this.table.assigned.get(id)?.relay;
+    if (!current && this.table.restored.has(id)) {
+      const taken = this.table.assignedBesides(id);
       const relay = this.claimRestored(id, now);
       if (relay) {
         const distinct = !taken.some((t) => distinctKeys(t, this.options.unit).some((k) => distinctKeys(relay, this.options.unit).includes(k)));
-        if (distinct) this.shortage.delete(id);
-        this.record(id, relay, distinct, 'again, as before the restart', 'restored', undefined);
+        if (distinct) this.table.shortage.delete(id);
+        this.record(id, { relay, distinct, forSession: false }, { said: 'again, as before the restart', why: 'restored' });
         return { ok: true, relay, distinct, note: '' };
       }
     }
@@ -279,39 +285,39 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
       const note =
         this.catalog.size === 0
           ? 'the exit catalog is empty'
-          : `no eligible exit: ${this.catalog.size} in the catalog, ${this.bans.list(now).length} banned${this.heldElsewhere.size > 0 ? `, ${this.heldElsewhere.size} held by other nodes` : ''}${avoidAddresses.size > 0 ? `, ${avoidAddresses.size} recently used avoided` : ''}`;
-      this.shortage.set(id, note);
+          : `no eligible exit: ${this.catalog.size} in the catalog, ${this.bans.list(now).length} banned${this.table.heldElsewhere.size > 0 ? `, ${this.table.heldElsewhere.size} held by other nodes` : ''}${avoidAddresses.size > 0 ? `, ${avoidAddresses.size} recently used avoided` : ''}`;
+      this.table.shortage.set(id, note);
       this.audit(id, `no new exit for instance ${id} (${options.why}): ${note}`, { reason: 'no_eligible_exit', why: options.why }, options.session);
       return { ok: false, note };
     }
     const { relay, distinct } = choice;
-    const note = distinct ? '' : `every eligible exit shares its ${this.options.unit === 'subnet' ? '/24' : this.options.unit} with another instance's${this.unitsHeldElsewhere.size > 0 ? ' (on this node or another of the fleet)' : ''}`;
-    if (distinct) this.shortage.delete(id);
-    else this.shortage.set(id, note);
-    this.record(id, relay, distinct, distinct ? '' : `— ${note}`, options.why, current, options.session, options.session !== undefined || options.countries !== undefined || options.avoid !== undefined);
+    const note = distinct ? '' : `every eligible exit shares its ${this.table.unitWord()} with another instance's${this.table.unitsHeldElsewhere.size > 0 ? ' (on this node or another of the fleet)' : ''}`;
+    if (distinct) this.table.shortage.delete(id);
+    else this.table.shortage.set(id, note);
+    const forSession = options.session !== undefined || options.countries !== undefined || options.avoid !== undefined;
+    this.record(id, { relay, distinct, forSession }, { said: distinct ? '' : `— ${note}`, why: options.why, from: current, session: options.session });
     return { ok: true, relay, distinct, note };
   }
 
   /**
-   * What a choice for instance `id` weighs (`next`, and the check of `spreadOffSharedRelays`):
+   * What a choice for instance `id` weighs (`next`, and the check of `spreadOffSharedExits`):
    * every other instance's exit and the exits reserved since a restart are taken (`alsoTaken`
    * too); what is down, banned, held by another node, avoided or outside `countries` is excluded.
    */
   private choiceInput(id: number, options: NextExitOptions, now: number, alsoTaken: readonly ExitRelay[] = []): { input: ExitChoiceInput; avoidAddresses: Set<string> } {
-    const current = this.assigned.get(id)?.relay;
+    const current = this.table.assigned.get(id)?.relay;
     const avoidAddresses = new Set(options.avoid?.addresses ?? []);
     const avoidBlocks = new Set([...avoidAddresses].map(addressBlock));
     if (options.fresh && current) {
       avoidAddresses.add(current.address);
     }
     // Exits other instances had before a restart stay theirs until they ask for them.
-    const reserved = [...this.restored].filter(([other]) => other !== id).flatMap(([, r]) => this.catalog.get(r.fingerprint) ?? []);
-    const taken = [...[...this.assigned].filter(([other]) => other !== id).map(([, a]) => a.relay), ...reserved, ...alsoTaken];
+    const taken = [...this.table.takenBesides(id), ...alsoTaken];
     const nodes = this.options.exitNodes;
     const excluded = (e: ExitRelay): boolean =>
       this.downs.isDown(e.fingerprint, now) ||
       this.bans.isBanned(e, now, options.avoid?.domains ?? []) ||
-      this.heldElsewhere.has(e.fingerprint) ||
+      this.table.heldElsewhere.has(e.fingerprint) ||
       avoidAddresses.has(e.address) ||
       avoidBlocks.has(e.block) ||
       (options.countries !== undefined && !options.countries.includes(e.country)) ||
@@ -319,7 +325,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     const input: ExitChoiceInput = {
       exits: this.catalog.all(),
       taken,
-      takenElsewhere: this.unitsHeldElsewhere,
+      takenElsewhere: this.table.unitsHeldElsewhere,
       unit: this.options.unit,
       excluded,
       ...(nodes.length > 0 ? { preferred: (e: ExitRelay) => matchesNodeList(e, nodes), strict: this.options.strictNodes } : {}),
@@ -329,10 +335,18 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     return { input, avoidAddresses };
   }
 
-  /** Instance `id` is assigned `relay` from now on: kept and audited (`said` ends the message). */
-  private record(id: number, relay: ExitRelay, distinct: boolean, said: string, why: string, from: ExitRelay | undefined, session?: string, forSession = false): void {
-    this.assigned.set(id, { relay, distinct, ...(forSession ? { forSession } : {}) });
+  /**
+   * Instance `id` is assigned `assignment` from now on: kept and audited. `said` ends the
+   * message, `why` is the request's reason, `from` the exit it leaves, `session` the session
+   * whose request it was (the audit event is then a session event).
+   */
+  private record(id: number, assignment: Assignment, audit: { said: string; why: string; from?: ExitRelay | undefined; session?: string | undefined }): void {
+    const { relay, distinct } = assignment;
+    const { said, why, from, session } = audit;
+    this.table.assigned.set(id, { relay, distinct, ...(assignment.forSession === true ? { forSession: true } : {}) });
     this.spreadSaid.delete(id);
+    // The exit it left may have been the one another instance shared by necessity.
+    this.table.endShortages();
     this.emit('assignments-changed');
     this.audit(id, `instance ${id} assigned exit ${relay.nickname} (${relay.address}, ${relay.country || '??'})${said ? ` ${said}` : ''}`, {
       fingerprint: relay.fingerprint,
@@ -347,11 +361,11 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   }
 
   current(id: number): string | undefined {
-    return this.assigned.get(id)?.relay.fingerprint;
+    return this.table.assigned.get(id)?.relay.fingerprint;
   }
 
   unreachable(id: number, fingerprint: string): void {
-    const relay = this.catalog.get(fingerprint) ?? this.assigned.get(id)?.relay;
+    const relay = this.catalog.get(fingerprint) ?? this.table.assigned.get(id)?.relay;
     if (!relay) return;
     this.banRelay(relay, 'unreachable', `no circuit could be built through it for instance ${id}`, UNREACHABLE_EXIT_BAN_MS, id);
   }
@@ -361,7 +375,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
    * failures): for everyone, or only for `domain` when every complaint named that one site.
    */
   banAssigned(id: number, cause: BanCause, reason: string, exitFingerprint: string, domain = ''): ExitBan | undefined {
-    const relay = this.catalog.get(exitFingerprint) ?? this.assigned.get(id)?.relay;
+    const relay = this.catalog.get(exitFingerprint) ?? this.table.assigned.get(id)?.relay;
     if (!relay) return undefined;
     const ban = this.banRelay(relay, cause, reason, this.options.banTtlMs, id, domain);
     // Banned for everyone: every instance still pinned to it needs another exit (a quarantined
@@ -450,22 +464,19 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   release(id: number): void {
     this.sources.delete(id);
     this.egress.forget(id);
-    this.restored.delete(id);
-    this.shortage.delete(id);
+    this.table.restored.delete(id);
+    this.table.shortage.delete(id);
     this.spreadSaid.delete(id);
-    if (this.assigned.delete(id)) {
+    if (this.table.assigned.delete(id)) {
       this.emit('assignments-changed');
-      this.spreadOffSharedRelays();
+      this.spreadOffSharedExits();
     }
   }
 
   /** Exits this node holds leases on: those assigned, and those kept for instances since a restart. */
   heldFingerprints(): Set<string> {
-    return new Set([...[...this.assigned.values()].map((a) => a.relay.fingerprint), ...[...this.restored.values()].map((r) => r.fingerprint)]);
+    return this.table.heldFingerprints();
   }
-
-  /** Distinctness units (EXIT_DISTINCT keys: `block:…`, `family:…`) other nodes' instances hold (key → node), as the fleet last read them. */
-  private unitsHeldElsewhere: ReadonlyMap<string, string> = new Map();
 
   /** Tells which instances serve no session (the pool's session table): only they move off a shared relay. */
   setIdle(idle: (id: number) => boolean): void {
@@ -474,124 +485,66 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
 
   /** The exits other nodes hold (fingerprint → node), as the fleet last read them. */
   setHeldElsewhere(held: ReadonlyMap<string, string>): void {
-    this.heldElsewhere = held;
-    // A lease that lapsed (its node died) or was given back frees a relay.
-    this.spreadOffSharedRelays();
+    this.table.heldElsewhere = held;
+    // A lease that lapsed (its node died) or was given back frees a relay. Not yet a unit: the
+    // fleet reads the units other nodes hold right after (setUnitsHeldElsewhere), and a dead
+    // node's unit leases lapse with its exits', so a unit pass now would move an instance off a
+    // /24 that is about to be its own.
+    this.spreadOffSharedExits({ units: false, besides: this.fleet.toldToMove() });
   }
 
-  /**
-   * The distinctness units (EXIT_DISTINCT beyond the relay: `block:<egress /24>`, `family:<fp>`)
-   * this node's instances hold on exits assigned as distinct, key → fingerprint: the fleet leases
-   * them, so no two nodes' instances share one while the catalog allows. Exits assigned in a
-   * shortage (`distinct: false`) lease none: they share by necessity, said out loud.
-   */
+  /** The units beyond the relay this node's instances hold as distinct, key → fingerprint: the fleet leases them (AssignmentTable.heldUnits). */
   heldUnits(): Map<string, string> {
-    const out = new Map<string, string>();
-    for (const a of this.assigned.values()) {
-      if (!a.distinct) continue;
-      const relay = this.catalog.get(a.relay.fingerprint) ?? a.relay;
-      for (const k of distinctKeys(relay, this.options.unit)) if (!k.startsWith('relay:')) out.set(k, relay.fingerprint);
-    }
-    return out;
+    return this.table.heldUnits();
   }
 
   /**
    * The units other nodes hold (key → node), as the fleet last read them: a choice keeps its
-   * distance from them too. An instance that shared by necessity and shares no longer (the other
-   * holder moved, stopped or died) is distinct again: its unit is leased from the next renewal.
+   * distance from them too. A unit that lapsed (its node moved, stopped or died) ends the
+   * shortages it caused: an instance that shared it by necessity and shares no longer is
+   * distinct again (leased from the next renewal), and an idle one that still shares moves to a
+   * unit of its own when one is free (`spreadOffSharedExits`).
    */
   setUnitsHeldElsewhere(held: ReadonlyMap<string, string>): void {
-    this.unitsHeldElsewhere = held;
-    const alone = [...this.assigned].filter(([id, a]) => !a.distinct && !this.sharesUnit(id));
-    for (const [id, a] of alone) {
-      a.distinct = true;
-      this.shortage.delete(id);
-    }
-    if (alone.length > 0) this.emit('assignments-changed');
+    this.table.unitsHeldElsewhere = held;
+    this.spreadOffSharedExits({ besides: this.fleet.toldToMove() });
+    this.fleet.renewalDone();
   }
 
   /** The node holding unit `key`, if another does. */
   unitHolderOf(key: string): string | undefined {
-    return this.unitsHeldElsewhere.get(key);
+    return this.table.unitsHeldElsewhere.get(key);
   }
 
-  /**
-   * Another node holds the lease on a unit (a /24, a family) instances here were assigned as
-   * distinct (both chose within it before either's lease was seen): each moves to another exit
-   * when one would give it a unit of its own; otherwise it keeps its exit, now `distinct: false`
-   * (a shortage: it claims no unit lease, the other node keeps the unit). Moving it anyway would
-   * put it on a relay another instance here holds, which is worse than a shared /24.
-   */
+  /** Another node holds the lease on a unit instances here were assigned as distinct (FleetYields.yieldUnit). */
   yieldUnit(key: string, node: string): void {
-    const ids = [...this.assigned].filter(([, a]) => a.distinct && distinctKeys(this.catalog.get(a.relay.fingerprint) ?? a.relay, this.options.unit).includes(key)).map(([id]) => id);
-    if (ids.length === 0) return;
-    const known = this.unitsHeldElsewhere.get(key) === node;
-    const held = new Map(this.unitsHeldElsewhere);
-    held.set(key, node);
-    this.unitsHeldElsewhere = held;
-    const moving = ids.filter((id) => this.sharesAvoidably(id));
-    const staying = ids.filter((id) => !moving.includes(id));
-    for (const id of staying) {
-      (this.assigned.get(id) as { distinct: boolean }).distinct = false;
-      this.shortage.set(id, `every eligible exit shares its ${this.unitWord()} with another instance's (on this node or another of the fleet)`);
-    }
-    const unit = key.replace(/^block:/, '/24 ').replace(/^family:/, 'family ');
-    const said = [
-      moving.length > 0 ? `instance${moving.length === 1 ? '' : 's'} ${moving.join(', ')} move${moving.length === 1 ? 's' : ''} to another exit` : '',
-      staying.length > 0 ? `instance${staying.length === 1 ? '' : 's'} ${staying.join(', ')} keep${staying.length === 1 ? 's' : ''} ${staying.length === 1 ? 'its exit' : 'their exits'}, sharing it (every other eligible exit shares one too)` : '',
-    ].filter((s) => s !== '');
-    if (!known) this.audit(ids[0] ?? null, `${unit} is held by node ${node}: ${said.join('; ')}`, {
-      unit: key,
-      node,
-      instances: ids,
-      moving,
-      staying,
-      reason: 'unit_held_by_other_node',
-    });
-    if (moving.length > 0) this.emit('exit-gone', moving);
+    this.fleet.yieldUnit(key, node);
   }
 
   /** The node that holds `fingerprint`'s lease, if another does. */
   holderOf(fingerprint: string): string | undefined {
-    return this.heldElsewhere.get(fingerprint);
+    return this.table.heldElsewhere.get(fingerprint);
   }
 
-  /**
-   * Another node holds the lease on an exit instances here were assigned (both chose it before
-   * either's lease was seen): they move to another exit; the other node keeps it.
-   */
+  /** Another node holds the lease on an exit instances here were assigned (FleetYields.yieldExit). */
   yieldExit(fingerprint: string, node: string): void {
-    const ids = this.assignedInstances(fingerprint);
-    if (ids.length === 0) return;
-    const known = this.heldElsewhere.get(fingerprint) === node;
-    const held = new Map(this.heldElsewhere);
-    held.set(fingerprint, node);
-    this.heldElsewhere = held;
-    const relay = this.catalog.get(fingerprint);
-    // Said once; an instance still bootstrapping is asked again by the next reconciliation.
-    if (!known) this.audit(ids[0] ?? null, `exit ${relay?.nickname ?? fingerprint} is held by node ${node}: instance${ids.length === 1 ? '' : 's'} ${ids.join(', ')} move${ids.length === 1 ? 's' : ''} to another exit`, {
-      fingerprint,
-      node,
-      instances: ids,
-      reason: 'held_by_other_node',
-    });
-    this.emit('exit-gone', ids);
+    this.fleet.yieldExit(fingerprint, node);
   }
 
   assignment(id: number): ExitAssignmentView | undefined {
-    const a = this.assigned.get(id);
+    const a = this.table.assigned.get(id);
     if (!a) return undefined;
     const { fingerprint, nickname, address, country, block, family } = this.catalog.get(a.relay.fingerprint) ?? a.relay;
     return { fingerprint, nickname, address, country, block, family, distinct: a.distinct, ...addressFieldsOf(this.catalog.get(fingerprint) ?? a.relay), down: this.downViewOf(fingerprint) };
   }
 
   shortageOf(id: number): string {
-    return this.shortage.get(id) ?? '';
+    return this.table.shortage.get(id) ?? '';
   }
 
   /** Assigned exits in use by more than one instance's unit: 0 while the catalog is big enough. */
   assignedCount(): number {
-    return new Set([...this.assigned.values()].map((a) => a.relay.fingerprint)).size;
+    return new Set([...this.table.assigned.values()].map((a) => a.relay.fingerprint)).size;
   }
 
   /** Whether an exit in one of `countries` could be assigned now (in the catalog, not banned, within a strict TOR_EXIT_NODES). */
@@ -607,7 +560,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   /** Distinct units (EXIT_DISTINCT) among the eligible exits: how many instances can have their own. */
   distinctCapacity(): number {
     // Greedy count of exits that share no unit with one counted before: a lower bound of the capacity.
-    const used = new Set<string>(this.unitsHeldElsewhere.keys());
+    const used = new Set<string>(this.table.unitsHeldElsewhere.keys());
     let n = 0;
     for (const e of this.eligible()) {
       const keys = distinctKeys(e, this.options.unit);
@@ -626,7 +579,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     return this.catalog
       .all()
       .filter((e) => !this.downs.isDown(e.fingerprint, now))
-      .filter((e) => !this.bans.isBanned(e, now, domains) && !this.heldElsewhere.has(e.fingerprint) && (!strict || matchesNodeList(e, nodes)));
+      .filter((e) => !this.bans.isBanned(e, now, domains) && !this.table.heldElsewhere.has(e.fingerprint) && (!strict || matchesNodeList(e, nodes)));
   }
 
   // ---- exits that die (README.md, "Exits that die") ----
@@ -637,7 +590,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
    * assigned it now (each needs another exit), or undefined for a relay the pool does not know.
    */
   markDown(id: number | null, fingerprint: string, evidence: readonly string[]): { down: ExitDown; instances: number[] } | undefined {
-    const assigned = id === null ? undefined : this.assigned.get(id)?.relay;
+    const assigned = id === null ? undefined : this.table.assigned.get(id)?.relay;
     const relay = this.catalog.get(fingerprint) ?? (assigned?.fingerprint === fingerprint ? assigned : undefined);
     if (!relay) return undefined;
     const now = this.now();
@@ -678,57 +631,13 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   }
 
   assignedInstances(fingerprint: string): number[] {
-    return [...this.assigned].filter(([, a]) => a.relay.fingerprint === fingerprint).map(([id]) => id);
+    return this.table.instancesOn(fingerprint);
   }
 
   // ---- what sites see: egress addresses (README.md, "What sites see") ----
 
-  async egressPinned(id: number, fingerprint: string, socks: ProbeRoute, settling: boolean): Promise<{ keep: boolean }> {
-    this.egress.route(id, socks);
-    // A list fetched through the pool can be read once an instance can fetch it.
-    if (this.egress.listDue() && this.egress.listReadable()) void this.refreshExitList();
-    // Any instance's GeoIP database places the new address: its own control port first.
-    const measured = await this.egress.measure(id, fingerprint, this.sources.get(id) ?? [...this.sources.values()].at(-1));
-    if (this.assigned.get(id)?.relay.fingerprint !== fingerprint) return { keep: true }; // moved on meanwhile
-    if (measured.kind === 'failed' && measured.outcome.aboutExit) {
-      const evidence = this.egress.failureEvidence(id, fingerprint, measured.outcome);
-      const relay = this.catalog.get(fingerprint);
-      this.audit(id, `the egress probe through exit ${relay?.nickname ?? fingerprint} (instance ${id}) failed: ${measured.outcome.detail}; its address stays ${relay?.address ?? 'unknown'} (${relay?.addressSource ?? 'published'})`, {
-        fingerprint,
-        reason: 'egress_probe_failed',
-        failure: measured.outcome.failure,
-        echo_answered_elsewhere: evidence.echoAnswered,
-      });
-      this.emit('egress-failed', evidence);
-    }
-    // Only new knowledge is reacted to: the choice already weighed what was known (a session's
-    // history, its countries), and a measurement that confirms it changes nothing.
-    const changed = measured.kind === 'measured' && measured.address !== measured.previous;
-    if (changed) {
-      const relay = this.catalog.get(fingerprint);
-      if (relay) {
-        this.audit(id, `exit ${relay.nickname} leaves from ${measured.address}${measured.address === relay.published ? ', its published address' : `, not its published ${relay.published}`}${relay.country ? ` (${relay.country})` : ''}`, {
-          fingerprint,
-          reason: 'egress_measured',
-          address: measured.address,
-          published: relay.published,
-          previous: measured.previous,
-          country: relay.country,
-        });
-      }
-      this.afterEgressChange([fingerprint], id);
-    }
-    if (!changed || !this.sharesAvoidably(id)) return { keep: true };
-    const relay = this.catalog.get(fingerprint);
-    this.audit(id, `exit ${relay?.nickname ?? fingerprint} of instance ${id} leaves from ${relay?.address ?? '?'}, which shares its ${this.unitWord()} with another instance's exit: ${settling ? 'another exit is chosen before it serves' : 'it moves to another exit'}`, {
-      fingerprint,
-      address: relay?.address ?? '',
-      block: relay?.block ?? '',
-      reason: 'egress_conflict',
-    });
-    if (settling) return { keep: false };
-    this.emit('exit-gone', [id]);
-    return { keep: true };
+  egressPinned(id: number, fingerprint: string, socks: ProbeRoute, settling: boolean): Promise<{ keep: boolean }> {
+    return this.egressReactions.pinned(id, fingerprint, socks, settling);
   }
 
   egressOf(fingerprint: string): { address: string; country: string } | undefined {
@@ -748,126 +657,75 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   }
 
   /** Reads EXIT_LIST again and reacts to the addresses it changed. */
-  async refreshExitList(): Promise<void> {
-    const getInfo = [...this.sources.values()].at(-1);
-    const changed = await this.egress.readList(getInfo);
-    if (changed.length > 0) this.afterEgressChange(changed, null);
-  }
-
-  /** Every EXIT_CATALOG_REFRESH_MS: exits that stay pinned are measured again once their measurement is older than EGRESS_PROBE_TTL; the list is read again when due. */
-  private egressTick(): void {
-    for (const [id, a] of this.assigned) {
-      const route = this.egress.routeOf(id);
-      if (route && this.egress.due(a.relay.fingerprint)) void this.egressPinned(id, a.relay.fingerprint, route, false);
-    }
-    if (this.egress.listDue() && this.egress.listReadable()) void this.refreshExitList();
+  refreshExitList(): Promise<void> {
+    return this.egressReactions.refreshList();
   }
 
   /**
-   * Exits' addresses changed (a probe, the list): every assignment is read again from the
-   * catalog; those on a changed exit get their `distinct` and shortage anew (the others keep
-   * theirs: an instance that held a /24 first keeps it, and its fleet lease), and move when
-   * they now share a unit while another exit would not (but `settling`, whose caller decides);
-   * the fleet re-leases.
+   * A shortage ends as soon as it can (README.md, "Shortage"): an instance assigned in one that
+   * shares nothing any more is distinct again; instances on a relay another instance here holds
+   * (one relay twice is one IP twice) move once a relay of their own is free, and instances
+   * sharing a /24 or family once a unit of their own is, as many as are free, one staying on
+   * each (exit-spread.ts). Only an idle instance moves, on an exit the pool chose for itself: a
+   * move changes the IP of the sessions on it, which is what a session keeps an instance for.
+   * Each is checked with the choice its move will make, so it only moves when that choice gives
+   * it what it lacks. Instances that found no eligible exit at all (left to tor's own selection,
+   * which keeps no IP for a session either) are given one first, as soon as any is eligible. Run
+   * when an exit may have come free: another node's leases read, an instance released, every
+   * catalog refresh (a down hold or a ban ended, an address measured anew).
    */
-  private afterEgressChange(fingerprints: readonly string[], settling: number | null): void {
-    const changed = new Set(fingerprints);
-    const moving: number[] = [];
-    for (const a of this.assigned.values()) a.relay = this.catalog.get(a.relay.fingerprint) ?? a.relay;
-    for (const [id, a] of this.assigned) {
-      if (!changed.has(a.relay.fingerprint)) continue;
-      const shares = this.sharesUnit(id);
-      a.distinct = !shares;
-      if (shares) this.shortage.set(id, `every eligible exit shares its ${this.unitWord()} with another instance's (measured: it leaves from ${a.relay.address})`);
-      else this.shortage.delete(id);
-      if (id !== settling && this.sharesAvoidably(id)) moving.push(id);
-    }
-    for (const id of moving) {
-      const relay = (this.assigned.get(id) as { relay: ExitRelay }).relay;
-      this.audit(id, `exit ${relay.nickname} of instance ${id} leaves from ${relay.address}, which shares its ${this.unitWord()} with another instance's exit: it moves to another exit`, {
-        fingerprint: relay.fingerprint,
-        address: relay.address,
-        block: relay.block,
-        reason: 'egress_conflict',
-      });
-    }
-    this.emit('assignments-changed');
-    if (moving.length > 0) this.emit('exit-gone', moving);
-  }
-
-  /**
-   * Instances on a relay another instance here holds (assigned in a shortage: every relay was
-   * taken, here or by other nodes) move once a relay of their own is free (one relay twice is one
-   * IP twice), as many as there are free relays, one staying on each relay (relay-spread.ts). Only
-   * an idle instance moves, on an exit the pool chose for itself: a move changes the IP of the
-   * sessions on it, which is what a session keeps an instance for. Each is checked with the
-   * choice its move will make, so it only moves when that choice gives it a relay nobody else
-   * here holds. Instances that found no eligible exit at all (left to tor's own selection, which
-   * keeps no IP for a session either) are given one first, as soon as any is eligible. Run when
-   * an exit may have come free: another node's leases read, an instance released, every catalog
-   * refresh (a down hold or a ban ended).
-   */
-  private spreadOffSharedRelays(): void {
+  private spreadOffSharedExits({ units = true, besides = new Set<number>() }: { units?: boolean; besides?: ReadonlySet<number> } = {}): void {
+    if (units && this.table.endShortages().length > 0) this.emit('assignments-changed');
     const now = this.now();
     const moving = instancesToSpread({
-      assigned: this.assigned,
-      reserved: this.restored,
-      unpinned: [...this.shortage.keys()].filter((id) => !this.assigned.has(id) && !this.restored.has(id)),
+      assigned: this.table.assigned,
+      reserved: this.table.restored,
+      unpinned: [...this.table.shortage.keys()].filter((id) => !this.table.assigned.has(id) && !this.table.restored.has(id)),
       // A move changes the IP of every session on the instance, and one placed for a session's own
-      // request would undo it: a shared relay is left by an idle instance on the pool's own choice.
-      movable: (id) => this.idle(id) && this.assigned.get(id)?.forSession !== true,
-      choose: (id, claimed) => chooseExit(this.choiceInput(id, { fresh: true, why: 'relay_shared' }, now, claimed).input),
+      // request would undo it: a shared exit is left by an idle instance on the pool's own choice.
+      movable: (id) => this.idle(id) && this.table.assigned.get(id)?.forSession !== true,
+      // Told to move already (the fleet's yields this renewal, an egress conflict): not told twice.
+      moving: besides,
+      choose: (id, claimed) => chooseExit(this.choiceInput(id, { fresh: true, why: 'spread' }, now, claimed).input),
+      ...(units ? { sharesUnit: (id: number, leaving: ReadonlySet<number>, arriving: readonly ExitRelay[]) => this.table.sharesUnit(id, leaving, arriving) } : {}),
     });
     for (const id of moving) {
-      const relay = this.assigned.get(id)?.relay;
+      const relay = this.table.assigned.get(id)?.relay;
       // Said once per relay: an instance not ready to move (bootstrapping, quarantined) is asked again at the next check.
       const on = relay?.fingerprint ?? '';
       if (this.spreadSaid.get(id) === on) continue;
       this.spreadSaid.set(id, on);
       if (!relay) {
-        this.audit(id, `instance ${id} has no exit assigned (${this.shortage.get(id) ?? 'none was eligible'}) and one is eligible now: it is given one`, { reason: 'exit_eligible_again' });
+        this.audit(id, `instance ${id} has no exit assigned (${this.table.shortage.get(id) ?? 'none was eligible'}) and one is eligible now: it is given one`, { reason: 'exit_eligible_again' });
         continue;
       }
-      const others = this.assignedInstances(relay.fingerprint).filter((other) => other !== id);
-      this.audit(id, `instance ${id} shares exit ${relay.nickname} (${relay.address}) with instance${others.length === 1 ? '' : 's'} ${others.join(', ')} while a relay of its own is free: it moves to another exit`, {
+      const onRelay = this.assignedInstances(relay.fingerprint).filter((other) => other !== id);
+      if (onRelay.length > 0) {
+        this.audit(id, `instance ${id} shares exit ${relay.nickname} (${relay.address}) with ${instancesWord(onRelay)} while a relay of its own is free: it moves to another exit`, {
+          fingerprint: relay.fingerprint,
+          address: relay.address,
+          sharing_with: onRelay,
+          reason: 'relay_shared',
+        });
+        continue;
+      }
+      const keys = distinctKeys(relay, this.options.unit).filter((k) => !k.startsWith('relay:'));
+      const inUnit = [...this.table.assigned].filter(([other, a]) => other !== id && distinctKeys(a.relay, this.options.unit).some((k) => keys.includes(k))).map(([other]) => other);
+      this.audit(id, `exit ${relay.nickname} (${relay.address}) of instance ${id} shares its ${this.table.unitWord()} with ${inUnit.length > 0 ? instancesWord(inUnit) : 'another node\'s exit'} while one of its own is free: it moves to another exit`, {
         fingerprint: relay.fingerprint,
         address: relay.address,
-        sharing_with: others,
-        reason: 'relay_shared',
+        block: relay.block,
+        sharing_with: inUnit,
+        reason: 'unit_shared',
       });
     }
     if (moving.length > 0) this.emit('exit-gone', moving);
   }
 
-  /** The keys (EXIT_DISTINCT) other instances' exits hold, here and (fleet) on other nodes. */
-  private keysTakenBesides(id: number): Map<string, number> {
-    const used = new Map<string, number>();
-    const reserved = [...this.restored].filter(([other]) => other !== id).flatMap(([, r]) => this.catalog.get(r.fingerprint) ?? []);
-    const taken = [...[...this.assigned].filter(([other]) => other !== id).map(([, a]) => a.relay), ...reserved];
-    for (const t of taken) for (const k of distinctKeys(t, this.options.unit)) used.set(k, (used.get(k) ?? 0) + 1);
-    for (const k of this.unitsHeldElsewhere.keys()) used.set(k, (used.get(k) ?? 0) + 1);
-    return used;
-  }
-
-  /** Whether instance `id`'s exit shares a unit with another instance's. */
-  private sharesUnit(id: number): boolean {
-    const a = this.assigned.get(id);
-    if (!a) return false;
-    const used = this.keysTakenBesides(id);
-    return distinctKeys(a.relay, this.options.unit).some((k) => used.has(k));
-  }
-
   /** Whether instance `id`'s exit shares a unit with another instance's (here or, leased, on another node) while an eligible exit shares none. */
   private sharesAvoidably(id: number): boolean {
-    const a = this.assigned.get(id);
-    if (!a || !this.sharesUnit(id)) return false;
     const now = this.now();
-    const used = this.keysTakenBesides(id);
-    return this.eligible().some((e) => e.fingerprint !== a.relay.fingerprint && !this.isSuspect(e.fingerprint, now) && !distinctKeys(e, this.options.unit).some((k) => used.has(k)));
-  }
-
-  private unitWord(): string {
-    return this.options.unit === 'subnet' ? '/24' : this.options.unit;
+    return this.table.sharesAvoidably(id, () => this.eligible(), (fingerprint) => this.isSuspect(fingerprint, now));
   }
 
   private audit(instance: number | null, message: string, details: Record<string, unknown>, session?: string): void {

@@ -140,6 +140,65 @@ describe('what sites see: exits judged by the address their traffic leaves from 
     }
   });
 
+  it('ends a /24 shortage once a /24 frees: one instance more than the /24s shares one, said; the pool shrunk, no instance shares one and none is short', async () => {
+    const net = await egressTestnet();
+    const blocks = new Set(net.exits.map((e) => addressBlock(e.egressAddress))).size;
+    expect(net.exits.length, 'a relay of its own for each instance').to.be.above(blocks);
+    const svc = await startService({ POOL_SIZE: String(blocks + 1), EXIT_LIST: net.exitListFile, EGRESS_PROBE_URLS: 'none' }, { testnet: net });
+    try {
+      await svc.waitReady(blocks + 1);
+      const api = await HealApi.signIn(svc);
+      const serving = (is: InstanceView[], n: number): boolean => is.length === n && is.every((i) => i.ready && !i.rotating && i.assigned_exit !== null);
+      const before = await pollUntil('every instance serving, one of them in a /24 shortage', async () => ({ is: await api.instances(), x: await api.json<ExitsView>('/api/exits') }), 60_000, {
+        until: ({ is, x }) => serving(is, blocks + 1) && x.shortages.length === 1,
+      });
+      const blockOf = (i: InstanceView): string => i.assigned_exit?.block ?? '';
+      expect(new Set(before.is.map(blockOf)).size, 'every /24 in use').to.equal(blocks);
+      const sharing = (is: InstanceView[]): number[] => is.filter((i) => is.some((o) => o.id !== i.id && blockOf(o) === blockOf(i))).map((i) => i.id);
+      const short = before.x.shortages[0]?.instance as number;
+      expect(sharing(before.is), 'two instances on one /24').to.have.length(2).and.to.include(short);
+      expect(before.is.find((i) => i.id === short)?.assigned_exit?.distinct).to.equal(false);
+      // The shrink removes the highest-numbered instance. When that is the one in the shortage,
+      // the shortage would end with it; its partner is rotated first, so the /24 it held is left
+      // to the short instance alone (a shortage that must end without a move) or the partner
+      // shares with it again (then the shrink leaves the partner alone).
+      let sharers = sharing(before.is);
+      const rotatedPartner = short === blocks;
+      if (rotatedPartner) {
+        const partner = sharers.find((id) => id !== short) as number;
+        await api.action(partner, 'rotate');
+        const rotated = await pollUntil('the partner on a new exit', () => api.instances(), 60_000, {
+          until: (is) => serving(is, blocks + 1) && is.find((i) => i.id === partner)?.assigned_exit?.fingerprint !== before.is.find((i) => i.id === partner)?.assigned_exit?.fingerprint,
+        });
+        sharers = sharing(rotated);
+        expect(sharers, 'still two instances on one /24').to.have.length(2);
+        for (const i of rotated.filter((x) => !sharers.includes(x.id))) expect([i.id, i.assigned_exit?.distinct, i.exit_shortage]).to.deep.equal([i.id, true, '']);
+      }
+
+      // One instance fewer: a /24 frees (the leaving instance was alone on it) or the sharing ends (it was one of the two).
+      const down = await api.resize(blocks);
+      const leaving = down.removing[0] as number;
+      await pollUntil('every instance on a /24 of its own, no shortage', async () => ({ is: await api.instances(), x: await api.json<ExitsView>('/api/exits') }), 60_000, {
+        until: ({ is, x }) => serving(is, blocks) && new Set(is.map(blockOf)).size === blocks && is.every((i) => i.assigned_exit?.distinct === true) && x.shortages.length === 0,
+      });
+      const moved = (await api.events(300)).filter((e) => e.details.reason === 'unit_shared');
+      if (sharers.includes(leaving)) {
+        expect(moved, 'the sharing ended with the leaving instance: nobody moves').to.deep.equal([]);
+        const stayer = sharers.find((id) => id !== leaving);
+        expect(moved.filter((e) => e.instance === stayer), 'the instance left alone keeps its exit').to.deep.equal([]);
+      } else {
+        expect(moved.map((e) => e.instance), `instance ${leaving}'s /24 freed: one of ${sharers.join(' and ')} moves onto a /24 of its own`).to.have.length(1);
+        expect(sharers).to.include(moved[0]?.instance);
+      }
+      log.info('a /24 shortage ended', { leaving, sharers, rotatedPartner, moved: moved.map((e) => e.instance) });
+      // What sites see: as many /24s as instances.
+      const seen = await whoamiByInstance(svc, api, blocks, 'spread');
+      expect(new Set([...seen.values()].map(addressBlock)).size).to.equal(blocks);
+    } finally {
+      await svc.stop();
+    }
+  });
+
   it('serves when the probe fails (an echo that resets, one that answers no address), naming the published address and saying so', async () => {
     const net = await egressTestnet();
     const elsewhere = net.exits.filter((e) => e.egressAddress !== e.address);

@@ -26,6 +26,16 @@ function relay(c: string, address: string, over: Partial<ExitRelay> = {}): ExitR
   return { ...asPublished({ fingerprint: fp(c), nickname: `n${c}`, address, country: 'de', bandwidth: 1000, block: addressBlock(address), family: fp(c) }), ...over };
 }
 
+/** The pool's answer to exit-gone (InstanceLifecycle.moveToNewExits): a fresh exit for each instance, at once. Returns every exit-gone heard. */
+function answerExitGone(a: ExitAssignments): number[][] {
+  const gone: number[][] = [];
+  a.on('exit-gone', (ids) => {
+    gone.push(ids);
+    for (const id of ids) a.next(id, { fresh: true, why: 'exit_gone' });
+  });
+  return gone;
+}
+
 describe('exit catalog: parsing the consensus and microdescriptors', () => {
   it('reads every entry of ns/all with address, flags and weight, skipping a malformed one', () => {
     const text =
@@ -349,12 +359,7 @@ describe('exit bans and assignments', () => {
     const audit = new AuditLog();
     const a = new ExitAssignments({ unit: 'subnet', banTtlMs: 1000, exitNodes: [], strictNodes: false, audit, log: logger(), now: () => 0, random: () => 0 });
     a.catalog.replace([relay('a', '10.0.0.1'), relay('b', '10.1.0.1'), relay('c', '10.2.0.1')], 1);
-    const gone: number[][] = [];
-    // The pool's answer to exit-gone: a fresh exit for each instance (InstanceLifecycle.moveToNewExits).
-    a.on('exit-gone', (ids) => {
-      gone.push(ids);
-      for (const id of ids) a.next(id, { fresh: true, why: 'exit_gone' });
-    });
+    const gone = answerExitGone(a);
     // node-b holds c: three instances here on two relays, one of them twice (the fleet e2e's case).
     a.setHeldElsewhere(new Map([[fp('c'), 'node-b']]));
     for (const id of [0, 1, 2]) a.next(id, { fresh: false, why: 'bootstrap' });
@@ -381,11 +386,7 @@ describe('exit bans and assignments', () => {
     const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.1.0.1'), relay('c', '10.2.0.1')]);
     const busy = new Set<number>();
     a.setIdle((id) => !busy.has(id));
-    const gone: number[][] = [];
-    a.on('exit-gone', (ids) => {
-      gone.push(ids);
-      for (const id of ids) a.next(id, { fresh: true, why: 'exit_gone' });
-    });
+    const gone = answerExitGone(a);
     a.setHeldElsewhere(new Map([[fp('b'), 'node-b'], [fp('c'), 'node-b']]));
     a.next(0, { fresh: false, why: 'bootstrap' });
     a.next(1, { fresh: false, why: 'bootstrap' });
@@ -440,11 +441,7 @@ describe('exit bans and assignments', () => {
 
   it('moves one of two instances on a relay when the instance on a third relay leaves, and only as many as relays are free', () => {
     const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.1.0.1')]);
-    const gone: number[][] = [];
-    a.on('exit-gone', (ids) => {
-      gone.push(ids);
-      for (const id of ids) a.next(id, { fresh: true, why: 'exit_gone' });
-    });
+    const gone = answerExitGone(a);
     for (const id of [0, 1, 2, 3]) a.next(id, { fresh: false, why: 'bootstrap' });
     const holders = (f: string | undefined): number[] => [0, 1, 2, 3].filter((id) => a.current(id) === f);
     expect(holders(fp('a')).length + holders(fp('b')).length).to.equal(4);
@@ -460,7 +457,69 @@ describe('exit bans and assignments', () => {
     expect(holders(fp('b'))).to.deep.equal(gone[0]);
   });
 
-  it('once other nodes’ leases lapse, every instance has an exit and every relay is in use before any is used twice (property)', () => {
+  it('moves an idle instance off a shared /24 once a /24 of its own frees up (EXIT_DISTINCT=subnet), said as unit_shared; the instance that stays is distinct again', () => {
+    const audit = new AuditLog();
+    const a = new ExitAssignments({ unit: 'subnet', banTtlMs: 1000, exitNodes: [], strictNodes: false, audit, log: logger(), now: () => 0, random: () => 0 });
+    // Two /24s for three instances: two share one, in a shortage said out loud.
+    a.catalog.replace([relay('a', '10.0.0.1'), relay('b', '10.0.0.2'), relay('c', '10.1.0.1'), relay('d', '10.2.0.1')], 1);
+    const gone = answerExitGone(a);
+    a.banAssigned(9, 'captcha', 'held back for the test', fp('d'));
+    for (const id of [0, 1, 2]) a.next(id, { fresh: false, why: 'bootstrap' });
+    const block = (id: number): string => a.assignment(id)?.block ?? '';
+    const sharers = [0, 1, 2].filter((id) => a.assignment(id)?.distinct === false);
+    expect(sharers, 'one instance assigned in a shortage').to.have.length(1);
+    expect(new Set([0, 1, 2].map(block)).size).to.equal(2);
+    // A /24 frees (the ban is lifted; the next catalog refresh or renewal checks): the sharer moves there.
+    a.liftBan(fp('d'));
+    a.setUnitsHeldElsewhere(new Map());
+    expect(gone).to.deep.equal(sharers.map((id) => [id]));
+    expect(new Set([0, 1, 2].map(block)).size, 'three /24s for three instances').to.equal(3);
+    expect([0, 1, 2].map((id) => [a.assignment(id)?.distinct, a.shortageOf(id)])).to.deep.equal([[true, ''], [true, ''], [true, '']]);
+    const said = audit.recent(30).filter((e) => e.details.reason === 'unit_shared');
+    expect(said.map((e) => e.instance)).to.deep.equal(sharers);
+    expect(said[0]?.message).to.match(/^exit n[ab] \(10\.0\.0\.[12]\) of instance \d shares its \/24 with instance \d while one of its own is free: it moves to another exit$/);
+    // A check that frees nothing moves nobody.
+    a.setUnitsHeldElsewhere(new Map());
+    expect(gone).to.have.length(1);
+  });
+
+  it('ends a /24 shortage without a move when the other holder leaves, and moves a busy sharer never, only as many idle ones as /24s are free', () => {
+    const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.0.0.2'), relay('c', '10.0.0.3'), relay('d', '10.1.0.1'), relay('e', '10.2.0.1')]);
+    const busy = new Set<number>();
+    a.setIdle((id) => !busy.has(id));
+    const gone = answerExitGone(a);
+    a.banAssigned(9, 'captcha', 'held back', fp('d'));
+    a.banAssigned(9, 'captcha', 'held back', fp('e'));
+    for (const id of [0, 1, 2]) a.next(id, { fresh: false, why: 'bootstrap' });
+    expect([0, 1, 2].map((id) => a.assignment(id)?.block)).to.deep.equal(['10.0.0.0/24', '10.0.0.0/24', '10.0.0.0/24']);
+    // One /24 frees, instance 2 serves sessions: of the idle ones, one moves (the highest), the other keeps the /24 with 2.
+    busy.add(2);
+    a.liftBan(fp('d'));
+    a.setUnitsHeldElsewhere(new Map());
+    expect(gone).to.deep.equal([[1]]);
+    expect(a.current(1)).to.equal(fp('d'));
+    expect(a.assignment(0)?.distinct === false || a.assignment(2)?.distinct === false, 'instances 0 and 2 still share').to.equal(true);
+    // A second /24 frees: instance 2 still serves sessions, so idle instance 0 moves.
+    a.liftBan(fp('e'));
+    a.setUnitsHeldElsewhere(new Map());
+    expect(gone).to.deep.equal([[1], [0]]);
+    expect(a.current(0)).to.equal(fp('e'));
+    expect([0, 1, 2].map((id) => a.shortageOf(id))).to.deep.equal(['', '', '']);
+    expect(a.assignment(2)?.distinct, 'alone on its /24 now, without moving').to.equal(true);
+    // On one node, the other holder leaving ends the shortage at once: no move, no shortage left.
+    const b = assignments([relay('a', '10.0.0.1'), relay('b', '10.0.0.2')]);
+    const moved: number[][] = [];
+    b.on('exit-gone', (ids) => moved.push(ids));
+    b.next(0, { fresh: false, why: 'bootstrap' });
+    b.next(1, { fresh: false, why: 'bootstrap' });
+    const shared = [0, 1].find((id) => b.assignment(id)?.distinct === false) as number;
+    expect(b.shortageOf(shared)).to.match(/shares its \/24/);
+    b.release(shared === 0 ? 1 : 0);
+    expect(moved).to.deep.equal([]);
+    expect([b.assignment(shared)?.distinct, b.shortageOf(shared)]).to.deep.equal([true, '']);
+  });
+
+  it('once other nodes’ leases lapse, every instance has an exit and every relay, then every /24, is in use before any is used twice (property)', () => {
     fc.assert(
       fc.property(
         fc.uniqueArray(fc.constantFrom(...'0123456789abcdef'), { minLength: 1, maxLength: 10 }),
@@ -478,7 +537,13 @@ describe('exit bans and assignments', () => {
           for (let id = 0; id < instances; id++) a.next(id, { fresh: false, why: 'bootstrap' });
           a.setHeldElsewhere(new Map());
           const pinned = Array.from({ length: instances }, (_, id) => a.current(id));
-          return pinned.every((f) => f !== undefined) && new Set(pinned).size === Math.min(instances, names.length);
+          if (!(pinned.every((f) => f !== undefined) && new Set(pinned).size === Math.min(instances, names.length))) return false;
+          // The units other nodes hold are read right after (the fleet's renewal): every /24 is in use before any is used twice too, no relay given up for it.
+          a.setUnitsHeldElsewhere(new Map());
+          const blocks = Array.from({ length: instances }, (_, id) => a.assignment(id)?.block);
+          const relays = new Set(Array.from({ length: instances }, (_, id) => a.current(id))).size;
+          const shortages = Array.from({ length: instances }, (_, id) => a.shortageOf(id) !== '').filter(Boolean).length;
+          return new Set(blocks).size === Math.min(instances, Math.min(names.length, 3)) && relays === Math.min(instances, names.length) && shortages === Math.max(0, instances - Math.min(names.length, 3));
         },
       ),
     );
