@@ -446,6 +446,8 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     if (lifted) {
       this.audit(null, `ban of exit ${fingerprint} lifted`, { fingerprint });
       this.emit('lifted', fingerprint);
+      // The exit is eligible again: an instance sharing one may move onto it now.
+      this.spreadOffSharedExits();
     }
     return lifted;
   }
@@ -457,7 +459,9 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
 
   /** A ban lifted on another node of the fleet: lifted here too. */
   applyFleetLift(fingerprint: string): void {
-    if (this.bans.lift(fingerprint)) this.audit(null, `ban of exit ${fingerprint} lifted on another node`, { fingerprint, by: 'fleet' });
+    if (!this.bans.lift(fingerprint)) return;
+    this.audit(null, `ban of exit ${fingerprint} lifted on another node`, { fingerprint, by: 'fleet' });
+    this.spreadOffSharedExits();
   }
 
   /** The instance left the pool (or is restarting afresh): its exit is free for others. */
