@@ -47,8 +47,12 @@ export async function freePorts(count: number): Promise<number[]> {
   for (let attempt = 0; ports.length < count; attempt++) {
     if (attempt >= 200 + count * 20) throw new NoFreePortRangeError(count);
     const port = SINGLE_PORTS_START + Math.floor(Math.random() * (SINGLE_PORTS_END - SINGLE_PORTS_START));
-    if (recentPortSet.has(port) || !(await portFree(port))) continue;
+    if (recentPortSet.has(port)) continue;
+    // Claimed before the check, which waits: two services started together (fleet-nodes) search
+    // at once, and both had found one port free and handed it out (one failed to bind it). A
+    // port found busy stays claimed, which costs nothing.
     remember(port);
+    if (!(await portFree(port))) continue;
     ports.push(port);
   }
   return ports;
@@ -83,10 +87,28 @@ async function freeBlock(size: number, taken: readonly number[]): Promise<number
   for (let attempt = 0; attempt < 200; attempt++) {
     const base = INSTANCE_BLOCKS_START + Math.floor(Math.random() * slots) * 10;
     if (taken.some((p) => p >= base && p < base + range)) continue;
+    if (!claimRange(base, size)) continue;
     const checks = await Promise.all(Array.from({ length: size }, (_, i) => portFree(base + i)));
     if (checks.every(Boolean)) return base;
   }
   throw new NoFreePortRangeError(size);
+}
+
+/**
+ * Port ranges handed out lately (instance blocks, session port bases), each claimed before its
+ * ports are checked, as `freePorts` claims single ports: two services started together must not
+ * both be handed one range. Bounded: the oldest claims lapse (their services bound them long ago).
+ */
+const RECENT_RANGES_KEPT = 16;
+const recentRanges: { start: number; end: number }[] = [];
+
+/** Claims [start, start + size) unless it overlaps a range claimed lately. */
+function claimRange(start: number, size: number): boolean {
+  const end = start + size;
+  if (recentRanges.some((r) => start < r.end && r.start < end)) return false;
+  recentRanges.push({ start, end });
+  if (recentRanges.length > RECENT_RANGES_KEPT) recentRanges.shift();
+  return true;
 }
 
 /**
@@ -109,6 +131,7 @@ export async function servicePorts(instances: number, alsoTaken: readonly number
 export async function freeSessionPortBase(count: number): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
     const base = 12_000 + Math.floor(Math.random() * 790) * 10;
+    if (!claimRange(base, count)) continue;
     const checks = await Promise.all(Array.from({ length: count }, (_, i) => portFree(base + i)));
     if (checks.every(Boolean)) return base;
   }
