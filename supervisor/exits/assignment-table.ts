@@ -114,8 +114,10 @@ export class AssignmentTable {
    */
   sharesAvoidably(id: number, eligible: () => readonly ExitRelay[], isSuspect: (fingerprint: string) => boolean): boolean {
     const a = this.assigned.get(id);
-    if (!a || !this.sharesUnit(id)) return false;
+    if (!a) return false;
+    // One count of the taken keys serves both questions: does it share, and would another exit not.
     const used = this.keysTakenBesides(id);
+    if (!distinctKeys(a.relay, this.unit).some((k) => used.has(k))) return false;
     return eligible().some((e) => e.fingerprint !== a.relay.fingerprint && !isSuspect(e.fingerprint) && !distinctKeys(e, this.unit).some((k) => used.has(k)));
   }
 
