@@ -96,6 +96,19 @@ export class AssignmentTable {
   }
 
   /**
+   * Whether `relay`, given back to instance `id` after a restart, shares a unit with an exit
+   * another instance here is assigned, or with a unit another node leases. Exits still reserved
+   * since the restart do not count: of two that shared before it, the first to claim its exit is
+   * the distinct one and the second the one in a shortage, as when they were first chosen
+   * (counting reserved ones would put both in a shortage, and neither would ever leave it).
+   */
+  restoredShares(id: number, relay: ExitRelay): boolean {
+    const used = new Set(this.unitsHeldElsewhere.keys());
+    for (const t of this.assignedBesides(id)) for (const k of distinctKeys(t, this.unit)) used.add(k);
+    return distinctKeys(relay, this.unit).some((k) => used.has(k));
+  }
+
+  /**
    * Instances assigned in a shortage (`distinct: false`) that share no unit any more (the other
    * holder moved, stopped, or its node died): distinct again, their shortage gone. Returns them.
    */

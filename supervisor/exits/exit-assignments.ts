@@ -269,13 +269,16 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     const now = this.now();
     const current = this.table.assigned.get(id)?.relay;
     if (!current && this.table.restored.has(id)) {
-      const taken = this.table.assignedBesides(id);
       const relay = this.claimRestored(id, now);
       if (relay) {
-        const distinct = !taken.some((t) => distinctKeys(t, this.options.unit).some((k) => distinctKeys(relay, this.options.unit).includes(k)));
+        // Kept even when it shares: the sessions restored on the instance keep their IP; the
+        // shortage is said as any other is, and ends as any other does (spreadOffSharedExits).
+        const distinct = !this.table.restoredShares(id, relay);
+        const note = distinct ? '' : `its exit from before the restart shares its ${this.table.unitWord()} with another instance's${this.table.unitsHeldElsewhere.size > 0 ? ' (on this node or another of the fleet)' : ''}`;
         if (distinct) this.table.shortage.delete(id);
-        this.record(id, { relay, distinct, forSession: false }, { said: 'again, as before the restart', why: 'restored' });
-        return { ok: true, relay, distinct, note: '' };
+        else this.table.shortage.set(id, note);
+        this.record(id, { relay, distinct, forSession: false }, { said: distinct ? 'again, as before the restart' : `again, as before the restart — ${note}`, why: 'restored' });
+        return { ok: true, relay, distinct, note };
       }
     }
     const { input, avoidAddresses } = this.choiceInput(id, options, now);

@@ -7,6 +7,9 @@
  * a captcha quarantine bans the exit, and a catalog too small for distinct exits says so.
  */
 import { expect } from 'chai';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import type { ExitsView, InstanceView, SessionRotateResult } from '../../shared/api/views.js';
 import { addressBlock } from '../../supervisor/exits/exit-relay.js';
 import { HealApi } from '../support/clients/api-client.js';
@@ -339,33 +342,57 @@ describe('exits: distinct exit IPs, a new IP per rotation, burnt exits banned (p
     expect(await svc.stop(), 'a clean shutdown').to.equal(0);
   });
 
-  it('reports the shortage when the catalog has fewer eligible exits than instances, rather than hiding it', async () => {
+  it('reports the shortage when the catalog has fewer eligible exits than instances, rather than hiding it, and again after a restart gives each instance its exit back', async () => {
     // de and nl are the two exits that share one /24: three instances, two exits, one /24.
-    const svc = await startService({ POOL_SIZE: '3', TOR_EXIT_NODES: '{de},{nl}', TOR_STRICT_NODES: '1' });
+    const env = { POOL_SIZE: '3', TOR_EXIT_NODES: '{de},{nl}', TOR_STRICT_NODES: '1', DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'exitpool-shortage-')) };
+    /** The shortage as the API tells it: two instances of three in it, each naming why, the third distinct. */
+    const expectShortageSaid = async (api: HealApi, when: string): Promise<InstanceView[]> => {
+      const exits = await pollUntil(`the shortage reported (${when})`, () => api.json<ExitsView>('/api/exits'), 30_000, { until: (v) => v.shortages.length === 2 });
+      expect(exits, when).to.deep.include({ eligible: 2, capacity: 1, in_use: 2 });
+      for (const shortage of exits.shortages) expect(shortage.reason, when).to.match(/shares its/);
+      const instances = await api.instances();
+      expect(instances.filter((i) => i.assigned_exit?.distinct === false), when).to.have.lengthOf(2);
+      for (const i of instances) {
+        if (i.assigned_exit?.distinct === false) expect(i.exit_shortage, `instance ${i.id} names its shortage (${when})`).to.not.equal('');
+        else expect(i.exit_shortage, `instance ${i.id} (${when})`).to.equal('');
+      }
+      expect(new Set(instances.map((i) => i.assigned_exit?.country)), when).to.deep.equal(new Set(['de', 'nl']));
+      return instances;
+    };
+    let svc = await startService(env);
+    let before: InstanceView[];
     try {
       await svc.waitReady(3, READY_TIMEOUT_MS);
       const api = await HealApi.signIn(svc);
       await pollUntil('3 instances ready', () => api.pool(), READY_TIMEOUT_MS, { until: (p) => p.ready === 3 });
-      const exits = await pollUntil('the shortage reported', () => api.json<ExitsView>('/api/exits'), 30_000, { until: (v) => v.shortages.length === 2 });
-      expect(exits).to.deep.include({ eligible: 2, capacity: 1, in_use: 2 });
-      for (const shortage of exits.shortages) expect(shortage.reason).to.match(/shares its/);
-      const instances = await api.instances();
-      expect(instances.filter((i) => i.assigned_exit?.distinct === false)).to.have.lengthOf(2);
-      for (const i of instances) {
-        if (i.assigned_exit?.distinct === false) expect(i.exit_shortage, `instance ${i.id} names its shortage`).to.not.equal('');
-        else expect(i.exit_shortage, `instance ${i.id}`).to.equal('');
-      }
-      expect(new Set(instances.map((i) => i.assigned_exit?.country))).to.deep.equal(new Set(['de', 'nl']));
+      await expectShortageSaid(api, 'first start');
       expect((await api.events(100)).some((e) => e.type === 'exit' && e.details.distinct === false)).to.equal(true);
       // A rotation cannot find a new /24 here, and says so instead of pretending.
       await exitIpOf(svc, 'short-supply');
       const r = await api.json<SessionRotateResult>('/api/sessions/short-supply/rotate', { method: 'POST', bearer: TEST_PROXY_TOKEN });
       expect(r.new_exit).to.equal(false);
       expect(r.exit_note).to.not.equal('');
+      before = await api.instances();
     } catch (error) {
       await svc.stop();
       throw error;
     }
     expect(await svc.stop(), 'a clean shutdown').to.equal(0);
+    // Started again on the same DATA_DIR: every instance takes back the exit it had, and the
+    // shortage is said as before (an exit given back used to be distinct: false with no shortage named).
+    svc = await startService(env);
+    try {
+      await svc.waitReady(3, READY_TIMEOUT_MS);
+      const api = await HealApi.signIn(svc);
+      await pollUntil('3 instances ready', () => api.pool(), READY_TIMEOUT_MS, { until: (p) => p.ready === 3 });
+      const after = await expectShortageSaid(api, 'after the restart');
+      expect(after.map((i) => [i.id, i.assigned_exit?.fingerprint]), 'each instance has its exit back').to.deep.equal(before.map((i) => [i.id, i.assigned_exit?.fingerprint]));
+      expect((await api.events(100)).filter((e) => e.type === 'exit' && e.details.why === 'restored' && e.details.distinct === false).length, 'said in the audit trail').to.equal(2);
+    } catch (error) {
+      await svc.stop();
+      throw error;
+    }
+    expect(await svc.stop(), 'a clean shutdown').to.equal(0);
+    fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
   });
 });

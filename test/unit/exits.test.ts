@@ -483,6 +483,31 @@ describe('exit bans and assignments', () => {
     expect(gone).to.have.length(1);
   });
 
+  it('gives an instance its exit from before a restart even when it shares a /24, and says the shortage as any other (here, and with a unit another node leases)', () => {
+    const restored = (pairs: [number, string, string][]): Map<number, { fingerprint: string; nickname: string; address: string }> =>
+      new Map(pairs.map(([id, c, address]) => [id, { fingerprint: fp(c), nickname: `n${c}`, address }]));
+    // Two instances that shared a /24 before the restart (a shortage then): the first to claim its exit is distinct, the second not, and says so.
+    const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.0.0.2'), relay('c', '10.1.0.1')]);
+    a.restore(restored([[0, 'a', '10.0.0.1'], [1, 'b', '10.0.0.2']]), []);
+    a.next(0, { fresh: false, why: 'bootstrap' });
+    const second = a.next(1, { fresh: false, why: 'bootstrap' });
+    expect([a.current(0), a.current(1)], 'each has its exit back').to.deep.equal([fp('a'), fp('b')]);
+    expect(second).to.deep.include({ ok: true, distinct: false });
+    expect([[a.assignment(0)?.distinct, a.shortageOf(0)], [a.assignment(1)?.distinct, a.shortageOf(1)]]).to.deep.equal([
+      [true, ''],
+      [false, "its exit from before the restart shares its /24 with another instance's"],
+    ]);
+    // On a node of a fleet whose /24 another node leased meanwhile: kept for its sessions, but not distinct, and no unit lease claimed for it.
+    const f = assignments([relay('a', '10.0.0.1'), relay('c', '10.1.0.1')]);
+    f.restore(restored([[0, 'a', '10.0.0.1']]), []);
+    f.setUnitsHeldElsewhere(new Map([['block:10.0.0.0/24', 'node-b']]));
+    const back = f.next(0, { fresh: false, why: 'bootstrap' });
+    expect(back).to.deep.include({ ok: true, distinct: false });
+    expect(f.current(0)).to.equal(fp('a'));
+    expect(f.shortageOf(0)).to.equal("its exit from before the restart shares its /24 with another instance's (on this node or another of the fleet)");
+    expect([...f.heldUnits().keys()], 'a unit held by another node is not claimed').to.deep.equal([]);
+  });
+
   it('ends a /24 shortage without a move when the other holder leaves, and moves a busy sharer never, only as many idle ones as /24s are free', () => {
     const a = assignments([relay('a', '10.0.0.1'), relay('b', '10.0.0.2'), relay('c', '10.0.0.3'), relay('d', '10.1.0.1'), relay('e', '10.2.0.1')]);
     const busy = new Set<number>();
