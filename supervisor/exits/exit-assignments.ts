@@ -17,11 +17,10 @@ import { AssignmentTable, type Assignment, type RestoredAssignment } from './ass
 import { instancesWord, type ExitAnnouncer } from './exit-announcer.js';
 import { FleetYields } from './fleet-yields.js';
 import { EgressReactions } from './egress-reactions.js';
+import { ExitSanctions } from './exit-sanctions.js';
 
 /** How often the catalog is read again from a running instance (consensuses change hourly). */
 export const EXIT_CATALOG_REFRESH_MS = 60_000;
-/** An assigned exit through which no circuit could be built is kept from every instance this long. */
-export const UNREACHABLE_EXIT_BAN_MS = 10 * 60_000;
 
 export interface ExitAssignmentsOptions {
   unit: DistinctUnit;
@@ -113,11 +112,8 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
   readonly downs: ExitDowns;
   /** Who holds which exit, here and (leased) on other nodes of a fleet. */
   private readonly table: AssignmentTable;
-  /**
-   * Exits quarantined on one party's reports (supervisor/verdicts): not banned, but chosen only
-   * when nothing else qualifies, until the time given.
-   */
-  private readonly suspects = new Map<string, number>();
+  /** Bans and suspects: what the pool holds against exits (exit-sanctions.ts). */
+  private readonly sanctions: ExitSanctions;
   private refreshing: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly now: () => number;
@@ -147,7 +143,19 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
       exitGone: (ids) => this.emit('exit-gone', ids),
       assignmentsChanged: () => this.emit('assignments-changed'),
       egressFailed: (failure) => this.emit('egress-failed', failure),
+      banned: (ban) => this.emit('banned', ban),
+      lifted: (fingerprint) => this.emit('lifted', fingerprint),
     };
+    this.sanctions = new ExitSanctions({
+      catalog: this.catalog,
+      table: this.table,
+      bans: this.bans,
+      banTtlMs: options.banTtlMs,
+      now: this.now,
+      eligible: (domains) => this.eligible(domains),
+      freed: () => this.spreadOffSharedExits(),
+      say,
+    });
     const sharesAvoidably = (id: number): boolean => this.sharesAvoidably(id);
     this.fleet = new FleetYields(this.table, this.catalog, sharesAvoidably, say);
     this.egressReactions = new EgressReactions({
@@ -367,104 +375,48 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
     return this.table.assigned.get(id)?.relay.fingerprint;
   }
 
+  /** Instance `id`'s tor could build no circuit through `fingerprint`: banned briefly (ExitSanctions). */
   unreachable(id: number, fingerprint: string): void {
-    const relay = this.catalog.get(fingerprint) ?? this.table.assigned.get(id)?.relay;
-    if (!relay) return;
-    this.banRelay(relay, 'unreachable', `no circuit could be built through it for instance ${id}`, UNREACHABLE_EXIT_BAN_MS, id);
+    this.sanctions.unreachable(id, fingerprint);
   }
 
-  /**
-   * Bans the exit instance `id` was assigned (a quarantine for captcha, block or transport
-   * failures): for everyone, or only for `domain` when every complaint named that one site.
-   */
+  /** Bans the exit instance `id` was assigned, for everyone or for `domain` (ExitSanctions.banAssigned). */
   banAssigned(id: number, cause: BanCause, reason: string, exitFingerprint: string, domain = ''): ExitBan | undefined {
-    const relay = this.catalog.get(exitFingerprint) ?? this.table.assigned.get(id)?.relay;
-    if (!relay) return undefined;
-    const ban = this.banRelay(relay, cause, reason, this.options.banTtlMs, id, domain);
-    // Banned for everyone: every instance still pinned to it needs another exit (a quarantined
-    // one gets it from its remediation; the pool skips it).
-    if (domain === '') {
-      const ids = this.assignedInstances(relay.fingerprint);
-      if (ids.length > 0) this.emit('exit-gone', ids);
-    }
-    return ban;
+    return this.sanctions.banAssigned(id, cause, reason, exitFingerprint, domain);
   }
 
   /** Whether an exit (by fingerprint or address) is banned for everyone or for one of `domains`. */
   bannedFor(exit: { fingerprint: string; address: string }, domains: readonly string[]): boolean {
-    return this.bans.isBanned(exit, this.now(), domains);
+    return this.sanctions.bannedFor(exit, domains);
   }
 
-  private banRelay(relay: ExitRelay, cause: BanCause, reason: string, ttlMs: number, id: number | null, domain = ''): ExitBan {
-    const ban = this.bans.ban(relay, cause, reason, this.now(), ttlMs, domain);
-    this.suspects.delete(relay.fingerprint);
-    this.emit('banned', ban);
-    const scope = domain === '' ? '' : ` for ${domain}`;
-    this.audit(id, `exit ${relay.nickname} (${relay.address}) banned${scope} until ${new Date(ban.until).toISOString()}: ${reason}`, {
-      fingerprint: relay.fingerprint,
-      address: relay.address,
-      domain,
-      cause,
-      until: new Date(ban.until).toISOString(),
-    });
-    return ban;
-  }
-
-  /**
-   * An exit quarantined on the reports of one party: chosen last until `until` (a ban needs
-   * independent reporters: supervisor/verdicts/README.md).
-   */
+  /** An exit quarantined on one party's reports: chosen last until `until` (ExitSanctions.markSuspect). */
   markSuspect(fingerprint: string, until: number): void {
-    this.suspects.set(fingerprint, Math.max(until, this.suspects.get(fingerprint) ?? 0));
-    const relay = this.catalog.get(fingerprint);
-    this.audit(null, `exit ${relay?.nickname ?? fingerprint} is suspect until ${new Date(until).toISOString()}: quarantined on one party's reports; chosen only when no other exit qualifies`, {
-      fingerprint,
-      reason: 'suspect',
-      until: new Date(until).toISOString(),
-    });
+    this.sanctions.markSuspect(fingerprint, until);
   }
 
   isSuspect(fingerprint: string, now: number = this.now()): boolean {
-    const until = this.suspects.get(fingerprint);
-    if (until === undefined) return false;
-    if (until > now) return true;
-    this.suspects.delete(fingerprint);
-    return false;
+    return this.sanctions.isSuspect(fingerprint, now);
   }
 
-  /**
-   * What banning `fingerprint` (for everyone, or for `domain`) would leave eligible: in the whole
-   * catalog and in its country (the floors of supervisor/verdicts/ban-guard.ts).
-   */
+  /** What banning `fingerprint` would leave eligible, in all and in its country (ExitSanctions.eligibleAfterBan). */
   eligibleAfterBan(fingerprint: string, domain = ''): { catalog: number; eligible: number; country: string; eligibleInCountry: number } {
-    const relay = this.catalog.get(fingerprint);
-    const country = relay?.country ?? '';
-    const left = this.eligible(domain === '' ? [] : [domain]).filter((e) => e.fingerprint !== fingerprint && (relay === undefined || (e.address !== relay.address && !relay.seen.includes(e.address))));
-    return { catalog: this.catalog.size, eligible: left.length, country, eligibleInCountry: country === '' ? 0 : left.filter((e) => e.country === country).length };
+    return this.sanctions.eligibleAfterBan(fingerprint, domain);
   }
 
   /** Lifts a ban by hand; false when there was none. */
   liftBan(fingerprint: string): boolean {
-    const lifted = this.bans.lift(fingerprint);
-    if (lifted) {
-      this.audit(null, `ban of exit ${fingerprint} lifted`, { fingerprint });
-      this.emit('lifted', fingerprint);
-      // The exit is eligible again: an instance sharing one may move onto it now.
-      this.spreadOffSharedExits();
-    }
-    return lifted;
+    return this.sanctions.liftBan(fingerprint);
   }
 
   /** A ban another node of the fleet made: in force here too (a longer one already here stands). */
   applyFleetBan(ban: ExitBan): void {
-    this.bans.restore(ban, this.now());
+    this.sanctions.applyFleetBan(ban);
   }
 
   /** A ban lifted on another node of the fleet: lifted here too. */
   applyFleetLift(fingerprint: string): void {
-    if (!this.bans.lift(fingerprint)) return;
-    this.audit(null, `ban of exit ${fingerprint} lifted on another node`, { fingerprint, by: 'fleet' });
-    this.spreadOffSharedExits();
+    this.sanctions.applyFleetLift(fingerprint);
   }
 
   /** The instance left the pool (or is restarting afresh): its exit is free for others. */

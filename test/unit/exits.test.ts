@@ -4,7 +4,9 @@ import '../support/fixtures/fuzz-runs.js';
 import { AuditLog } from '../../supervisor/audit/audit-log.js';
 import { parseConsensusEntries, parseFamilyDeclaration } from '../../supervisor/exits/consensus-entries.js';
 import { ExitAssignments } from '../../supervisor/exits/exit-assignments.js';
+import { AssignmentTable } from '../../supervisor/exits/assignment-table.js';
 import { ExitBans } from '../../supervisor/exits/exit-bans.js';
+import { ExitSanctions } from '../../supervisor/exits/exit-sanctions.js';
 import { buildExits, ExitCatalog, FAMILY_REREAD_MS, familiesOf } from '../../supervisor/exits/exit-catalog.js';
 import { ControlCommandError } from '../../supervisor/tor/errors.js';
 import { chooseExit } from '../../supervisor/exits/exit-choice.js';
@@ -685,6 +687,70 @@ describe('exit bans and assignments', () => {
       const next = a.next(i, { fresh: false, why: 'bootstrap' });
       expect(next.ok && next.relay.fingerprint).to.not.equal(fp('b'));
     }
+  });
+});
+
+describe('exit sanctions: bans and suspects', () => {
+  function sanctions(now: { t: number }): { s: ExitSanctions; said: { gone: number[][]; banned: string[]; lifted: string[]; freed: number; audited: string[] } } {
+    const catalog = new ExitCatalog();
+    catalog.replace([relay('a', '10.0.0.1'), relay('b', '10.1.0.1')], 1);
+    const table = new AssignmentTable(catalog, 'subnet');
+    table.assigned.set(0, { relay: catalog.get(fp('a')) as ExitRelay, distinct: true });
+    table.assigned.set(1, { relay: catalog.get(fp('a')) as ExitRelay, distinct: false });
+    const said = { gone: [] as number[][], banned: [] as string[], lifted: [] as string[], freed: 0, audited: [] as string[] };
+    const s = new ExitSanctions({
+      catalog,
+      table,
+      bans: new ExitBans(),
+      banTtlMs: 1000,
+      now: () => now.t,
+      eligible: () => [...catalog.all()],
+      freed: () => said.freed++,
+      say: {
+        audit: (_i, message) => said.audited.push(message),
+        exitGone: (ids) => said.gone.push(ids),
+        assignmentsChanged: () => undefined,
+        egressFailed: () => undefined,
+        banned: (ban) => said.banned.push(ban.fingerprint),
+        lifted: (f) => said.lifted.push(f),
+      },
+    });
+    return { s, said };
+  }
+
+  it('a suspect ends at its time, or when the exit is banned; a ban for everyone moves every instance on it, one for a site none', () => {
+    const now = { t: 0 };
+    const { s, said } = sanctions(now);
+    s.markSuspect(fp('a'), 100);
+    s.markSuspect(fp('a'), 50);
+    expect([s.isSuspect(fp('a')), s.isSuspect(fp('b'))], 'the later time stands').to.deep.equal([true, false]);
+    now.t = 99;
+    expect(s.isSuspect(fp('a'))).to.equal(true);
+    now.t = 100;
+    expect(s.isSuspect(fp('a')), 'over at its time').to.equal(false);
+    s.banAssigned(0, 'captcha', 'one site complained', fp('a'), 'shop.example');
+    expect(said.gone, 'a ban for one site moves nobody').to.deep.equal([]);
+    expect([s.bannedFor({ fingerprint: fp('a'), address: '10.0.0.1' }, []), s.bannedFor({ fingerprint: fp('a'), address: '10.0.0.1' }, ['shop.example'])]).to.deep.equal([false, true]);
+    s.markSuspect(fp('a'), 500);
+    s.banAssigned(0, 'captcha', 'two parties complained', fp('a'));
+    expect(s.isSuspect(fp('a')), 'banned: no longer merely suspect').to.equal(false);
+    expect(said.gone).to.deep.equal([[0, 1]]);
+    expect(said.banned).to.deep.equal([fp('a'), fp('a')]);
+    expect(s.eligibleAfterBan(fp('b'))).to.deep.equal({ catalog: 2, eligible: 1, country: 'de', eligibleInCountry: 1 });
+  });
+
+  it('a ban lifted by hand is said to the fleet and frees the exit; one lifted on another node frees it without saying it back; lifting none does nothing', () => {
+    const { s, said } = sanctions({ t: 0 });
+    s.unreachable(1, fp('b'));
+    expect(s.bannedFor({ fingerprint: fp('b'), address: '10.1.0.1' }, [])).to.equal(true);
+    expect(s.liftBan(fp('b'))).to.equal(true);
+    expect([said.lifted, said.freed]).to.deep.equal([[fp('b')], 1]);
+    expect(s.liftBan(fp('b')), 'nothing left to lift').to.equal(false);
+    s.applyFleetBan({ fingerprint: fp('b'), address: '10.1.0.1', nickname: 'nb', cause: 'captcha', reason: 'node-b', since: 0, until: 1000, domain: '' });
+    s.applyFleetLift(fp('b'));
+    s.applyFleetLift(fp('b'));
+    expect([said.lifted, said.freed], 'a lift from the fleet is not said back to it').to.deep.equal([[fp('b')], 2]);
+    expect(said.audited.filter((m) => m.includes('lifted'))).to.have.length(2);
   });
 });
 
