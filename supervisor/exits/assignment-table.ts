@@ -100,7 +100,7 @@ export class AssignmentTable {
    * another instance here is assigned, or with a unit another node leases. Exits still reserved
    * since the restart do not count: of two that shared before it, the first to claim its exit is
    * the distinct one and the second the one in a shortage, as when they were first chosen
-   * (counting reserved ones would put both in a shortage, and neither would ever leave it).
+   * (counting reserved ones would put both in one, where only one of them is beyond the units).
    */
   restoredShares(id: number, relay: ExitRelay): boolean {
     const used = new Set(this.unitsHeldElsewhere.keys());
