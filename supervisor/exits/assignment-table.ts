@@ -91,7 +91,7 @@ export class AssignmentTable {
   sharesUnit(id: number, leaving: ReadonlySet<number> = new Set(), arriving: readonly ExitRelay[] = []): boolean {
     const a = this.assigned.get(id);
     if (!a) return false;
-    const used = this.keysTakenBesides(id, leaving, arriving);
+    const used = this.keysTakenBesides(id, { leaving, arriving });
     return distinctKeys(a.relay, this.unit).some((k) => used.has(k));
   }
 
@@ -103,9 +103,25 @@ export class AssignmentTable {
    * (counting reserved ones would put both in one, where only one of them is beyond the units).
    */
   restoredShares(id: number, relay: ExitRelay): boolean {
-    const used = new Set(this.unitsHeldElsewhere.keys());
-    for (const t of this.assignedBesides(id)) for (const k of distinctKeys(t, this.unit)) used.add(k);
+    const used = this.keysTakenBesides(id, { reserved: false });
     return distinctKeys(relay, this.unit).some((k) => used.has(k));
+  }
+
+  /**
+   * Records whether instance `id` is in a shortage, the note `exit_shortage` and `GET /api/exits`
+   * show: none when it does not share; else "`what` shares its /24 with another instance's", with
+   * `detail` in brackets, or where the other holder may be when another node leases units.
+   * Returns the note ('' without a shortage). Every part that decides a shortage says it here.
+   */
+  noteShortage(id: number, shares: boolean, what: string, detail?: string): string {
+    if (!shares) {
+      this.shortage.delete(id);
+      return '';
+    }
+    const where = detail !== undefined ? ` (${detail})` : this.unitsHeldElsewhere.size > 0 ? ' (on this node or another of the fleet)' : '';
+    const note = `${what} shares its ${this.unitWord()} with another instance's${where}`;
+    this.shortage.set(id, note);
+    return note;
   }
 
   /**
@@ -151,10 +167,15 @@ export class AssignmentTable {
     for (const a of this.assigned.values()) a.relay = this.current(a);
   }
 
-  /** The keys (EXIT_DISTINCT) other instances' exits hold, here and (fleet) on other nodes, with how many hold each; `leaving` and `arriving` as in `sharesUnit`. */
-  private keysTakenBesides(id: number, leaving: ReadonlySet<number> = new Set(), arriving: readonly ExitRelay[] = []): Map<string, number> {
+  /**
+   * The keys (EXIT_DISTINCT) other instances' exits hold, here and (fleet) on other nodes, with
+   * how many hold each; `leaving` and `arriving` as in `sharesUnit`; exits reserved since a
+   * restart counted unless `reserved` is false (`restoredShares`).
+   */
+  private keysTakenBesides(id: number, o: { leaving?: ReadonlySet<number>; arriving?: readonly ExitRelay[]; reserved?: boolean } = {}): Map<string, number> {
+    const { leaving = new Set<number>(), arriving = [], reserved = true } = o;
     const used = new Map<string, number>();
-    const staying = this.takenBesides(id, leaving);
+    const staying = reserved ? this.takenBesides(id, leaving) : this.assignedBesides(id, leaving);
     for (const t of [...staying, ...arriving]) for (const k of distinctKeys(t, this.unit)) used.set(k, (used.get(k) ?? 0) + 1);
     for (const k of this.unitsHeldElsewhere.keys()) used.set(k, (used.get(k) ?? 0) + 1);
     return used;

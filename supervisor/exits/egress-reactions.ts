@@ -110,8 +110,7 @@ export class EgressReactions {
       if (!changed.has(a.relay.fingerprint)) continue;
       const shares = table.sharesUnit(id);
       a.distinct = !shares;
-      if (shares) table.shortage.set(id, `every eligible exit shares its ${table.unitWord()} with another instance's (measured: it leaves from ${a.relay.address})`);
-      else table.shortage.delete(id);
+      table.noteShortage(id, shares, 'every eligible exit', `measured: it leaves from ${a.relay.address}`);
       if (id !== settling && this.parts.sharesAvoidably(id)) moving.push(id);
     }
     for (const id of moving) {

@@ -282,9 +282,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
         // Kept even when it shares: the sessions restored on the instance keep their IP; the
         // shortage is said as any other is, and ends as any other does (spreadOffSharedExits).
         const distinct = !this.table.restoredShares(id, relay);
-        const note = distinct ? '' : `its exit from before the restart shares its ${this.table.unitWord()} with another instance's${this.table.unitsHeldElsewhere.size > 0 ? ' (on this node or another of the fleet)' : ''}`;
-        if (distinct) this.table.shortage.delete(id);
-        else this.table.shortage.set(id, note);
+        const note = this.table.noteShortage(id, !distinct, 'its exit from before the restart');
         this.record(id, { relay, distinct, forSession: false }, { said: distinct ? 'again, as before the restart' : `again, as before the restart — ${note}`, why: 'restored' });
         return { ok: true, relay, distinct, note };
       }
@@ -302,9 +300,7 @@ export class ExitAssignments extends EventEmitter<ExitAssignmentsEvents> impleme
       return { ok: false, note };
     }
     const { relay, distinct } = choice;
-    const note = distinct ? '' : `every eligible exit shares its ${this.table.unitWord()} with another instance's${this.table.unitsHeldElsewhere.size > 0 ? ' (on this node or another of the fleet)' : ''}`;
-    if (distinct) this.table.shortage.delete(id);
-    else this.table.shortage.set(id, note);
+    const note = this.table.noteShortage(id, !distinct, 'every eligible exit');
     const forSession = options.session !== undefined || options.countries !== undefined || options.avoid !== undefined;
     this.record(id, { relay, distinct, forSession }, { said: distinct ? '' : `— ${note}`, why: options.why, from: current, session: options.session });
     return { ok: true, relay, distinct, note };

@@ -36,7 +36,7 @@ export class FleetYields {
     const staying = ids.filter((id) => !moving.includes(id));
     for (const id of staying) {
       (this.table.assigned.get(id) as { distinct: boolean }).distinct = false;
-      this.table.shortage.set(id, `every eligible exit shares its ${this.table.unitWord()} with another instance's (on this node or another of the fleet)`);
+      this.table.noteShortage(id, true, 'every eligible exit');
     }
     const unit = key.replace(/^block:/, '/24 ').replace(/^family:/, 'family ');
     const said = [

@@ -49,10 +49,11 @@ export async function freePorts(count: number): Promise<number[]> {
     const port = SINGLE_PORTS_START + Math.floor(Math.random() * (SINGLE_PORTS_END - SINGLE_PORTS_START));
     if (recentPortSet.has(port)) continue;
     // Claimed before the check, which waits: two services started together (fleet-nodes) search
-    // at once, and both had found one port free and handed it out (one failed to bind it). A
-    // port found busy stays claimed, which costs nothing.
+    // at once, and a check made while the other search's probe listener was closing found the
+    // port free for both (one service then failed to bind it). A port found busy stays claimed,
+    // which costs nothing.
     remember(port);
-    if (!(await portFree(port))) continue;
+    if (!(await probe(port))) continue;
     ports.push(port);
   }
   return ports;
@@ -65,6 +66,22 @@ export function portFree(port: number): Promise<boolean> {
     s.once('error', () => resolve(false));
     s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
   });
+}
+
+/** How the searches check a port: `portFree`, unless the finder's own unit test gives a stand-in. */
+let probe: (port: number) => Promise<boolean> = portFree;
+
+/**
+ * For the finder's own unit test: checks ports with `standIn` until the returned function is
+ * called. A stand-in that waits and then says "free" is what a real check says to the second of
+ * two searches when the first one's probe listener has just closed (its close callback not yet
+ * run): the window the claims close, which real timing hits too rarely to test.
+ */
+export function probePortsWith(standIn: (port: number) => Promise<boolean>): () => void {
+  probe = standIn;
+  return () => {
+    probe = portFree;
+  };
 }
 
 /** Where instance port blocks are drawn from: above the test networks' blocks, below the ephemeral ports. */
@@ -88,7 +105,7 @@ async function freeBlock(size: number, taken: readonly number[]): Promise<number
     const base = INSTANCE_BLOCKS_START + Math.floor(Math.random() * slots) * 10;
     if (taken.some((p) => p >= base && p < base + range)) continue;
     if (!claimRange(base, size)) continue;
-    const checks = await Promise.all(Array.from({ length: size }, (_, i) => portFree(base + i)));
+    const checks = await Promise.all(Array.from({ length: size }, (_, i) => probe(base + i)));
     if (checks.every(Boolean)) return base;
   }
   throw new NoFreePortRangeError(size);
@@ -132,7 +149,7 @@ export async function freeSessionPortBase(count: number): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
     const base = 12_000 + Math.floor(Math.random() * 790) * 10;
     if (!claimRange(base, count)) continue;
-    const checks = await Promise.all(Array.from({ length: count }, (_, i) => portFree(base + i)));
+    const checks = await Promise.all(Array.from({ length: count }, (_, i) => probe(base + i)));
     if (checks.every(Boolean)) return base;
   }
   throw new NoFreePortRangeError(count);
